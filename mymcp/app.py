@@ -1,0 +1,91 @@
+"""The Starlette application: `create_app` over a built runtime, and the production factory.
+
+Nothing here runs at import time. `create_production_app` is the supported uvicorn
+factory target (`mymcp.app:create_production_app`, with `--factory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mymcp import SERVER_NAME
+from mymcp.config import HostConfiguration
+from mymcp.runtime import HostRuntime
+from mymcp.transport import (
+    DEFAULT_SESSION_LIMIT,
+    LATEST_PROTOCOL_VERSION,
+    McpEndpoint,
+    RequestAuthenticator,
+    SessionStore,
+    TransportOptions,
+)
+
+__all__ = ["PROTECTED_RESOURCE_PATH", "create_app", "create_production_app"]
+
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource/mcp"
+
+
+def create_app(
+    runtime: HostRuntime,
+    *,
+    authenticator: RequestAuthenticator,
+    configuration: HostConfiguration | None = None,
+    session_limit: int = DEFAULT_SESSION_LIMIT,
+    protected_resource_metadata: Mapping[str, Any] | None = None,
+) -> Starlette:
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`."""
+    config = configuration or HostConfiguration()
+    mcp = config.mcp
+    sessions = SessionStore(
+        limit=session_limit,
+        inactivity_seconds=mcp.session_inactivity_timeout_seconds,
+        absolute_seconds=mcp.session_absolute_lifetime_seconds,
+    )
+    options = TransportOptions.for_binding(
+        config.server.address, config.server.port, strict=mcp.strict_protocol_version
+    )
+    endpoint = McpEndpoint(runtime, authenticator, sessions, options)
+    version_body = {
+        "name": SERVER_NAME,
+        "version": runtime.server_version,
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+    }
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def version(request: Request) -> Response:
+        return JSONResponse(version_body)
+
+    routes = [
+        Route("/mcp", endpoint=endpoint),
+        Route("/health", health, methods=["GET"]),
+        Route("/version", version, methods=["GET"]),
+    ]
+    if protected_resource_metadata is not None:
+        metadata = dict(protected_resource_metadata)
+
+        async def protected_resource(request: Request) -> Response:
+            return JSONResponse(metadata, headers={"cache-control": "no-store"})
+
+        routes.append(Route(PROTECTED_RESOURCE_PATH, protected_resource, methods=["GET"]))
+    return Starlette(routes=routes)
+
+
+def create_production_app() -> Starlette:
+    """Load the host configuration, build the runtime and authentication, and serve them."""
+    from mymcp.runtime.bootstrap import build_host
+
+    host = build_host()
+    return create_app(
+        host.runtime,
+        authenticator=host.authenticator,
+        configuration=host.configuration,
+        protected_resource_metadata=host.authenticator.protected_resource_metadata,
+    )

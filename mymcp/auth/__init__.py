@@ -1,0 +1,34 @@
+"""Authentication: evidence routing, operator bearer tokens, OAuth JWT validation.
+
+The transport builds one `Authenticator` at startup with `build_authenticator` and calls
+`authenticate` for every request before it reads the body. The CLI provisions operator
+bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
+"""
+
+from mymcp.auth._compose import build_authenticator
+from mymcp.auth._discovery import HttpClientFactory
+from mymcp.auth._oauth import Clock, SystemClock
+from mymcp.auth._principal import ANONYMOUS, AuthFailure, Principal, is_valid_subject
+from mymcp.auth._provisioning import (
+    CredentialProvisioningError,
+    create_token,
+    list_credentials,
+    revoke_token,
+)
+from mymcp.auth._router import Authenticator
+
+__all__ = [
+    "ANONYMOUS",
+    "AuthFailure",
+    "Authenticator",
+    "Clock",
+    "CredentialProvisioningError",
+    "HttpClientFactory",
+    "Principal",
+    "SystemClock",
+    "build_authenticator",
+    "create_token",
+    "is_valid_subject",
+    "list_credentials",
+    "revoke_token",
+]

@@ -1,0 +1,184 @@
+"""Issuer grammar, authorization-server discovery and bounded HTTPS fetches.
+
+Discovery asks RFC 8414 first (`/.well-known/oauth-authorization-server` inserted before
+the issuer path) and then OpenID Connect (`<issuer>/.well-known/openid-configuration`).
+Only `issuer` and `jwks_uri` are read from the metadata; the issuer must match exactly
+and the JWKS must live on the issuer's own host.
+
+Every fetch: TLS verified against the system trust store (which honours SSL_CERT_FILE and
+SSL_CERT_DIR), no environment proxies, no redirects, HTTP 200 only, identity encoding,
+`Accept: application/json`, a fixed User-Agent, a bounded body and a 10 s deadline.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import time
+from collections.abc import Callable
+from urllib.parse import SplitResult, urlsplit
+
+import httpx
+
+from mymcp.auth._encoding import StrictJsonError, loads_strict_json
+
+__all__ = [
+    "FETCH_DEADLINE_SECONDS",
+    "MAX_METADATA_BYTES",
+    "USER_AGENT",
+    "DiscoveryError",
+    "HttpClientFactory",
+    "default_http_client",
+    "discover_jwks_uri",
+    "fetch_bounded",
+    "is_valid_issuer",
+    "metadata_urls",
+]
+
+USER_AGENT = "MyMCP/oauth-jwt-jwks-v1"
+FETCH_DEADLINE_SECONDS = 10.0
+MAX_METADATA_BYTES = 16 * 1024
+_CHUNK = 16384
+
+HttpClientFactory = Callable[[ssl.SSLContext], httpx.Client]
+"""Builds the client for one fetch session from the verified TLS context MyMCP made."""
+
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
+
+
+class DiscoveryError(Exception):
+    """Code: metadata_unavailable, metadata_invalid, jwks_unavailable or jwks_invalid."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def default_http_client(context: ssl.SSLContext) -> httpx.Client:
+    return httpx.Client(
+        verify=context,
+        trust_env=False,
+        follow_redirects=False,
+        timeout=FETCH_DEADLINE_SECONDS,
+    )
+
+
+def _split_https(text: str) -> SplitResult | None:
+    """Common URL hygiene: visible ASCII, literal `https://`, no `%`, userinfo or fragment."""
+    if not text.isascii() or any(ch <= " " or ch in "%\\\x7f" for ch in text):
+        return None
+    if not text.startswith("https://") or "#" in text:
+        return None
+    parts = urlsplit(text)
+    if "@" in parts.netloc or parts.netloc != parts.netloc.lower() or "[" in parts.netloc:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    host = parts.hostname or ""
+    if port not in (None, 443) or parts.netloc not in (host, f"{host}:443"):
+        return None
+    return parts
+
+
+def _is_dns_host(host: str) -> bool:
+    if "." not in host or host == "localhost" or host.endswith(".localhost"):
+        return False
+    labels = host.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return False
+    return not all(label.isdigit() for label in labels)
+
+
+def is_valid_issuer(issuer: str) -> bool:
+    """The contract's issuer grammar (reference section 2.2)."""
+    parts = _split_https(issuer)
+    if parts is None or parts.query or "?" in issuer or not _is_dns_host(parts.hostname or ""):
+        return False
+    path = parts.path
+    if path in ("", "/"):
+        return True
+    if path.endswith("/"):
+        return False
+    return all(
+        _SEGMENT.fullmatch(segment) and segment not in (".", "..")
+        for segment in path[1:].split("/")
+    )
+
+
+def is_valid_jwks_uri(uri: str, issuer: str) -> bool:
+    parts = _split_https(uri)
+    return parts is not None and parts.hostname == urlsplit(issuer).hostname
+
+
+def metadata_urls(issuer: str) -> tuple[str, str]:
+    """(RFC 8414 path-inserted URL, OpenID Connect appended URL) for a valid issuer."""
+    parts = urlsplit(issuer)
+    suffix = "" if parts.path in ("", "/") else parts.path
+    rfc8414 = f"https://{parts.netloc}/.well-known/oauth-authorization-server{suffix}"
+    openid = f"{issuer.rstrip('/')}/.well-known/openid-configuration"
+    return rfc8414, openid
+
+
+def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) -> bytes:
+    """GET `url` under the fetch rules; raises DiscoveryError(`<kind>_unavailable|invalid`)."""
+    deadline = time.monotonic() + FETCH_DEADLINE_SECONDS
+    headers = {
+        "Accept": "application/json",
+        "Accept-Encoding": "identity",
+        "User-Agent": USER_AGENT,
+    }
+    try:
+        request = client.build_request(
+            "GET", url, headers=headers, timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS)
+        )
+        response = client.send(request, stream=True, follow_redirects=False)
+    except (httpx.HTTPError, ssl.SSLError, OSError):
+        raise DiscoveryError(f"{kind}_unavailable") from None
+    try:
+        if response.status_code != 200:
+            raise DiscoveryError(f"{kind}_unavailable")
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            raise DiscoveryError(f"{kind}_invalid")
+        declared = response.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+            raise DiscoveryError(f"{kind}_invalid")
+        body = bytearray()
+        for chunk in response.iter_bytes(_CHUNK):  # identity encoding: these are raw bytes
+            body += chunk
+            if len(body) > max_bytes:
+                raise DiscoveryError(f"{kind}_invalid")
+            if time.monotonic() > deadline:
+                raise DiscoveryError(f"{kind}_unavailable")
+        return bytes(body)
+    except (httpx.HTTPError, ssl.SSLError, OSError):
+        raise DiscoveryError(f"{kind}_unavailable") from None
+    finally:
+        response.close()
+
+
+def _jwks_uri_from(body: bytes, issuer: str) -> str:
+    try:
+        document = loads_strict_json(body, max_bytes=MAX_METADATA_BYTES)
+    except StrictJsonError:
+        raise DiscoveryError("metadata_invalid") from None
+    if not isinstance(document, dict) or document.get("issuer") != issuer:
+        raise DiscoveryError("metadata_invalid")
+    jwks_uri = document.get("jwks_uri")
+    if not isinstance(jwks_uri, str) or not is_valid_jwks_uri(jwks_uri, issuer):
+        raise DiscoveryError("metadata_invalid")
+    return jwks_uri
+
+
+def discover_jwks_uri(client: httpx.Client, issuer: str) -> str:
+    """Find the issuer's JWKS URI: RFC 8414 metadata first, then OpenID Connect."""
+    failure = DiscoveryError("metadata_unavailable")
+    for url in metadata_urls(issuer):
+        try:
+            body = fetch_bounded(client, url, max_bytes=MAX_METADATA_BYTES, kind="metadata")
+            return _jwks_uri_from(body, issuer)
+        except DiscoveryError as exc:
+            failure = exc
+    raise failure

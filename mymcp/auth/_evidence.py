@@ -1,0 +1,69 @@
+"""Turn the raw `Authorization` header values of one request into routable evidence.
+
+The rules are the reference's, kept byte-exact:
+
+* no header at all is "no evidence"; more than one header is `malformed`;
+* the value must split on a single ASCII space into exactly two non-empty parts, so
+  tabs, doubled spaces and leading or trailing spaces are all `malformed`;
+* the scheme must be an HTTP token and is lowercased (ASCII only, so no Unicode case
+  folding can turn an odd scheme into a known one);
+* the payload is carried as text but must be 1-8192 bytes once encoded as UTF-8.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mymcp.auth._principal import AuthFailure
+
+__all__ = ["AUTHORIZATION_SOURCE", "MAX_PAYLOAD_BYTES", "Evidence", "RouteKey", "extract_evidence"]
+
+AUTHORIZATION_SOURCE = "authorization"
+MAX_PAYLOAD_BYTES = 8192
+
+# RFC 9110 token characters; the scheme is compared after ASCII lowercasing.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+RouteKey = tuple[str, str, str | None]
+"""(source, scheme, profile): the exact key an adapter is registered under."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One credential presented in the `Authorization` header."""
+
+    scheme: str
+    payload: str
+
+    @property
+    def route(self) -> RouteKey:
+        # Header evidence never names a profile, so only profile-free routes are reachable.
+        return (AUTHORIZATION_SOURCE, self.scheme, None)
+
+
+def extract_evidence(authorization_values: Sequence[str]) -> Evidence | AuthFailure | None:
+    """Return the evidence, `None` when there is none, or `AuthFailure.MALFORMED`."""
+    if isinstance(authorization_values, str):  # a bare string is a caller bug, not one value
+        return AuthFailure.MALFORMED
+    if len(authorization_values) == 0:
+        return None
+    if len(authorization_values) > 1:
+        return AuthFailure.MALFORMED
+    value: object = authorization_values[0]
+    if not isinstance(value, str):
+        return AuthFailure.MALFORMED
+    parts = value.split(" ")
+    if len(parts) != 2:
+        return AuthFailure.MALFORMED
+    scheme, payload = parts
+    if not payload or _TOKEN.fullmatch(scheme) is None:
+        return AuthFailure.MALFORMED
+    try:
+        size = len(payload.encode("utf-8"))
+    except UnicodeEncodeError:
+        return AuthFailure.MALFORMED
+    if size > MAX_PAYLOAD_BYTES:
+        return AuthFailure.MALFORMED
+    return Evidence(scheme=scheme.lower(), payload=payload)

@@ -1,0 +1,210 @@
+"""`oauth-jwt-jwks-v1`: validate JWT access tokens from one issuer (resource server only).
+
+Validation order: compact-JWS shape, JOSE header, key lookup (with a throttled JWKS
+refetch for unknown kids), signature, payload JSON, required claims, issuer and
+audience, times, subject. Shape, header-JSON and missing-claim problems are `malformed`;
+everything else is `rejected`. The signature is checked before the payload is parsed.
+
+Claims required: `iss`, `aud`, `sub`, `exp`, `iat`. `client_id` and `jti` are neither
+required nor inspected: MyMCP keeps no replay cache and no per-client policy, and several
+common providers omit them from user access tokens (Keycloak has no `client_id`,
+Microsoft Entra uses `appid`/`uti`), so demanding them would only break interoperability.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeGuard
+
+from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
+
+from mymcp.auth._discovery import DiscoveryError
+from mymcp.auth._encoding import (
+    StrictJsonError,
+    b64url_decode,
+    b64url_encode,
+    is_printable_ascii,
+    loads_strict_json,
+)
+from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
+from mymcp.auth._principal import AuthFailure, is_valid_subject
+
+__all__ = [
+    "CLOCK_SKEW_SECONDS",
+    "OAUTH_JWT_TYPE",
+    "REFETCH_INTERVAL_SECONDS",
+    "Clock",
+    "OAuthJwtAdapter",
+    "SystemClock",
+    "project_subject",
+]
+
+OAUTH_JWT_TYPE = "oauth-jwt-jwks-v1"
+CLOCK_SKEW_SECONDS = 30
+REFETCH_INTERVAL_SECONDS = 60.0
+MAX_SEGMENT_CHARACTERS = 4096
+REQUIRED_CLAIMS = ("iss", "aud", "sub", "exp", "iat")
+ACCEPTED_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})  # media types: no case
+
+_VERIFIERS: dict[str, Algorithm] = {
+    "RS256": RSAAlgorithm(RSAAlgorithm.SHA256),
+    "PS256": RSAPSSAlgorithm(RSAPSSAlgorithm.SHA256),
+    "ES256": ECAlgorithm(ECAlgorithm.SHA256),
+    "EdDSA": OKPAlgorithm(),
+}
+
+KeyFetcher = Callable[[], Mapping[str, VerificationKey]]
+"""Fetches and parses the JWKS again (blocking); raises DiscoveryError on failure."""
+
+
+class Clock(Protocol):
+    def time(self) -> float: ...
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def project_subject(issuer: str, sub: str) -> str:
+    """Adapter-local subject: `oauth-jwt-v1:` + b64url(SHA-256(issuer ‖ 0x00 ‖ sub))."""
+    digest = hashlib.sha256(issuer.encode("utf-8") + b"\x00" + sub.encode("utf-8")).digest()
+    return f"oauth-jwt-v1:{b64url_encode(digest)}"
+
+
+def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """(header, payload, signature, signing input) of a compact JWS, or None."""
+    if not token.isascii():
+        return None
+    segments = token.split(".")
+    if len(segments) != 3 or not all(0 < len(s) <= MAX_SEGMENT_CHARACTERS for s in segments):
+        return None
+    header, payload, signature = (b64url_decode(s) for s in segments)
+    if header is None or payload is None or signature is None:
+        return None
+    return header, payload, signature, f"{segments[0]}.{segments[1]}".encode("ascii")
+
+
+def _json_object(data: bytes) -> dict[str, object] | None:
+    try:
+        document = loads_strict_json(data, max_bytes=MAX_SEGMENT_CHARACTERS)
+    except StrictJsonError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _header_failure(header: Mapping[str, object]) -> AuthFailure | None:
+    """Check alg, typ, crit and kid; other JOSE members (jku, x5u, jwk, ...) are ignored."""
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in _VERIFIERS or "crit" in header:
+        return AuthFailure.REJECTED  # we implement no extensions, so any `crit` is unknown
+    typ = header.get("typ")
+    if "typ" in header and not (isinstance(typ, str) and typ.lower() in ACCEPTED_TYPES):
+        return AuthFailure.REJECTED
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not is_printable_ascii(kid, max_length=MAX_KID_LENGTH):
+        return AuthFailure.REJECTED
+    return None
+
+
+def _is_timestamp(value: object) -> TypeGuard[int]:
+    return type(value) is int and value >= 0
+
+
+class OAuthJwtAdapter:
+    """Validates bearer JWTs for one issuer and one audience (the loopback resource URL)."""
+
+    def __init__(
+        self,
+        *,
+        issuer: str,
+        audience: str,
+        keys: Mapping[str, VerificationKey],
+        fetch_keys: KeyFetcher,
+        clock: Clock | None = None,
+    ) -> None:
+        self._issuer = issuer
+        self._audience = audience
+        self._keys = keys
+        self._fetch_keys = fetch_keys
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._lock = asyncio.Lock()
+        self._last_refetch: float | None = None
+
+    async def _key(self, kid: str) -> VerificationKey | None:
+        """Look a kid up; if unknown, refetch the JWKS at most once per 60 s."""
+        key = self._keys.get(kid)
+        if key is not None:
+            return key
+        async with self._lock:
+            key = self._keys.get(kid)  # a concurrent refetch may have brought it
+            if key is not None:
+                return key
+            now = self._clock.monotonic()
+            if (
+                self._last_refetch is not None
+                and now - self._last_refetch < REFETCH_INTERVAL_SECONDS
+            ):
+                return None
+            self._last_refetch = now
+            try:
+                self._keys = await asyncio.to_thread(self._fetch_keys)
+            except DiscoveryError:
+                return None  # keep serving with the keys we already trust
+            return self._keys.get(kid)
+
+    async def authenticate(self, payload: str) -> str | AuthFailure:
+        parts = _split_compact(payload)
+        if parts is None:
+            return AuthFailure.MALFORMED
+        header_bytes, claims_bytes, signature, signing_input = parts
+        header = _json_object(header_bytes)
+        if header is None:
+            return AuthFailure.MALFORMED
+        failure = _header_failure(header)
+        if failure is not None:
+            return failure
+        alg, kid = str(header["alg"]), str(header["kid"])
+        key = await self._key(kid)
+        if key is None or alg not in key.algorithms:
+            return AuthFailure.REJECTED
+        if not _VERIFIERS[alg].verify(signing_input, key.key, signature):
+            return AuthFailure.REJECTED
+        claims = _json_object(claims_bytes)
+        if claims is None or any(name not in claims for name in REQUIRED_CLAIMS):
+            return AuthFailure.MALFORMED
+        return self._check_claims(claims)
+
+    def _check_claims(self, claims: Mapping[str, object]) -> str | AuthFailure:
+        if claims["iss"] != self._issuer:
+            return AuthFailure.REJECTED
+        audience = claims["aud"]
+        if isinstance(audience, list):
+            if not audience or not all(isinstance(item, str) for item in audience):
+                return AuthFailure.REJECTED
+            if self._audience not in audience:
+                return AuthFailure.REJECTED
+        elif audience != self._audience:
+            return AuthFailure.REJECTED
+        expires, issued = claims["exp"], claims["iat"]
+        not_before = claims.get("nbf", 0)
+        if not _is_timestamp(expires) or not _is_timestamp(issued):
+            return AuthFailure.REJECTED
+        if not _is_timestamp(not_before):
+            return AuthFailure.REJECTED
+        now = self._clock.time()
+        if now - expires > CLOCK_SKEW_SECONDS or issued - now > CLOCK_SKEW_SECONDS:
+            return AuthFailure.REJECTED
+        if expires <= issued or not_before - now > CLOCK_SKEW_SECONDS:
+            return AuthFailure.REJECTED
+        subject = claims["sub"]
+        if not is_valid_subject(subject):
+            return AuthFailure.REJECTED
+        return project_subject(self._issuer, subject)

@@ -1,0 +1,82 @@
+"""Who a request runs as: the anonymous principal or a registered one, and why not."""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal, TypeGuard
+
+from mymcp.auth._encoding import b64url_encode
+
+__all__ = [
+    "ANONYMOUS",
+    "MAX_SUBJECT_BYTES",
+    "MAX_SUBJECT_CODE_POINTS",
+    "AuthFailure",
+    "Principal",
+    "is_valid_subject",
+    "registered_principal",
+]
+
+MAX_SUBJECT_CODE_POINTS = 256
+MAX_SUBJECT_BYTES = 1024
+
+
+class AuthFailure(enum.StrEnum):
+    """Why a request was not authenticated. Every value becomes an empty-body HTTP 401."""
+
+    AMBIGUOUS = "ambiguous"
+    MALFORMED = "malformed"
+    NO_EVIDENCE = "no_evidence"
+    REJECTED = "rejected"
+    UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The identity a request is served as.
+
+    `principal_id` is the stable key sessions are bound to. It is `anonymous` for the
+    anonymous principal and `registered:<adapter-id>:<unpadded base64url(subject)>`
+    otherwise; adapter ids cannot contain `:`, so the encoding is injective.
+    """
+
+    kind: Literal["anonymous", "registered"]
+    adapter_id: str | None
+    subject: str | None
+    principal_id: str
+
+
+ANONYMOUS = Principal(kind="anonymous", adapter_id=None, subject=None, principal_id="anonymous")
+
+
+def is_valid_subject(subject: object) -> TypeGuard[str]:
+    """Apply the Authentication-v1 subject rules.
+
+    A subject is a string that is not blank after stripping, has at most 256 code points
+    and 1024 UTF-8 bytes, is already NFC-normalized and contains no character from any
+    Unicode "C" category (control, format, unassigned, private use, surrogate).
+    """
+    if not isinstance(subject, str):
+        return False
+    if not subject.strip() or len(subject) > MAX_SUBJECT_CODE_POINTS:
+        return False
+    if any(unicodedata.category(ch).startswith("C") for ch in subject):
+        return False  # also rules out lone surrogates before we try to encode
+    if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
+        return False
+    return unicodedata.is_normalized("NFC", subject)
+
+
+def registered_principal(adapter_id: str, subject: str) -> Principal:
+    """Build the registered principal for an adapter-local subject that passed the rules."""
+    if not is_valid_subject(subject):
+        raise ValueError("subject does not satisfy the Authentication-v1 rules")
+    encoded = b64url_encode(subject.encode("utf-8"))
+    return Principal(
+        kind="registered",
+        adapter_id=adapter_id,
+        subject=subject,
+        principal_id=f"registered:{adapter_id}:{encoded}",
+    )

@@ -1,0 +1,134 @@
+"""The authenticator the transport calls once per request, before reading the body.
+
+Routing is a single exact dictionary lookup: evidence names a route, the route names at
+most one adapter, and that adapter's answer is final. There is no fallback to another
+adapter and failed evidence never degrades to anonymous access.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from mymcp.auth._evidence import Evidence, RouteKey, extract_evidence
+from mymcp.auth._principal import (
+    ANONYMOUS,
+    AuthFailure,
+    Principal,
+    is_valid_subject,
+    registered_principal,
+)
+
+__all__ = ["AuthenticationAdapter", "Authenticator", "OAuthChallenge", "RoutedAdapter"]
+
+
+class AuthenticationAdapter(Protocol):
+    """One composed adapter: maps a credential payload to an adapter-local subject."""
+
+    async def authenticate(self, payload: str) -> str | AuthFailure: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedAdapter:
+    adapter_id: str
+    adapter: AuthenticationAdapter
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthChallenge:
+    """What an enabled OAuth adapter publishes: the RFC 9728 document and where it lives."""
+
+    metadata_url: str
+    resource: str
+    issuer: str
+
+
+class Authenticator:
+    """Immutable per-process authentication front door, built once by `build_authenticator`."""
+
+    __slots__ = ("_anonymous_enabled", "_enabled_adapter_count", "_oauth", "_routes")
+
+    _routes: Mapping[RouteKey, RoutedAdapter]
+    _anonymous_enabled: bool
+    _enabled_adapter_count: int
+    _oauth: OAuthChallenge | None
+
+    def __init__(
+        self,
+        *,
+        routes: Mapping[RouteKey, RoutedAdapter],
+        anonymous_enabled: bool,
+        oauth: OAuthChallenge | None = None,
+    ) -> None:
+        object.__setattr__(self, "_routes", types.MappingProxyType(dict(routes)))
+        object.__setattr__(self, "_anonymous_enabled", anonymous_enabled)
+        object.__setattr__(self, "_enabled_adapter_count", len(routes))
+        object.__setattr__(self, "_oauth", oauth)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Authenticator is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Authenticator is immutable")
+
+    @property
+    def enabled_adapter_count(self) -> int:
+        return self._enabled_adapter_count
+
+    @property
+    def anonymous_enabled(self) -> bool:
+        return self._anonymous_enabled
+
+    @property
+    def protected_resource_metadata(self) -> dict[str, object] | None:
+        """The RFC 9728 body (a fresh copy) when OAuth is enabled, else None."""
+        if self._oauth is None:
+            return None
+        return {
+            "resource": self._oauth.resource,
+            "authorization_servers": [self._oauth.issuer],
+            "bearer_methods_supported": ["header"],
+        }
+
+    @property
+    def protected_resource_metadata_url(self) -> str | None:
+        return None if self._oauth is None else self._oauth.metadata_url
+
+    async def authenticate(self, authorization_values: Sequence[str]) -> Principal | AuthFailure:
+        """Authenticate one request from all of its raw `Authorization` header values."""
+        evidence = extract_evidence(authorization_values)
+        if evidence is None:
+            return ANONYMOUS if self._anonymous_enabled else AuthFailure.NO_EVIDENCE
+        if isinstance(evidence, AuthFailure):
+            return evidence
+        return await self._dispatch(evidence)
+
+    async def _dispatch(self, evidence: Evidence) -> Principal | AuthFailure:
+        routed = self._routes.get(evidence.route)
+        if routed is None:
+            return AuthFailure.UNSUPPORTED
+        try:
+            outcome = await routed.adapter.authenticate(evidence.payload)
+        except Exception:  # an adapter bug must fail closed, never open
+            return AuthFailure.REJECTED
+        if isinstance(outcome, AuthFailure):
+            return outcome
+        if not is_valid_subject(outcome):
+            return AuthFailure.REJECTED
+        return registered_principal(routed.adapter_id, outcome)
+
+    def challenge_headers(self, failure: AuthFailure, *, token_presented: bool) -> dict[str, str]:
+        """Headers for the empty 401 that answers `failure`.
+
+        Only an enabled OAuth adapter has a challenge: `WWW-Authenticate: Bearer` naming
+        the protected-resource metadata URL, plus `error="invalid_token"` when the client
+        actually sent a token (RFC 6750 says to omit the error when no credential came).
+        """
+        if self._oauth is None:
+            return {}
+        value = f'Bearer resource_metadata="{self._oauth.metadata_url}"'
+        if token_presented and failure is not AuthFailure.NO_EVIDENCE:
+            value += ', error="invalid_token"'
+        return {"WWW-Authenticate": value}

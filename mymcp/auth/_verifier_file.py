@@ -1,0 +1,153 @@
+"""The operator-bearer verifier file (format_version 1): read, validate, serialize.
+
+The file holds digests only, never secrets. Reading goes through the one safe reader
+(D14) with `private=True`, so the file must carry no group or world permission bits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeGuard
+
+from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp.auth._encoding import (
+    StrictJsonError,
+    b64url_decode,
+    b64url_encode,
+    loads_strict_json,
+)
+from mymcp.auth._principal import is_valid_subject
+from mymcp.errors import MyMCPError
+
+__all__ = [
+    "MAX_CREDENTIALS",
+    "MAX_VERIFIER_BYTES",
+    "Credential",
+    "VerifierSourceError",
+    "check_verifier_path",
+    "is_credential_id",
+    "load_verifier",
+    "parse_verifier",
+    "serialize_verifier",
+]
+
+MAX_VERIFIER_BYTES = 16 * 1024
+MAX_CREDENTIALS = 32
+FORMAT_VERSION = 1
+
+_ID = re.compile(r"[0-9a-f]{32}")
+_FORBIDDEN_PATH_CHARACTERS = ("\x00", "~", "$", "%")
+
+# The safe reader's neutral reasons, in the verifier's own source vocabulary.
+_REASONS: dict[SafeFileReason, str] = {
+    SafeFileReason.MISSING: "unreadable",
+    SafeFileReason.UNSAFE_PATH: "unsafe",
+    SafeFileReason.NOT_REGULAR: "unsafe",
+    SafeFileReason.UNSAFE_PERMISSIONS: "unsafe",
+    SafeFileReason.UNREADABLE: "unreadable",
+    SafeFileReason.TOO_LARGE: "excessive",
+    SafeFileReason.CHANGED: "changed",
+}
+
+
+class VerifierSourceError(MyMCPError):
+    """The verifier file is unsafe or invalid; `code` is one of the verifier source codes:
+    unsafe, unreadable, excessive, changed, invalid_utf8, invalid_format."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code, "MyMCP operator bearer verifier source is unusable")
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """One verifier record: a public id, the subject it authenticates, SHA-256 of the secret."""
+
+    id: str
+    subject: str
+    digest: bytes
+
+
+def is_credential_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def check_verifier_path(path: Path) -> None:
+    """Refuse relative paths, expansion characters and `.`/`..` components."""
+    text = str(path)
+    if not path.is_absolute() or any(ch in text for ch in _FORBIDDEN_PATH_CHARACTERS):
+        raise VerifierSourceError("unsafe")
+    if any(part in (".", "..") for part in re.split(r"[/\\]", text)):
+        raise VerifierSourceError("unsafe")
+
+
+def _parse_record(record: object) -> Credential:
+    if not isinstance(record, dict) or set(record) != {"id", "subject", "digest"}:
+        raise VerifierSourceError("invalid_format")
+    credential_id, subject, digest_text = record["id"], record["subject"], record["digest"]
+    if not is_credential_id(credential_id) or not is_valid_subject(subject):
+        raise VerifierSourceError("invalid_format")
+    if not isinstance(digest_text, str) or len(digest_text) != 43:
+        raise VerifierSourceError("invalid_format")
+    digest = b64url_decode(digest_text)
+    if digest is None or len(digest) != 32:
+        raise VerifierSourceError("invalid_format")
+    return Credential(id=credential_id, subject=subject, digest=digest)
+
+
+def parse_verifier(data: bytes) -> tuple[Credential, ...]:
+    """Validate the bytes of a verifier file and return its credentials in file order."""
+    if len(data) > MAX_VERIFIER_BYTES:
+        raise VerifierSourceError("excessive")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerifierSourceError("invalid_utf8") from None
+    try:
+        document = loads_strict_json(data, max_bytes=MAX_VERIFIER_BYTES)
+    except StrictJsonError:
+        raise VerifierSourceError("invalid_format") from None
+    if not isinstance(document, dict) or set(document) != {"format_version", "credentials"}:
+        raise VerifierSourceError("invalid_format")
+    version, records = document["format_version"], document["credentials"]
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise VerifierSourceError("invalid_format")
+    if not isinstance(records, list) or len(records) > MAX_CREDENTIALS:
+        raise VerifierSourceError("invalid_format")
+    credentials = tuple(_parse_record(record) for record in records)
+    if len({credential.id for credential in credentials}) != len(credentials):
+        raise VerifierSourceError("invalid_format")
+    return credentials
+
+
+def load_verifier(path: Path, *, allow_missing: bool = False) -> tuple[Credential, ...]:
+    """Safely read and validate the verifier file.
+
+    With `allow_missing`, an absent file (or absent directory) reads as no credentials;
+    provisioning uses that to create the first credential. Startup never allows it.
+    """
+    check_verifier_path(path)
+    try:
+        data = read_safe_file(path, max_bytes=MAX_VERIFIER_BYTES, private=True)
+    except SafeFileError as exc:
+        if allow_missing and exc.reason is SafeFileReason.MISSING:
+            return ()
+        raise VerifierSourceError(_REASONS.get(exc.reason, "unreadable")) from None
+    return parse_verifier(data)
+
+
+def serialize_verifier(credentials: Iterable[Credential]) -> bytes:
+    """Render credentials as a canonical verifier file (stable order, trailing newline)."""
+    records = [
+        {"id": item.id, "subject": item.subject, "digest": b64url_encode(item.digest)}
+        for item in credentials
+    ]
+    text = json.dumps(
+        {"format_version": FORMAT_VERSION, "credentials": records},
+        ensure_ascii=False,
+        indent=2,
+    )
+    return (text + "\n").encode("utf-8")

@@ -1,0 +1,127 @@
+"""Stable configuration error codes and messages, and the grammars of configuration values."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+from typing import Final, NoReturn
+
+from mymcp.errors import ConfigurationError
+
+__all__ = [
+    "BUNDLED_PLUGIN_ID",
+    "CONFIGURATION_MESSAGES",
+    "MAX_AUTHENTICATION_ADAPTERS",
+    "MAX_CONFIGURATION_BYTES",
+    "MAX_SESSION_LIFETIME_SECONDS",
+    "OAUTH_JWT_ADAPTER_TYPE",
+    "OPERATOR_BEARER_ADAPTER_TYPE",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "config_error",
+    "fail",
+    "is_adapter_route_token",
+    "is_issuer",
+    "is_module_name",
+    "is_safe_absolute_path",
+]
+
+SUPPORTED_SCHEMA_VERSIONS: Final = range(1, 8)
+MAX_CONFIGURATION_BYTES: Final = 65536
+MAX_AUTHENTICATION_ADAPTERS: Final = 32
+MAX_SESSION_LIFETIME_SECONDS: Final = 2_592_000
+BUNDLED_PLUGIN_ID: Final = "mnemosyne"
+OPERATOR_BEARER_ADAPTER_TYPE: Final = "operator-bearer-v1"
+OAUTH_JWT_ADAPTER_TYPE: Final = "oauth-jwt-jwks-v1"
+
+CONFIGURATION_MESSAGES: Final[dict[str, str]] = {
+    "invalid_location": "MyMCP configuration location is unavailable",
+    "unsafe_path": "MyMCP configuration path is unsafe",
+    "not_regular": "MyMCP configuration source is not a regular file",
+    "unsafe_permissions": "MyMCP configuration source permissions are unsafe",
+    "unreadable": "MyMCP configuration source could not be read",
+    "too_large": "MyMCP configuration exceeds 65536 bytes",
+    "source_changed": "MyMCP configuration changed while being read",
+    "invalid_utf8": "MyMCP configuration is not valid UTF-8",
+    "invalid_toml": "MyMCP configuration is not valid TOML",
+    "unsupported_schema_version": "MyMCP configuration schema_version is not supported",
+    "invalid_schema": "MyMCP configuration does not match its schema",
+    "duplicate_plugin": "MyMCP configuration declares a plugin id more than once",
+    "duplicate_authentication_adapter_id": (
+        "MyMCP configuration declares an authentication adapter id more than once"
+    ),
+    "duplicate_authentication_adapter_route": (
+        "MyMCP configuration declares an authentication adapter route more than once"
+    ),
+    "authentication_adapter_limit_exceeded": (
+        "MyMCP authentication adapter limit of 32 is exceeded"
+    ),
+    "bundled_plugin_conflict": "MyMCP configuration declares the bundled plugin id",
+    "enabled_plugin_unsupported": "MyMCP configuration schema 1 cannot enable plugins",
+}
+
+
+def config_error(code: str, where: str | None = None) -> ConfigurationError:
+    """The error for `code`; `where` is a fixed schema location such as `server.port`."""
+    message = CONFIGURATION_MESSAGES[code]
+    if where is not None:
+        message = f"{message} (at {where})"
+    return ConfigurationError(code, message)
+
+
+def fail(where: str, code: str = "invalid_schema") -> NoReturn:
+    raise config_error(code, where) from None
+
+
+_ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
+_DNS_LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_PATH_FORBIDDEN: Final = frozenset("\x00~$%")
+
+
+def is_module_name(value: object) -> bool:
+    """1-255 ASCII characters of dot-separated Python identifiers, none a keyword."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 255 or not value.isascii():
+        return False
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in value.split("."))
+
+
+def is_safe_absolute_path(value: object) -> bool:
+    """An absolute path with no NUL, `~`, `$` or `%` and no `.` or `..` component."""
+    if not isinstance(value, str) or not value or _PATH_FORBIDDEN.intersection(value):
+        return False
+    if any(part in (".", "..") for part in re.split(r"[/\\]", value)):
+        return False
+    return Path(value).is_absolute()
+
+
+def is_adapter_route_token(value: object) -> bool:
+    """A route scheme or profile: a lowercase letter first, segments joined by `-` or `_`."""
+    return isinstance(value, str) and len(value) <= 64 and bool(_ROUTE_TOKEN.fullmatch(value))
+
+
+def _is_issuer_host(netloc: str) -> bool:
+    host, colon, port = netloc.partition(":")
+    if colon and port != "443":
+        return False
+    if "." not in host or host == "localhost" or host.endswith(".localhost"):
+        return False
+    labels = host.split(".")
+    if not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        return False
+    return not all(label.isdigit() for label in labels)
+
+
+def is_issuer(value: object) -> bool:
+    """A canonical `https` OAuth issuer under the host's strict grammar."""
+    if not isinstance(value, str) or not value.startswith("https://"):
+        return False
+    if not all(0x21 <= ord(char) <= 0x7E for char in value):
+        return False
+    if any(char in value for char in "?#%[]"):
+        return False
+    netloc, slash, path = value[len("https://") :].partition("/")
+    if "@" in netloc or netloc != netloc.lower() or not _is_issuer_host(netloc):
+        return False
+    if not slash or not path:
+        return True  # no path, or exactly "/"
+    return all(segment not in ("", ".", "..") for segment in path.split("/"))

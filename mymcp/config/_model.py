@@ -1,0 +1,90 @@
+"""Immutable values that describe a loaded host configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
+    "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
+    "AdapterDeclaration",
+    "AdapterRoute",
+    "AuthenticationSettings",
+    "HostConfiguration",
+    "McpSettings",
+    "PluginDeclaration",
+    "ServerSettings",
+]
+
+DEFAULT_INACTIVITY_TIMEOUT_SECONDS = 1800
+DEFAULT_ABSOLUTE_LIFETIME_SECONDS = 28800
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Where the launchers bind: always a loopback IP literal."""
+
+    address: str = "127.0.0.1"
+    port: int = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class PluginDeclaration:
+    """One `[[plugins]]` entry; schema 1 declarations carry no manifest path or module."""
+
+    id: str
+    enabled: bool
+    manifest_path: Path | None = None
+    module: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterRoute:
+    """The exact evidence route an authentication adapter answers for."""
+
+    source: str
+    scheme: str
+    profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterDeclaration:
+    """One `[[authentication.adapters]]` entry."""
+
+    id: str
+    type: str
+    enabled: bool
+    route: AdapterRoute
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationSettings:
+    """The `[authentication]` table; schemas 1-2 and absent files mean anonymous only."""
+
+    anonymous_enabled: bool = True
+    adapters: tuple[AdapterDeclaration, ...] = ()
+    operator_bearer_verifier_path: Path | None = None
+    oauth_issuer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class McpSettings:
+    """Transport settings from schema 6/7 `[mcp]`; a lifetime of 0 disables that limit."""
+
+    strict_protocol_version: bool = True
+    session_inactivity_timeout_seconds: int = DEFAULT_INACTIVITY_TIMEOUT_SECONDS
+    session_absolute_lifetime_seconds: int = DEFAULT_ABSOLUTE_LIFETIME_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfiguration:
+    """The whole host configuration, frozen once read."""
+
+    schema_version: int = 1
+    server: ServerSettings = field(default_factory=ServerSettings)
+    plugins: tuple[PluginDeclaration, ...] = ()
+    authentication: AuthenticationSettings = field(default_factory=AuthenticationSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
+    origin: Literal["loaded", "absent_defaults"] = "absent_defaults"

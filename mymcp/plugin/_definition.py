@@ -1,0 +1,146 @@
+"""The immutable plugin definition a manifest describes: metadata only, never code."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from mymcp.plugin._identity import CapabilityKind
+
+__all__ = [
+    "HOST_API_VERSION",
+    "AuthorityDeclaration",
+    "CapabilityDeclaration",
+    "ConfigurationDeclaration",
+    "Consent",
+    "FilesystemClass",
+    "HostApiRange",
+    "PluginDefinition",
+    "ToolEffects",
+]
+
+HOST_API_VERSION = 1
+"""The plugin host API this MyMCP implements; manifests declare the range they accept."""
+
+
+class Consent(enum.StrEnum):
+    """Whether a client should ask its user before each call."""
+
+    NONE = "none"
+    PER_CALL = "per_call"
+
+
+class FilesystemClass(enum.StrEnum):
+    """Filesystem authority a plugin declares (informational; not a sandbox)."""
+
+    DATA_READ = "data_read"
+    DATA_WRITE = "data_write"
+    STATE_READ = "state_read"
+    STATE_WRITE = "state_write"
+    CACHE_READ = "cache_read"
+    CACHE_WRITE = "cache_write"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEffects:
+    """What calling a tool does to the world; published as MCP annotations."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostApiRange:
+    """Inclusive range of host API versions a plugin supports."""
+
+    minimum: int
+    maximum: int
+
+    def admits(self, version: int) -> bool:
+        return self.minimum <= version <= self.maximum
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityDeclaration:
+    """One declared capability: its identity, contract version, effects and consent."""
+
+    kind: CapabilityKind
+    local_id: str
+    version: str
+    effects: ToolEffects
+    consent: Consent
+
+
+def _freeze(value: Any) -> Any:
+    """Deep-freeze JSON so a definition can be compared and shared safely."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: _freeze(item) for key, item in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(item) for item in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationDeclaration:
+    """The plugin's configuration schema (a bounded JSON Schema subset)."""
+
+    schema_version: int
+    schema: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "schema", _freeze(self.schema))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConfigurationDeclaration):
+            return NotImplemented
+        return self.schema_version == other.schema_version and _thaw(self.schema) == _thaw(
+            other.schema
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.schema_version)
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorityDeclaration:
+    """The filesystem classes and network access a plugin says it needs."""
+
+    filesystem: tuple[FilesystemClass, ...]
+    network: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PluginDefinition:
+    """Everything a manifest says about a plugin; holds no handlers or code locations."""
+
+    manifest_version: int
+    plugin_id: str
+    title: str
+    description: str
+    version: str
+    requires: HostApiRange
+    capabilities: tuple[CapabilityDeclaration, ...]
+    configuration: ConfigurationDeclaration
+    secret_references: tuple[str, ...]
+    data_schema_version: int
+    authority: AuthorityDeclaration
+
+    def capability(self, kind: CapabilityKind, local_id: str) -> CapabilityDeclaration | None:
+        """The declaration for (kind, local id), if declared."""
+        for declaration in self.capabilities:
+            if declaration.kind == kind and declaration.local_id == local_id:
+                return declaration
+        return None

@@ -1,0 +1,125 @@
+"""Manifest v1 entry points: from bytes, from a plugin's own dict, or from a file.
+
+The field rules live in `_manifest_rules`; this module handles the resource itself
+(size bound, strict UTF-8, JSON without duplicate keys or non-finite numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp.plugin._definition import PluginDefinition
+from mymcp.plugin._manifest_rules import (
+    MANIFEST_MESSAGES,
+    MAX_MANIFEST_BYTES,
+    definition_from_document,
+    fail,
+    is_semver,
+    manifest_error,
+)
+
+__all__ = [
+    "MANIFEST_MESSAGES",
+    "MAX_MANIFEST_BYTES",
+    "is_semver",
+    "load_manifest",
+    "manifest_error",
+    "manifest_from_mapping",
+    "parse_manifest",
+]
+
+_MAX_JSON_DEPTH: Final = 64
+
+
+class _DuplicateKeyError(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError
+        result[key] = value
+    return result
+
+
+def _reject_constant(_name: str) -> Any:
+    raise ValueError("non-finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("non-finite number")
+    return value
+
+
+def parse_manifest(data: bytes) -> PluginDefinition:
+    """Parse manifest-v1 bytes: at most 64 KiB of strict UTF-8 JSON, then the schema.
+
+    Duplicate object keys, NaN and infinities are rejected. Raises `ManifestError`.
+    """
+    if not isinstance(data, bytes | bytearray):
+        fail("manifest_resource_invalid")
+    if len(data) > MAX_MANIFEST_BYTES:
+        fail("manifest_resource_too_large")
+    try:
+        text = bytes(data).decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        fail("manifest_resource_invalid_utf8")
+    try:
+        document = json.loads(
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
+    except _DuplicateKeyError:
+        fail("manifest_resource_duplicate_key")
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        fail("manifest_resource_invalid_json")
+    return definition_from_document(document)
+
+
+def _plain_json(value: object, depth: int) -> Any:
+    """A plain JSON copy of `value` (dicts, lists, str, int, finite float, bool, None)."""
+    if depth > _MAX_JSON_DEPTH:
+        fail("manifest_resource_invalid")
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            fail("manifest_resource_invalid")
+        return {key: _plain_json(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_json(item, depth + 1) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        fail("manifest_resource_invalid")
+    if value is None or isinstance(value, str | int | float):
+        return value
+    fail("manifest_resource_invalid")
+
+
+def manifest_from_mapping(document: Mapping[str, Any]) -> PluginDefinition:
+    """Build a definition from an in-memory manifest (e.g. a plugin's own dict).
+
+    The same rules as `parse_manifest` apply; values must be plain JSON types.
+    """
+    if not isinstance(document, Mapping):
+        fail("manifest_root_invalid")
+    return definition_from_document(_plain_json(document, 0))
+
+
+def load_manifest(path: Path) -> PluginDefinition:
+    """Read `path` with the safe-file rules (64 KiB bound) and parse it as manifest v1."""
+    try:
+        data = read_safe_file(Path(path), max_bytes=MAX_MANIFEST_BYTES)
+    except SafeFileError as exc:
+        if exc.reason is SafeFileReason.TOO_LARGE:
+            fail("manifest_resource_too_large")
+        fail("manifest_resource_invalid")
+    return parse_manifest(data)

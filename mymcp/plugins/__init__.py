@@ -1,0 +1,1 @@
+"""Plugins bundled with MyMCP."""

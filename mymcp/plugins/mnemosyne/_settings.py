@@ -1,0 +1,283 @@
+"""Mnemosyne's own operator settings: mutation gates, the candidate bound and the memory root.
+
+Settings come from the environment and from the optional ``~/.mnemosyne/config.toml``;
+each environment variable overrides its own key. They are resolved once at startup,
+except the memory root, which `memory_root` resolves afresh for every operation.
+
+Every failure raises `MnemosyneSettingsError` with a stable code and a fixed message:
+no supplied value, file content, parser detail or path ever reaches a message or a log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp.errors import MnemosyneSettingsError
+from mymcp.plugins.mnemosyne.memory import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX
+
+__all__ = [
+    "CANDIDATE_LIMIT_ENV",
+    "GATE_ENVIRONMENT",
+    "MAX_SETTINGS_BYTES",
+    "MEMORY_ROOT_ENV",
+    "MnemosyneSettings",
+    "load_mnemosyne_settings",
+    "memory_root",
+    "parse_candidate_limit",
+    "parse_gate_value",
+    "parse_settings_document",
+    "settings_path",
+]
+
+_log = logging.getLogger("mymcp.mnemosyne.settings")
+
+MAX_SETTINGS_BYTES: Final = 16 * 1024
+SETTINGS_DIRECTORY: Final = ".mnemosyne"
+SETTINGS_FILE: Final = "config.toml"
+MEMORY_ROOT_ENV: Final = "MNEMOSYNE_MEMORY_ROOT"
+CANDIDATE_LIMIT_ENV: Final = "MNEMOSYNE_MEMORY_CANDIDATE_LIMIT"
+CANDIDATE_LIMIT_KEY: Final = "candidate_limit"
+
+# Settings field -> (environment variable, key in the file's [memory] table).
+GATE_ENVIRONMENT: Final[Mapping[str, tuple[str, str]]] = {
+    "remember": ("MNEMOSYNE_MEMORY_REMEMBER_ENABLED", "remember_enabled"),
+    "archive_restore": ("MNEMOSYNE_MEMORY_ARCHIVE_RESTORE_ENABLED", "archive_restore_enabled"),
+    "revise": ("MNEMOSYNE_MEMORY_REVISE_ENABLED", "revise_enabled"),
+    "forget": ("MNEMOSYNE_MEMORY_FORGET_ENABLED", "forget_enabled"),
+}
+_FILE_KEYS: Final = frozenset({*(key for _, key in GATE_ENVIRONMENT.values()), CANDIDATE_LIMIT_KEY})
+# No sign, no blanks, no leading zeros; seven digits already exceed the maximum, so the
+# length bound keeps int() away from huge inputs.
+_DECIMAL: Final = re.compile(r"[1-9][0-9]{0,6}")
+
+_SAFE_FILE_CODES: Final[Mapping[SafeFileReason, str]] = {
+    SafeFileReason.UNSAFE_PATH: "unsafe_path",
+    SafeFileReason.NOT_REGULAR: "not_regular",
+    SafeFileReason.UNSAFE_PERMISSIONS: "unsafe_permissions",
+    SafeFileReason.UNREADABLE: "unreadable",
+    SafeFileReason.TOO_LARGE: "too_large",
+    # A file swapped during the read is as good as unreadable for settings.
+    SafeFileReason.CHANGED: "unreadable",
+}
+
+_MESSAGES: Final[Mapping[str, str]] = {
+    "invalid_environment": (
+        "a MNEMOSYNE_MEMORY_* environment variable has an invalid value; gates accept "
+        "exactly true or false and the candidate limit an integer from 1 to 1000000"
+    ),
+    "invalid_toml": "the Mnemosyne settings file is not valid UTF-8 TOML",
+    "invalid_schema": (
+        "the Mnemosyne settings file may only hold an optional [memory] table with boolean "
+        "gates and an integer candidate_limit from 1 to 1000000"
+    ),
+    "unreadable": "the Mnemosyne settings file could not be read",
+    "not_regular": "the Mnemosyne settings source is not a regular file",
+    "unsafe_path": "the Mnemosyne settings source is a symlink or sits in an unsafe directory",
+    "too_large": "the Mnemosyne settings file is larger than 16 KiB",
+    "unsafe_permissions": "the Mnemosyne settings file or its directory is writable by others",
+}
+
+
+def _error(code: str) -> MnemosyneSettingsError:
+    return MnemosyneSettingsError(code, _MESSAGES[code])
+
+
+@dataclass(frozen=True, slots=True)
+class MnemosyneSettings:
+    """The startup snapshot: four independent mutation gates and the candidate bound.
+
+    Every gate defaults to off; `archive_restore` enables archive and restore together.
+    """
+
+    remember: bool = False
+    archive_restore: bool = False
+    revise: bool = False
+    forget: bool = False
+    candidate_limit: int = CANDIDATE_LIMIT_DEFAULT
+
+    def __post_init__(self) -> None:
+        for name in GATE_ENVIRONMENT:
+            if type(getattr(self, name)) is not bool:
+                raise TypeError(f"{name} must be a bool")
+        if not _valid_limit(self.candidate_limit):
+            raise ValueError("candidate_limit must be an integer from 1 to 1000000")
+
+
+def _valid_limit(value: object) -> bool:
+    return type(value) is int and 1 <= value <= CANDIDATE_LIMIT_MAX
+
+
+def parse_gate_value(text: str) -> bool | None:
+    """`true` -> True, `false` -> False, anything else (case, blanks included) -> None."""
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    return None
+
+
+def parse_candidate_limit(text: str) -> int | None:
+    """A plain decimal integer from 1 to 1,000,000, else None."""
+    if _DECIMAL.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if value <= CANDIDATE_LIMIT_MAX else None
+
+
+def _resolve_home(environ: Mapping[str, str], home: Path | None) -> Path | None:
+    if home is not None:
+        return home
+    text = environ.get("HOME", "")
+    if not text and os.name == "posix":
+        import pwd
+
+        try:
+            text = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):
+            text = ""
+    if not text or "\x00" in text or not Path(text).is_absolute():
+        return None
+    return Path(text)
+
+
+def settings_path(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """``<home>/.mnemosyne/config.toml``; home defaults to ``HOME``, then the account database.
+
+    Raises `MnemosyneSettingsError("unsafe_path")` when no absolute home can be found.
+    """
+    env = os.environ if environ is None else environ
+    resolved = _resolve_home(env, home)
+    if resolved is None:
+        raise _error("unsafe_path")
+    return resolved / SETTINGS_DIRECTORY / SETTINGS_FILE
+
+
+def memory_root(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """The memory root for one operation: ``MNEMOSYNE_MEMORY_ROOT`` or ``~/.mnemosyne/memory``.
+
+    A leading ``~`` in the variable is expanded; an empty variable counts as unset. The
+    environment is read on every call and nothing is created or probed. Raises
+    `MnemosyneSettingsError("invalid_environment")` for a value holding NUL and
+    ``("unsafe_path")`` when a home directory is needed but cannot be found.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(MEMORY_ROOT_ENV, "")
+    if "\x00" in value:
+        raise _error("invalid_environment")
+    if value and not value.startswith("~"):
+        return Path(value)
+    if value.startswith("~") and value != "~" and not value.startswith("~/"):
+        # ``~user/...``: only the account database knows that home.
+        expanded = os.path.expanduser(value)
+        if expanded.startswith("~"):
+            raise _error("unsafe_path")
+        return Path(expanded)
+    resolved = _resolve_home(env, home)
+    if resolved is None:
+        raise _error("unsafe_path")
+    if not value:
+        return resolved / SETTINGS_DIRECTORY / "memory"
+    return resolved / value[2:]
+
+
+def _environment_overrides(
+    env: Mapping[str, str],
+) -> tuple[dict[str, bool], int | None]:
+    gates: dict[str, bool] = {}
+    for name, (variable, _) in GATE_ENVIRONMENT.items():
+        if variable in env:
+            parsed = parse_gate_value(env[variable])
+            if parsed is None:
+                raise _error("invalid_environment")
+            gates[name] = parsed
+    limit = None
+    if CANDIDATE_LIMIT_ENV in env:
+        limit = parse_candidate_limit(env[CANDIDATE_LIMIT_ENV])
+        if limit is None:
+            raise _error("invalid_environment")
+    return gates, limit
+
+
+def parse_settings_document(data: bytes) -> dict[str, Any]:
+    """Validate the file's bytes and return its ``[memory]`` values keyed by settings field."""
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise _error("too_large")
+    try:
+        # tomllib already rejects duplicate keys and redefined tables.
+        document = tomllib.loads(data.decode("utf-8", errors="strict"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _error("invalid_toml") from None
+    if not document.keys() <= {"memory"}:
+        raise _error("invalid_schema")
+    table = document.get("memory", {})
+    if type(table) is not dict or not table.keys() <= _FILE_KEYS:
+        raise _error("invalid_schema")
+    values: dict[str, Any] = {}
+    for name, (_, key) in GATE_ENVIRONMENT.items():
+        if key in table:
+            if type(table[key]) is not bool:
+                raise _error("invalid_schema")
+            values[name] = table[key]
+    if CANDIDATE_LIMIT_KEY in table:
+        if not _valid_limit(table[CANDIDATE_LIMIT_KEY]):
+            raise _error("invalid_schema")
+        values["candidate_limit"] = table[CANDIDATE_LIMIT_KEY]
+    return values
+
+
+def _read_file(environ: Mapping[str, str], home: Path | None) -> dict[str, Any] | None:
+    path = settings_path(environ, home)
+    try:
+        data = read_safe_file(path, max_bytes=MAX_SETTINGS_BYTES)
+    except SafeFileError as exc:
+        if exc.reason is SafeFileReason.MISSING:
+            return None
+        raise _error(_SAFE_FILE_CODES[exc.reason]) from None
+    return parse_settings_document(data)
+
+
+def load_mnemosyne_settings(
+    environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> MnemosyneSettings:
+    """Resolve the startup settings.
+
+    All environment values are parsed first, so an invalid one fails before any file
+    access. The settings file is read at most once, and only when some value is still
+    unresolved (it is skipped when all five variables are set); a missing file or
+    directory means defaults. Anything still unresolved defaults to off / 10,000.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        gates, limit = _environment_overrides(env)
+        source = "environment"
+        file_values: dict[str, Any] = {}
+        if len(gates) < len(GATE_ENVIRONMENT) or limit is None:
+            read = _read_file(env, home)
+            source = "defaults" if read is None else "file"
+            file_values = read or {}
+    except MnemosyneSettingsError as exc:
+        _log.error("mnemosyne_settings outcome=error code=%s", exc.code)
+        raise
+    merged: dict[str, Any] = {**file_values, **gates}
+    if limit is not None:
+        merged["candidate_limit"] = limit
+    settings = MnemosyneSettings(**merged)
+    _log.info(
+        "mnemosyne_settings outcome=loaded source=%s remember=%s archive_restore=%s "
+        "revise=%s forget=%s candidate_limit=%d",
+        source,
+        str(settings.remember).lower(),
+        str(settings.archive_restore).lower(),
+        str(settings.revise).lower(),
+        str(settings.forget).lower(),
+        settings.candidate_limit,
+    )
+    return settings

@@ -1,0 +1,251 @@
+"""The in-process record index of one memory root, revalidated against the files each call.
+
+Files stay the source of truth (decision D9): every call lists the selected directories
+and stats each candidate, but a file is only re-read when its stamp changed, and only
+re-parsed when its bytes changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _filesystem, _record_format
+from ._discovery import WalkStats, log_skip, open_container, walk_candidates
+from ._errors import ErrorCode, MemoryOperationError
+from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
+from ._paths import RelativePath, location_agrees
+from ._record_format import MAX_RECORD_BYTES, RecordRejected, SkipReason
+from ._records import MemoryRecord, MemoryRecordV2
+from ._scopes import Scope
+from ._terms import RankCandidate, RecordTerms, extract_record_terms
+
+__all__ = ["IndexedRecord", "MemoryIndex", "ScanResult"]
+
+# A stamp only proves "unchanged" once the file's mtime is safely older than the moment we
+# read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
+# Two seconds covers the coarsest common filesystem clocks.
+_SETTLE_NS = 2_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedRecord:
+    """A valid record at its location, with its file digest and cached recall terms."""
+
+    parts: RelativePath
+    scope: Scope
+    record: MemoryRecord
+    digest: bytes
+    candidate: RankCandidate
+
+    @property
+    def terms(self) -> RecordTerms:
+        return self.candidate.terms
+
+    @property
+    def scope_relative_path(self) -> str:
+        return self.candidate.path
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    stamp: FileStamp
+    trusted: bool
+    digest: bytes | None
+    outcome: IndexedRecord | SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Valid selected records (unordered), plus bounded counts for logging."""
+
+    records: tuple[IndexedRecord, ...]
+    candidates: int = 0
+    skipped: int = 0
+
+
+class MemoryIndex:
+    """Cached parse results for one memory root, keyed by root-relative path parts."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._entries: dict[RelativePath, _Entry] = {}
+        self._lock = threading.Lock()
+
+    # -- coherence hooks for writers -------------------------------------------------
+
+    def invalidate(self, parts: RelativePath) -> None:
+        """Forget whatever is cached for one file; the next call reads it afresh."""
+        with self._lock:
+            self._entries.pop(parts, None)
+
+    def note_written(self, parts: RelativePath, stamp: FileStamp, data: bytes) -> None:
+        """Record bytes this process just wrote, so the next call need not re-parse them.
+
+        The entry stays untrusted: the next call re-reads the file once and compares
+        digests, which still notices a concurrent hand edit.
+        """
+        with self._lock:
+            self._entries.pop(parts, None)
+            self._entries[parts] = self._evaluate(parts, stamp, data, trusted=False)
+
+    def cached_paths(self) -> frozenset[RelativePath]:
+        with self._lock:
+            return frozenset(self._entries)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def scan(
+        self,
+        scope: Scope,
+        container: tuple[str, ...] = (),
+        *,
+        recursive: bool,
+        candidate_limit: int,
+        include_legacy: bool,
+    ) -> ScanResult:
+        """Collect valid records under ``<root>/<scope>/<container...>``.
+
+        A missing or symlinked container holds nothing; one that is not a readable
+        directory makes the source unavailable. More ``*.json`` candidates than the
+        limit fails the whole call instead of returning a partial view.
+        """
+        prefix = (scope.value, *container)
+        stats = WalkStats(scope, candidate_limit)
+        records: list[IndexedRecord] = []
+        with self._lock:
+            fd = open_container(self.root, prefix, scope)
+            if fd is None:
+                return ScanResult(())
+
+            def visit(dir_fd: int, parts: RelativePath, info: os.stat_result | None) -> None:
+                outcome = SkipReason.UNREADABLE if info is None else self._load(dir_fd, parts, info)
+                if isinstance(outcome, SkipReason):
+                    stats.skip(outcome)
+                elif include_legacy or isinstance(outcome.record, MemoryRecordV2):
+                    records.append(outcome)
+
+            try:
+                walk_candidates(fd, prefix, len(container), stats, visit, recursive=recursive)
+            finally:
+                close_quietly(fd)
+            self._prune(prefix, stats.seen, recursive)
+        return ScanResult(tuple(records), stats.candidates, stats.skipped)
+
+    def lookup(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
+        """The valid record at exactly ``parts``, or None; no directory listing at all."""
+        with self._lock:
+            fd = open_container(self.root, parts[:-1], scope)
+            if fd is None:
+                return None
+            try:
+                try:
+                    info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    self._entries.pop(parts, None)
+                    return None
+                except OSError:
+                    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                if stat.S_ISLNK(info.st_mode):
+                    log_skip(scope, SkipReason.SYMLINK)
+                    return None
+                outcome = self._load(fd, parts, info)
+            finally:
+                close_quietly(fd)
+        if isinstance(outcome, SkipReason):
+            log_skip(scope, outcome)
+            return None
+        return outcome
+
+    # -- internals -------------------------------------------------------------------
+
+    def _load(
+        self, fd: int, parts: RelativePath, info: os.stat_result
+    ) -> IndexedRecord | SkipReason:
+        stamp = FileStamp.of(info)
+        cached = self._entries.get(parts)
+        if cached is not None and cached.trusted and cached.stamp == stamp:
+            return cached.outcome
+        started = time.time_ns()
+        if stat.S_ISLNK(info.st_mode):
+            return SkipReason.SYMLINK
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
+            reason = (
+                SkipReason.UNREADABLE if not stat.S_ISREG(info.st_mode) else SkipReason.OVERSIZED
+            )
+            self._store(parts, _Entry(stamp, _settled(stamp, started), None, reason))
+            return reason
+        try:
+            stamp, data = _filesystem.read_candidate(fd, parts[-1], MAX_RECORD_BYTES)
+        except UnreadableCandidate as exc:
+            if exc.stamp is not None:
+                self._store(
+                    parts, _Entry(exc.stamp, _settled(exc.stamp, started), None, exc.reason)
+                )
+            else:
+                self._entries.pop(parts, None)
+            return exc.reason
+        entry = self._evaluate(
+            parts, stamp, data, trusted=_settled(stamp, started), previous=cached
+        )
+        self._store(parts, entry)
+        return entry.outcome
+
+    def _evaluate(
+        self,
+        parts: RelativePath,
+        stamp: FileStamp,
+        data: bytes,
+        *,
+        trusted: bool,
+        previous: _Entry | None = None,
+    ) -> _Entry:
+        digest = hashlib.sha256(data).digest()
+        if previous is not None and previous.digest == digest:
+            # Same bytes at the same path: the earlier verdict still holds, skip the parse.
+            return _Entry(stamp, trusted, digest, previous.outcome)
+        return _Entry(stamp, trusted, digest, _interpret(parts, data, digest))
+
+    def _store(self, parts: RelativePath, entry: _Entry) -> None:
+        self._entries[parts] = entry
+
+    def _prune(self, prefix: RelativePath, seen: set[RelativePath], recursive: bool) -> None:
+        """Drop cached files under the walked container that the walk no longer saw."""
+        # Pruning only bounds memory: cached entries are never served without a fresh stat
+        # of the same path. So when the cache is no larger than this walk, skip the sweep.
+        if len(self._entries) <= len(seen):
+            return
+        size = len(prefix)
+
+        def selected(parts: RelativePath) -> bool:
+            if parts[:size] != prefix:
+                return False
+            return recursive or len(parts) == size + 1
+
+        stale = [parts for parts in self._entries if selected(parts) and parts not in seen]
+        for parts in stale:
+            del self._entries[parts]
+
+
+def _settled(stamp: FileStamp, read_started_ns: int) -> bool:
+    return stamp.mtime_ns < read_started_ns - _SETTLE_NS
+
+
+def _interpret(parts: RelativePath, data: bytes, digest: bytes) -> IndexedRecord | SkipReason:
+    scope = Scope(parts[0])
+    parse: Callable[[bytes], MemoryRecord] = _record_format.parse_record
+    try:
+        record = parse(data)
+    except RecordRejected as exc:
+        return exc.reason
+    if not location_agrees(parts, record):
+        return SkipReason.PATH_MISMATCH
+    relative = "/".join(parts[1:])
+    candidate = RankCandidate(record.id, relative, extract_record_terms(record, relative))
+    return IndexedRecord(parts, scope, record, digest, candidate)

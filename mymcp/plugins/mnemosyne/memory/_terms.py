@@ -1,0 +1,96 @@
+"""Recall tokenisation and the per-record term structure cached by the index."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ._identifiers import tag_key
+from ._records import MemoryRecord
+
+__all__ = [
+    "STOP_WORDS",
+    "RankCandidate",
+    "RecordTerms",
+    "extract_record_terms",
+    "term_set",
+    "tokenize",
+]
+
+# Runs of characters that are alphanumeric but not the underscore (``\w`` minus ``_``):
+# underscores split tokens, so ``mem_abc`` yields ``mem`` and ``abc``.
+_TOKEN = re.compile(r"[^\W_]+")
+
+STOP_WORDS = frozenset(
+    {
+        "a", "an", "and", "are", "do", "does", "for", "how", "i", "in", "is", "it",
+        "of", "on", "or", "the", "to", "user", "what", "when", "where", "which", "who", "why",
+    }
+)  # fmt: skip
+
+
+def tokenize(text: str) -> tuple[str, ...]:
+    """Casefolded tokens in order, without 1-character tokens and stop words."""
+    return tuple(
+        token
+        for token in _TOKEN.findall(text.casefold())
+        if len(token) > 1 and token not in STOP_WORDS
+    )
+
+
+def term_set(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTerms:
+    """Everything a ranker needs to know about one record, extracted once per file version.
+
+    Token tuples keep order and multiplicity for rankers that weigh frequency; the sets
+    are what the reference ranking counts.
+    """
+
+    title_tokens: tuple[str, ...]
+    content_tokens: tuple[str, ...]
+    path_tokens: tuple[str, ...]
+    tag_tokens: tuple[str, ...]
+    title: frozenset[str]
+    content: frozenset[str]
+    path_and_tags: frozenset[str]
+    tag_keys: frozenset[str]
+    every_term: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RankCandidate:
+    """The record side of ranking: identity for tie-breaks plus cached terms."""
+
+    id: str
+    path: str
+    terms: RecordTerms
+
+
+def extract_record_terms(record: MemoryRecord, scope_relative_path: str) -> RecordTerms:
+    """Tokenise a record's title, content, location and tags."""
+    title_tokens = tokenize(record.title or "")
+    content_tokens = tokenize(record.content)
+    path_tokens = tokenize(scope_relative_path)
+    tags = record.all_tags
+    tag_tokens = tuple(token for tag in tags for token in tokenize(tag))
+    tag_keys = frozenset(tag_key(tag) for tag in tags)
+    # Whole tag phrases also count as tag terms, so a one-word tag matches even when it
+    # would otherwise be tokenised differently from the query.
+    title = frozenset(title_tokens)
+    content = frozenset(content_tokens)
+    path_and_tags = frozenset(path_tokens) | frozenset(tag_tokens) | tag_keys
+    return RecordTerms(
+        title_tokens=title_tokens,
+        content_tokens=content_tokens,
+        path_tokens=path_tokens,
+        tag_tokens=tag_tokens,
+        title=title,
+        content=content,
+        path_and_tags=path_and_tags,
+        tag_keys=tag_keys,
+        every_term=title | content | path_and_tags,
+    )

@@ -1,0 +1,176 @@
+"""Composition of plugin contributions into one HostRuntime, refusing every collision."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from mymcp.errors import HostRuntimeCompositionError
+from mymcp.plugin import (
+    ActivatedTool,
+    Consent,
+    PluginContribution,
+    QualifiedCapabilityId,
+    ToolEffects,
+)
+from mymcp.runtime._list_tools import (
+    LIST_TOOLS_CONSENT,
+    LIST_TOOLS_DEFINITION,
+    LIST_TOOLS_EFFECTS,
+    LIST_TOOLS_NAME,
+    list_tools_handler,
+)
+from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
+from mymcp.runtime._runtime import HostRuntime, new_generation_id
+
+__all__ = ["compose_runtime", "default_binding", "is_reserved_name"]
+
+# MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
+_PUBLIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_PUBLISHED_KEYS = ("title", "description", "inputSchema", "outputSchema", "icons")
+
+
+def default_binding(capability: QualifiedCapabilityId) -> str:
+    """The public name of an external capability: `<plugin-id>__<tool-local-id>`."""
+    return f"{capability.plugin_id}__{capability.local_id}"
+
+
+def is_reserved_name(name: str) -> bool:
+    """Names only the host may publish."""
+    return name == LIST_TOOLS_NAME or name.startswith("mymcp_")
+
+
+def _fail(code: str) -> HostRuntimeCompositionError:
+    return HostRuntimeCompositionError(code, "MyMCP could not compose the tool surface")
+
+
+def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
+    return {
+        "title": title,
+        "readOnlyHint": effects.read_only,
+        "destructiveHint": effects.destructive,
+        "idempotentHint": effects.idempotent,
+        "openWorldHint": effects.open_world,
+    }
+
+
+def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[str, Any]:
+    """The MCP definition under the host's name, with D5 annotations and a title."""
+    description = tool.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise _fail("invalid_tool_definition")
+    schema = tool.get("inputSchema", {"type": "object", "additionalProperties": False})
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        raise _fail("invalid_tool_definition")
+    title = tool.get("title")
+    if not isinstance(title, str) or not title.strip():
+        title = name.replace("__", ": ").replace("_", " ")
+    published: dict[str, Any] = {key: tool[key] for key in _PUBLISHED_KEYS if key in tool}
+    published.update(name=name, title=title, description=description, inputSchema=schema)
+    published["annotations"] = _annotations(title, effects)
+    return published
+
+
+def _collect(
+    contributions: Sequence[PluginContribution],
+) -> dict[QualifiedCapabilityId, ActivatedTool]:
+    seen_plugins: set[str] = set()
+    capabilities: dict[QualifiedCapabilityId, ActivatedTool] = {}
+    for contribution in contributions:
+        if contribution.plugin_id in seen_plugins:
+            raise _fail("duplicate_plugin")
+        seen_plugins.add(contribution.plugin_id)
+    for contribution in contributions:
+        for tool in contribution.tools:
+            if tool.capability.plugin_id != contribution.plugin_id:
+                raise _fail("capability_plugin_mismatch")
+    for contribution in contributions:
+        for tool in contribution.tools:
+            if tool.capability in capabilities:
+                raise _fail("duplicate_capability")
+            capabilities[tool.capability] = tool
+    return capabilities
+
+
+def _check_bindings(
+    capabilities: Mapping[QualifiedCapabilityId, ActivatedTool],
+    bindings: Sequence[tuple[QualifiedCapabilityId, str]],
+) -> dict[QualifiedCapabilityId, str]:
+    bound: dict[QualifiedCapabilityId, str] = {}
+    for capability, name in bindings:
+        if capability in bound:
+            raise _fail("duplicate_binding")
+        bound[capability] = name
+    if any(capability not in capabilities for capability in bound):
+        raise _fail("unknown_binding")
+    names = list(bound.values())
+    if any(is_reserved_name(name) for name in names):
+        raise _fail("reserved_public_name")
+    if any(_PUBLIC_NAME.fullmatch(name) is None for name in names):
+        raise _fail("invalid_public_name")
+    if len(set(names)) != len(names):
+        raise _fail("duplicate_public_name")
+    if any(capability not in bound for capability in capabilities):
+        raise _fail("unbound_capability")
+    return bound
+
+
+def compose_runtime(
+    contributions: Sequence[PluginContribution],
+    bindings: Sequence[tuple[QualifiedCapabilityId, str]],
+    *,
+    server_version: str,
+    generation: str | None = None,
+) -> HostRuntime:
+    """Bind every contributed tool to its public name and register `list_tools` first.
+
+    The registry order is `list_tools`, then each contribution's tools in contribution
+    order. Any collision raises HostRuntimeCompositionError; nothing is overwritten,
+    suffixed or aliased.
+    """
+    capabilities = _collect(contributions)
+    bound = _check_bindings(capabilities, bindings)
+    plugin_tools = [
+        BoundTool(
+            name=bound[tool.capability],
+            origin=tool.capability,
+            definition=MappingProxyType(_publish(bound[tool.capability], tool.tool, tool.effects)),
+            handler=tool.handler,
+            is_async=tool.is_async,
+            effects=tool.effects,
+            consent=tool.consent,
+        )
+        for contribution in contributions
+        for tool in contribution.tools
+    ]
+    names = (LIST_TOOLS_NAME, *(tool.name for tool in plugin_tools))
+    host_tool = BoundTool(
+        name=LIST_TOOLS_NAME,
+        origin=HOST_ORIGIN,
+        definition=MappingProxyType(
+            _publish(LIST_TOOLS_NAME, LIST_TOOLS_DEFINITION, LIST_TOOLS_EFFECTS)
+        ),
+        handler=list_tools_handler(server_version, names),
+        is_async=True,
+        effects=LIST_TOOLS_EFFECTS,
+        consent=LIST_TOOLS_CONSENT,
+    )
+    registry = ToolRegistry((host_tool, *plugin_tools))
+    effects: dict[QualifiedCapabilityId, ToolEffects] = {}
+    consent: dict[QualifiedCapabilityId, Consent] = {}
+    for capability, tool in capabilities.items():
+        effects[capability] = tool.effects
+        consent[capability] = tool.consent
+    origins: dict[str, QualifiedCapabilityId | str] = {tool.name: tool.origin for tool in registry}
+    return HostRuntime(
+        registry=registry,
+        plugin_inventory=tuple((c.plugin_id, c.version) for c in contributions),
+        origins=MappingProxyType(origins),
+        effects=MappingProxyType(effects),
+        consent=MappingProxyType(consent),
+        bindings=MappingProxyType(dict(bound)),
+        generation=generation or new_generation_id(),
+        server_version=server_version,
+    )

@@ -1,0 +1,134 @@
+"""Start the real `mymcp` server (uvicorn) on a free loopback port for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_MARKER = "Uvicorn running on"
+STARTUP_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def port_is_bound(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Sandbox:
+    """A private HOME and XDG config directory, so no test touches the real user's files."""
+
+    root: Path
+    port: int = field(default_factory=free_port)
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "xdg" / "mymcp" / "config.toml"
+
+    @property
+    def memory_root(self) -> Path:
+        return self.home / ".mnemosyne" / "memory"
+
+    def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("MNEMOSYNE_", "XDG_"))
+        }
+        env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.root / "xdg"))
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(extra or {})
+        return env
+
+    def write_config(self, body: str) -> None:
+        self.config_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.config_file.write_text(body, encoding="utf-8")
+
+    def server_table(self) -> str:
+        return f'[server]\naddress = "127.0.0.1"\nport = {self.port}\n'
+
+
+def make_sandbox(tmp_path: Path) -> Sandbox:
+    sandbox = Sandbox(tmp_path)
+    sandbox.home.mkdir(mode=0o700)
+    return sandbox
+
+
+@dataclass
+class RunningServer:
+    url: str
+    port: int
+    process: subprocess.Popen[str]
+    output: list[str]
+
+
+def run_cli(
+    args: list[str], env: Mapping[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run a `mymcp` command to completion (it must never serve)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mymcp.cli", *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@contextmanager
+def serve(sandbox: Sandbox, extra_env: Mapping[str, str] | None = None) -> Iterator[RunningServer]:
+    """Run `mymcp` until the block ends; fail loudly if it never becomes ready."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mymcp.cli"],
+        env=sandbox.environ(extra_env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    output: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+            if READY_MARKER in line:
+                ready.set()
+        ready.set()  # the process ended: stop waiting either way
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        ready.wait(STARTUP_TIMEOUT)
+        if process.poll() is not None or not any(READY_MARKER in line for line in output):
+            raise RuntimeError("mymcp did not start:\n" + "".join(output))
+        yield RunningServer(f"http://127.0.0.1:{sandbox.port}/mcp", sandbox.port, process, output)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+        reader.join(timeout=15)

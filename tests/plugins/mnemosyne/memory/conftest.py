@@ -1,0 +1,145 @@
+"""Fixtures for the memory-domain tests: record bodies, file placement and a service."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
+
+# Files written by the tests are backdated so the index may trust their stamps at once.
+SETTLED_AGE_NS = 3600 * 1_000_000_000
+
+RecordFactory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
+
+def _v2(
+    *,
+    scope: str = "project",
+    namespace: str = "mnemosyne",
+    namespace_kind: str | None = None,
+    collection: str | None = None,
+    kind: str | None = None,
+    memory_id: str | None = None,
+    title: str | None = "A title",
+    content: str = "Some content.",
+    tags: list[str] | None = None,
+    state: str = "active",
+    revision: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    default_kinds = {
+        "self": ("aspect", "attribute"),
+        "relationship": ("person", "summary"),
+        "preference": ("domain", "preference"),
+        "practice": ("domain", "practice"),
+        "project": ("project", "decision"),
+        "knowledge": ("topic", "reference"),
+        "agent": ("agent", "policy"),
+    }
+    ns_kind, default_kind = default_kinds[scope]
+    body: dict[str, Any] = {
+        "schema_version": 2,
+        "id": memory_id or "mem_" + uuid.uuid4().hex,
+        "scope": scope,
+        "namespace": {"kind": namespace_kind or ns_kind, "id": namespace, "label": None},
+        "collection": None if collection is None else {"id": collection, "label": None},
+        "kind": kind or default_kind,
+        "language": "en",
+        "title": title,
+        "content": content,
+        "tags": [] if tags is None else tags,
+        "provenance": {"origin": "explicit_user_statement", "recorded_via": "memory_remember"},
+        "lifecycle": {"state": state, "revision": revision},
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+    }
+    body.update(extra)
+    return body
+
+
+def _v1(
+    memory_id: str = "legacy-one", content: str = "Legacy content.", **extra: Any
+) -> dict[str, Any]:
+    return {"schema_version": 1, "id": memory_id, "content": content, **extra}
+
+
+def settle(path: Path) -> None:
+    """Backdate a file's mtime so its stamp counts as settled."""
+    old = time.time_ns() - SETTLED_AGE_NS
+    os.utime(path, ns=(old, old), follow_symlinks=False)
+
+
+def v2_path(root: Path, body: dict[str, Any]) -> Path:
+    parts = [body["scope"], body["namespace"]["id"]]
+    if body["collection"] is not None:
+        parts.append(body["collection"]["id"])
+    return root.joinpath(*parts, body["id"] + ".json")
+
+
+def _write(root: Path) -> Writer:
+    def write(
+        body: dict[str, Any] | bytes | str,
+        where: str | None = None,
+        *,
+        settled: bool = True,
+    ) -> Path:
+        if where is None:
+            assert isinstance(body, dict)
+            path = v2_path(root, body)
+        else:
+            path = root / where
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, dict):
+            data = (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode()
+        elif isinstance(body, str):
+            data = body.encode()
+        else:
+            data = body
+        path.write_bytes(data)
+        if settled:
+            settle(path)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def v2() -> RecordFactory:
+    return _v2
+
+
+@pytest.fixture
+def v1() -> RecordFactory:
+    return _v1
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A memory root that exists (tests about a missing root use tmp_path directly)."""
+    path = tmp_path / "memory"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def write(root: Path) -> Writer:
+    return _write(root)
+
+
+@pytest.fixture
+def codec() -> CursorCodec:
+    return CursorCodec.generate()
+
+
+@pytest.fixture
+def service(root: Path, codec: CursorCodec) -> MemoryService:
+    return MemoryService(lambda: root, 10_000, codec)

@@ -1,0 +1,252 @@
+"""Discovery and the revalidated in-process index (decision D9)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mymcp.plugins.mnemosyne.memory import (
+    MemoryIndex,
+    MemoryOperationError,
+    Scope,
+    SkipReason,
+    _filesystem,
+    _record_format,
+    parse_record,
+)
+
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
+
+def _scan(index: MemoryIndex, scope: Scope = Scope.PROJECT, limit: int = 10_000) -> set[str]:
+    result = index.scan(scope, recursive=True, candidate_limit=limit, include_legacy=True)
+    return {item.record.id for item in result.records}
+
+
+def _skips(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "mymcp.memory.store"]
+
+
+@pytest.fixture
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"read": 0, "parse": 0}
+    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
+
+    def counting_read(*args: Any) -> Any:
+        counts["read"] += 1
+        return real_read(*args)
+
+    def counting_parse(data: bytes) -> Any:
+        counts["parse"] += 1
+        return real_parse(data)
+
+    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
+    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
+    return counts
+
+
+def test_every_invalid_reason_is_skipped_and_logged_without_detail(
+    root: Path, write: Writer, v1: Factory, v2: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = v2()
+    write(good)
+    write(v1(), "project/legacy/ok.json")
+    write(b"\xff\xfe", "project/x/encoding.json")
+    write("{nope", "project/x/json.json")
+    write({"schema_version": 1}, "project/x/record.json")
+    write(b" " * (64 * 1024 + 1), "project/x/big.json")
+    write(v2(namespace="other"), "project/wrong/" + good["id"][:-1] + "0.json")
+    write(v1(memory_id="deep"), "project/a/b/c/d/e/deep.json")
+    write(v1(memory_id="fine-depth"), "project/a/b/c/d/fine.json")
+    write("ignored", "project/notes.txt")
+    fifo = root / "project" / "x" / "pipe.json"
+    os.mkfifo(fifo)
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    index = MemoryIndex(root)
+    assert _scan(index) == {good["id"], "legacy-one", "fine-depth"}
+    reasons = sorted(m.split("reason=")[1] for m in _skips(caplog))
+    assert reasons == sorted(
+        [
+            "invalid_encoding",
+            "invalid_json",
+            "invalid_record",
+            "oversized",
+            "path_mismatch",
+            "too_deep",
+            "unreadable",
+        ]
+    )
+    assert all(m.startswith("skipped scope=project reason=") for m in _skips(caplog))
+
+
+def test_symlinked_files_and_directories_are_skipped(
+    root: Path, write: Writer, v1: Factory, v2: Factory, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text(json.dumps(v1(memory_id="outside")))
+    real = write(v1(memory_id="real"), "project/real.json")
+    (root / "project" / "linked.json").symlink_to(real)
+    (root / "project" / "linkdir").symlink_to(outside, target_is_directory=True)
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    assert _scan(MemoryIndex(root)) == {"real"}
+    assert sorted(_skips(caplog)) == ["skipped scope=project reason=symlink"] * 2
+
+
+def test_symlinked_scope_directory_is_skipped(root: Path, tmp_path: Path, v1: Factory) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x.json").write_text(json.dumps(v1()))
+    (root / "project").symlink_to(outside, target_is_directory=True)
+    assert _scan(MemoryIndex(root)) == set()
+
+
+def test_hand_edits_additions_and_deletions_show_on_the_next_call(
+    root: Path, write: Writer, v1: Factory
+) -> None:
+    index = MemoryIndex(root)
+    path = write(v1(memory_id="first", content="old"), "project/a.json")
+    assert _scan(index) == {"first"}
+    # Same size rewrite in place, kept "settled": only the stamp (ctime) reveals it.
+    write(v1(memory_id="fir5t", content="old"), "project/a.json")
+    assert _scan(index) == {"fir5t"}
+    write(v1(memory_id="second"), "project/b.json")
+    assert _scan(index) == {"fir5t", "second"}
+    path.unlink()
+    assert _scan(index) == {"second"}
+    assert index.cached_paths() == {("project", "b.json")}
+
+
+def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
+    root: Path, write: Writer, v1: Factory
+) -> None:
+    index = MemoryIndex(root)
+    path = write(v1(memory_id="aaaa"), "project/a.json", settled=False)
+    assert _scan(index) == {"aaaa"}
+    stat = path.stat()
+    write(v1(memory_id="bbbb"), "project/a.json", settled=False)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert _scan(index) == {"bbbb"}
+
+
+def test_unchanged_files_are_not_reread(
+    root: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    for number in range(5):
+        write(v1(memory_id=f"legacy-{number}"), f"project/l/{number}.json")
+        write(v2())
+    write("{broken", "project/x/broken.json")
+    index = MemoryIndex(root)
+    first = _scan(index)
+    assert len(first) == 10
+    assert count_reads == {"read": 11, "parse": 11}
+    assert _scan(index) == first
+    assert count_reads == {"read": 11, "parse": 11}
+    write(v1(memory_id="legacy-0", content="changed"), "project/l/0.json")
+    assert _scan(index) == first
+    assert count_reads == {"read": 12, "parse": 12}
+
+
+def test_fresh_files_are_reread_but_not_reparsed(
+    root: Path, write: Writer, v1: Factory, count_reads: dict[str, int]
+) -> None:
+    write(v1(), "project/fresh.json", settled=False)
+    index = MemoryIndex(root)
+    _scan(index)
+    _scan(index)
+    assert count_reads == {"read": 2, "parse": 1}
+
+
+def test_writer_hooks_keep_the_index_coherent(
+    root: Path, write: Writer, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    body = v2()
+    path = write(body)
+    index = MemoryIndex(root)
+    assert _scan(index) == {body["id"]}
+    parts = tuple(path.relative_to(root).parts)
+    index.invalidate(parts)
+    assert parts not in index.cached_paths()
+    assert _scan(index) == {body["id"]}
+    assert count_reads["read"] == 2
+    data = path.read_bytes()
+    index.note_written(parts, _filesystem.FileStamp.of(path.stat()), data)
+    before = dict(count_reads)
+    assert _scan(index) == {body["id"]}
+    assert count_reads["parse"] == before["parse"]
+
+
+def test_candidate_limit_fails_the_whole_scan(root: Path, write: Writer, v1: Factory) -> None:
+    for number in range(3):
+        write(v1(memory_id=f"n{number}"), f"project/{number}.json")
+    index = MemoryIndex(root)
+    assert len(_scan(index, limit=3)) == 3
+    with pytest.raises(MemoryOperationError) as caught:
+        _scan(index, limit=2)
+    assert caught.value.code.value == "candidate_limit_exceeded"
+
+
+def test_missing_root_is_empty_and_never_created(tmp_path: Path) -> None:
+    root = tmp_path / "absent" / "memory"
+    index = MemoryIndex(root)
+    assert _scan(index) == set()
+    assert index.lookup(("project", "ns", "mem_" + "a" * 32 + ".json"), Scope.PROJECT) is None
+    assert not root.exists()
+    assert not root.parent.exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "scope-file"])
+def test_non_directory_sources_are_unavailable(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "memory"
+    if kind == "file":
+        root.write_text("x")
+    else:
+        root.mkdir()
+        (root / "project").write_text("x")
+    with pytest.raises(MemoryOperationError) as caught:
+        _scan(MemoryIndex(root))
+    assert caught.value.code.value == "memory_source_unavailable"
+
+
+def test_unreadable_subdirectory_is_skipped(
+    root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root ignores directory permissions")
+    write(v1(), "project/ok.json")
+    locked = root / "project" / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        assert _scan(MemoryIndex(root)) == {"legacy-one"}
+    finally:
+        locked.chmod(0o700)
+
+
+def test_lookup_is_exact_and_checks_the_path(root: Path, write: Writer, v2: Factory) -> None:
+    body = v2(collection="c")
+    path = write(body)
+    index = MemoryIndex(root)
+    parts = tuple(path.relative_to(root).parts)
+    found = index.lookup(parts, Scope.PROJECT)
+    assert found is not None
+    assert found.record == parse_record(path.read_bytes())
+    moved = root / "project" / "mnemosyne" / path.name
+    path.rename(moved)
+    assert index.lookup(parts, Scope.PROJECT) is None
+    assert index.lookup(tuple(moved.relative_to(root).parts), Scope.PROJECT) is None
+
+
+def test_reasons_enum_is_the_bounded_vocabulary() -> None:
+    assert {r.value for r in SkipReason} == {
+        "symlink", "too_deep", "unreadable", "oversized",
+        "invalid_encoding", "invalid_json", "invalid_record", "path_mismatch",
+    }  # fmt: skip

@@ -1,0 +1,217 @@
+"""Recall through the service: validation, reference scoring, ordering and result shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
+    MemoryService,
+    RankCandidate,
+    RecallQuery,
+    RecordTerms,
+    reference_rank,
+    tokenize,
+)
+from mymcp.plugins.mnemosyne.memory._terms import extract_record_terms
+
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
+
+def _ids(service: MemoryService, **arguments: Any) -> list[str]:
+    outcome = service.recall({"scope": "project", **arguments})
+    assert not outcome.is_error, outcome.payload
+    return [item["id"] for item in outcome.payload["memories"]]
+
+
+def test_tokenizer_rules() -> None:
+    assert tokenize("What is THE user's favourite_tea? A b 42 x9") == (
+        "favourite", "tea", "42", "x9",
+    )  # fmt: skip
+    assert tokenize("Straße café") == ("strasse", "café")
+
+
+def test_evidence_weights_follow_the_contract(
+    write: Writer, v2: Factory, service: MemoryService
+) -> None:
+    tag = v2(tags=["orchid"], content="nothing relevant", title=None)
+    title = v2(title="orchid", content="nothing relevant")
+    content = v2(title=None, content="an orchid grows")
+    path = v2(namespace="orchid", title=None, content="nothing relevant")
+    for body in (tag, title, content, path):
+        write(body)
+    outcome = service.recall({"query": "orchid", "scope": "project", "tags": ["ORCHID"]})
+    ids = [m["id"] for m in outcome.payload["memories"]]
+    # tag: 4 (request tag) + 2 (tag term) = 6; title 3; path 2; content 1.
+    assert ids == [tag["id"], title["id"], path["id"], content["id"]]
+    first = outcome.payload["memories"][0]
+    assert first["match"] == {"terms": ["orchid"], "tags": ["orchid"]}
+
+
+def test_term_frequency_does_not_count(write: Writer, v2: Factory, service: MemoryService) -> None:
+    a = v2(title=None, content="kiwi kiwi kiwi kiwi", memory_id="mem_" + "b" * 32)
+    b = v2(title=None, content="kiwi", memory_id="mem_" + "a" * 32)
+    write(a)
+    write(b)
+    # Equal scores: the scope-relative path (which embeds the id) breaks the tie.
+    assert _ids(service, query="kiwi") == [b["id"], a["id"]]
+
+
+def test_ties_use_path_then_id(write: Writer, v1: Factory, service: MemoryService) -> None:
+    write(v1(memory_id="zz", content="plum"), "project/a/1.json")
+    write(v1(memory_id="aa", content="plum"), "project/b/1.json")
+    write(v1(memory_id="mm", content="plum"), "project/a/0.json")
+    assert _ids(service, query="plum") == ["mm", "zz", "aa"]
+
+
+def test_at_most_five_archived_excluded_and_zero_scores_dropped(
+    write: Writer, v2: Factory, service: MemoryService
+) -> None:
+    for _ in range(7):
+        write(v2(content="pear"))
+    archived = v2(content="pear pear", title="pear", state="archived", revision=2)
+    write(archived)
+    write(v2(content="unrelated"))
+    ids = _ids(service, query="pear")
+    assert len(ids) == 5
+    assert archived["id"] not in ids
+
+
+def test_no_matches_and_missing_scope(
+    root: Path, service: MemoryService, write: Writer, v2: Factory
+) -> None:
+    assert service.recall({"query": "x y", "scope": "agent"}).payload == {
+        "status": "no_matches",
+        "memories": [],
+    }
+    write(v2(content="apple"))
+    assert service.recall({"query": "the is", "scope": "project"}).payload["status"] == "no_matches"
+
+
+def test_namespace_narrows_and_excludes_legacy(
+    write: Writer, v1: Factory, v2: Factory, service: MemoryService
+) -> None:
+    inside = v2(namespace="garden", content="rose", collection="beds")
+    outside = v2(namespace="kitchen", content="rose")
+    write(inside)
+    write(outside)
+    write(v1(content="rose"), "project/garden/legacy.json")
+    assert set(_ids(service, query="rose")) == {inside["id"], outside["id"], "legacy-one"}
+    assert _ids(service, query="rose", namespace_id="garden") == [inside["id"]]
+    assert _ids(service, query="rose", namespace_id="absent") == []
+
+
+def test_result_item_shape_has_no_paths_or_scores(
+    write: Writer, v1: Factory, v2: Factory, service: MemoryService
+) -> None:
+    body = v2(collection="c", title="Fig", content="fig tree", tags=["Fruit Trees"])
+    write(body)
+    write(v1(title="Fig", content="fig", tags=["x"]), "project/old.json")
+    items = service.recall({"query": "fig", "scope": "project", "tags": ["fruit  trees"]}).payload
+    canonical, legacy = items["memories"]
+    assert canonical == {
+        "reference": {
+            "schema_version": 2,
+            "scope": "project",
+            "namespace_id": "mnemosyne",
+            "collection_id": "c",
+            "id": body["id"],
+        },
+        "id": body["id"],
+        "scope": "project",
+        "title": "Fig",
+        "content": "fig tree",
+        "tags": ["Fruit Trees"],
+        "match": {"terms": ["fig"], "tags": ["Fruit Trees"]},
+    }
+    assert legacy["reference"] == {"schema_version": 1, "scope": "project", "id": "legacy-one"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"scope": "project"}, "invalid_query"),
+        ({"query": "", "scope": "project"}, "invalid_query"),
+        ({"query": "   ", "scope": "project"}, "invalid_query"),
+        ({"query": "q" * 1001, "scope": "project"}, "invalid_query"),
+        ({"query": 5, "scope": "project"}, "invalid_query"),
+        ({"query": "q", "scope": "project", "path": "/etc"}, "invalid_query"),
+        ({"query": "q", "scope": "work"}, "invalid_scope"),
+        ({"query": "q"}, "invalid_scope"),
+        ({"query": "q", "scope": "project", "namespace_id": "Bad"}, "invalid_namespace"),
+        ({"query": "q", "scope": "project", "namespace_id": None}, "invalid_namespace"),
+        ({"query": "q", "scope": "project", "tags": []}, "invalid_tags"),
+        ({"query": "q", "scope": "project", "tags": ["a", "A"]}, "invalid_tags"),
+        ({"query": "q", "scope": "project", "tags": ["x" * 51]}, "invalid_tags"),
+        ({"query": "q", "scope": "project", "tags": "a"}, "invalid_tags"),
+    ],
+)
+def test_invalid_arguments(service: MemoryService, arguments: dict[str, Any], code: str) -> None:
+    outcome = service.recall(arguments)
+    assert outcome.is_error
+    assert outcome.payload["status"] == "invalid_request"
+    assert outcome.payload["code"] == code
+    assert set(outcome.payload) == {"status", "code", "message"}
+
+
+def test_recall_reports_storage_trouble_as_retrieval_error(
+    tmp_path: Path, codec: CursorCodec, write: Writer, v1: Factory, root: Path
+) -> None:
+    not_dir = tmp_path / "file"
+    not_dir.write_text("x")
+    broken = MemoryService(lambda: not_dir, 10, codec)
+    payload = broken.recall({"query": "q", "scope": "self"}).payload
+    assert (payload["status"], payload["code"]) == ("retrieval_error", "memory_source_unavailable")
+    for number in range(3):
+        write(v1(memory_id=f"n{number}"), f"self/{number}.json")
+    small = MemoryService(lambda: root, 2, codec)
+    payload = small.recall({"query": "q", "scope": "self"}).payload
+    assert (payload["status"], payload["code"]) == ("retrieval_error", "candidate_limit_exceeded")
+
+
+def _candidate(identifier: str, path: str, **text: str) -> RankCandidate:
+    from mymcp.plugins.mnemosyne.memory import MemoryRecordV1
+
+    record = MemoryRecordV1(
+        id=identifier, content=text.get("content", "zzz"), title=text.get("title")
+    )
+    return RankCandidate(identifier, path, extract_record_terms(record, path))
+
+
+def test_reference_rank_is_a_standalone_function() -> None:
+    candidates = [
+        _candidate("b", "x/b.json", content="alpha beta"),
+        _candidate("a", "x/a.json", title="alpha"),
+        _candidate("c", "alpha/c.json"),
+        _candidate("d", "x/d.json", content="gamma"),
+    ]
+    query = RecallQuery(frozenset({"alpha", "beta"}), frozenset())
+    hits = reference_rank(query, candidates, 5)
+    # b and c tie at 2: the scope-relative path decides ("alpha/..." < "x/...").
+    assert [candidates[h.position].id for h in hits] == ["a", "c", "b"]
+    assert [h.score for h in hits] == [3, 2, 2]
+    assert hits[2].matched_terms == {"alpha", "beta"}
+    assert reference_rank(query, candidates, 1) == hits[:1]
+    assert isinstance(candidates[0].terms, RecordTerms)
+
+
+def test_selected_namespace_symlink_is_skipped_and_non_directory_unavailable(
+    root: Path, tmp_path: Path, write: Writer, v2: Factory, service: MemoryService
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    body = v2(namespace="linked", content="rose")
+    write(body)
+    (root / "project" / "linked").rename(elsewhere)
+    (root / "project" / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (root / "project" / "flat").write_text("not a directory")
+    assert _ids(service, query="rose", namespace_id="linked") == []
+    outcome = service.recall({"query": "rose", "scope": "project", "namespace_id": "flat"})
+    assert (outcome.payload["status"], outcome.payload["code"]) == (
+        "retrieval_error",
+        "memory_source_unavailable",
+    )

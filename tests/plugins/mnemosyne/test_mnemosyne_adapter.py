@@ -1,0 +1,385 @@
+"""The bundled adapter: packaged manifest, gate selection, parity and handler round trips."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mymcp.plugin import (
+    ActivatedTool,
+    Consent,
+    PluginAdapter,
+    QualifiedCapabilityId,
+    ToolEffects,
+    parse_manifest,
+    validate_plugin_contract,
+)
+from mymcp.plugins.mnemosyne import (
+    MNEMOSYNE_PINNED_BINDINGS,
+    MnemosyneSettings,
+    _adapter,
+    create_mnemosyne_adapter,
+    mnemosyne_manifest,
+    pinned_public_name,
+    selected_capabilities,
+)
+from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition
+from mymcp.plugins.mnemosyne.memory import MemoryService, ToolOutcome
+from mymcp.runtime._composition import compose_runtime
+
+READS = ("memory_recall", "memory_list", "memory_inspect")
+GATES = ("remember", "archive_restore", "revise", "forget")
+GATED_TOOLS = {
+    "archive_restore": ("memory_archive", "memory_restore"),
+    "remember": ("memory_remember",),
+    "revise": ("memory_revise",),
+    "forget": ("memory_forget",),
+}
+RO = ToolEffects(read_only=True, destructive=False, idempotent=True, open_world=False)
+WRITE = ToolEffects(read_only=False, destructive=False, idempotent=True, open_world=False)
+DESTROY = ToolEffects(read_only=False, destructive=True, idempotent=True, open_world=False)
+# Contract 4.4, in registry order.
+DECLARED = [
+    ("memory_recall", "1.2.0", RO, Consent.NONE),
+    ("memory_list", "1.2.0", RO, Consent.NONE),
+    ("memory_inspect", "1.1.0", RO, Consent.NONE),
+    ("memory_archive", "1.1.0", WRITE, Consent.PER_CALL),
+    ("memory_restore", "1.1.0", WRITE, Consent.PER_CALL),
+    ("memory_remember", "1.2.0", WRITE, Consent.PER_CALL),
+    ("memory_revise", "1.2.0", DESTROY, Consent.PER_CALL),
+    ("memory_forget", "1.1.0", DESTROY, Consent.PER_CALL),
+]
+
+MEM_ID = "mem_0123456789abcdef0123456789abcdef"
+OTHER_ID = "mem_fedcba9876543210fedcba9876543210"
+
+
+def all_gate_settings() -> list[MnemosyneSettings]:
+    return [
+        MnemosyneSettings(**dict(zip(GATES, values, strict=True)))
+        for values in itertools.product((False, True), repeat=len(GATES))
+    ]
+
+
+class FullService(MemoryService):
+    """The read service plus stand-in mutation operations, to test the adapter's wiring."""
+
+    def _stub(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return ToolOutcome({"status": name, "echo": dict(arguments)}, is_error=False)
+
+    def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return self._stub("archived", arguments)
+
+    def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return self._stub("restored", arguments)
+
+    def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return self._stub("remembered", arguments)
+
+    def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return ToolOutcome({"status": "refused", "code": "disallowed_content"}, is_error=True)
+
+    def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return self._stub("forgotten", arguments)
+
+
+@pytest.fixture
+def full_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_adapter, "MemoryService", FullService)
+
+
+def handlers_of(adapter: PluginAdapter) -> dict[str, Callable[[dict[str, Any]], Mapping[str, Any]]]:
+    """The synchronous handlers by local id (every Mnemosyne handler is synchronous)."""
+
+    def sync(tool: ActivatedTool) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
+        assert tool.is_async is False
+
+        def call(arguments: dict[str, Any]) -> Mapping[str, Any]:
+            result = tool.handler(arguments)
+            assert isinstance(result, Mapping)
+            return result
+
+        return call
+
+    return {tool.capability.local_id: sync(tool) for tool in adapter.contribution.tools}
+
+
+def names(adapter: PluginAdapter) -> list[str]:
+    return [tool.capability.local_id for tool in adapter.contribution.tools]
+
+
+# --- manifest ------------------------------------------------------------------------------
+
+
+def test_packaged_manifest_resource() -> None:
+    raw = resources.files("mymcp.plugins.mnemosyne").joinpath("manifest.json").read_bytes()
+    document = json.loads(raw)
+    assert document["$schema"] == "https://mymcp.local/schemas/plugin-manifest-v1.json"
+    assert [c["id"] for c in document["capabilities"]] == list(TOOL_NAMES)
+    assert parse_manifest(raw) == mnemosyne_manifest()
+
+
+def test_manifest_matches_contract() -> None:
+    definition = mnemosyne_manifest()
+    assert definition.manifest_version == 1
+    assert definition.plugin_id == "mnemosyne"
+    assert definition.version == "0.3.0"
+    assert (definition.requires.minimum, definition.requires.maximum) == (1, 1)
+    assert definition.data_schema_version == 1
+    assert [c.value for c in definition.authority.filesystem] == ["data_read", "data_write"]
+    assert definition.authority.network is False
+    assert definition.secret_references == ()
+    assert definition.configuration.schema_version == 1
+    assert dict(definition.configuration.schema) == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+    assert [
+        (c.local_id, c.version, c.effects, c.consent) for c in definition.capabilities
+    ] == DECLARED
+    assert all(c.kind == "tool" for c in definition.capabilities)
+
+
+@pytest.mark.parametrize("settings", all_gate_settings(), ids=str)
+def test_adapter_definition_and_contribution_pass_parity(settings: MnemosyneSettings) -> None:
+    adapter = create_mnemosyne_adapter(settings)
+    assert adapter.definition == mnemosyne_manifest()
+    assert adapter.contribution.plugin_id == "mnemosyne"
+    assert adapter.contribution.version == "0.3.0"
+    validate_plugin_contract(adapter, mnemosyne_manifest())
+
+
+# --- gate selection ------------------------------------------------------------------------
+
+
+def test_no_gates_select_only_reads() -> None:
+    assert selected_capabilities(MnemosyneSettings()) == READS
+    assert names(create_mnemosyne_adapter(MnemosyneSettings())) == list(READS)
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_each_gate_alone_selects_only_its_tools(gate: str) -> None:
+    settings = MnemosyneSettings(**{gate: True})
+    assert selected_capabilities(settings) == READS + GATED_TOOLS[gate]
+
+
+def test_all_gates_select_everything_in_registry_order() -> None:
+    settings = MnemosyneSettings(**dict.fromkeys(GATES, True))
+    assert selected_capabilities(settings) == TOOL_NAMES
+
+
+@pytest.mark.usefixtures("full_service")
+@pytest.mark.parametrize("settings", all_gate_settings(), ids=str)
+def test_contribution_is_the_gate_selection_when_operations_exist(
+    settings: MnemosyneSettings,
+) -> None:
+    adapter = create_mnemosyne_adapter(settings)
+    assert tuple(names(adapter)) == selected_capabilities(settings)
+    validate_plugin_contract(adapter, mnemosyne_manifest())
+
+
+@pytest.mark.parametrize("settings", all_gate_settings(), ids=str)
+def test_mutation_without_a_domain_operation_is_not_contributed(
+    settings: MnemosyneSettings,
+) -> None:
+    adapter = create_mnemosyne_adapter(settings)
+    expected = [
+        name
+        for name in selected_capabilities(settings)
+        if callable(getattr(MemoryService, _adapter_operation(name), None))
+    ]
+    assert names(adapter) == expected
+    assert names(adapter)[:3] == list(READS)
+
+
+def _adapter_operation(local_id: str) -> str:
+    return local_id.removeprefix("memory_")
+
+
+@pytest.mark.usefixtures("full_service")
+def test_activated_tools_carry_declared_metadata() -> None:
+    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    declared = {c.local_id: c for c in adapter.definition.capabilities}
+    for tool in adapter.contribution.tools:
+        local_id = tool.capability.local_id
+        assert tool.capability == QualifiedCapabilityId("mnemosyne", "tool", local_id)
+        assert tool.effects == declared[local_id].effects
+        assert tool.consent == declared[local_id].consent
+        assert tool.definition() == tool_definition(local_id)
+        assert tool.is_async is False
+
+
+@pytest.mark.usefixtures("full_service")
+def test_mutation_handlers_bridge_to_the_service() -> None:
+    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    handlers = handlers_of(adapter)
+    result = handlers["memory_forget"]({"expected_revision": 2})
+    assert result["structuredContent"] == {"status": "forgotten", "echo": {"expected_revision": 2}}
+    assert "isError" not in result
+    refused = handlers["memory_revise"]({})
+    assert refused["isError"] is True
+    assert refused["structuredContent"]["code"] == "disallowed_content"
+
+
+def test_pinned_bindings() -> None:
+    assert dict(MNEMOSYNE_PINNED_BINDINGS) == {name: name for name in TOOL_NAMES}
+    capability = QualifiedCapabilityId("mnemosyne", "tool", "memory_list")
+    assert pinned_public_name(capability) == "memory_list"
+    with pytest.raises(ValueError, match="Mnemosyne"):
+        pinned_public_name(QualifiedCapabilityId("other", "tool", "memory_list"))
+
+
+@pytest.mark.usefixtures("full_service")
+def test_composes_into_a_runtime_with_pinned_names() -> None:
+    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    runtime = compose_runtime(
+        [adapter.contribution],
+        [(t.capability, pinned_public_name(t.capability)) for t in adapter.contribution.tools],
+        server_version="0.1.0",
+    )
+    assert [tool.name for tool in runtime.registry] == ["list_tools", *TOOL_NAMES]
+
+
+def test_settings_type_is_checked() -> None:
+    with pytest.raises(TypeError):
+        create_mnemosyne_adapter({"remember": True})  # type: ignore[arg-type]
+
+
+# --- handler round trips against a real memory root ----------------------------------------
+
+
+def write_v2(root: Path, memory_id: str, title: str, content: str) -> None:
+    directory = root / "project" / "mnemosyne" / "decisions"
+    directory.mkdir(parents=True, exist_ok=True)
+    record = f"""{{
+  "schema_version": 2,
+  "id": "{memory_id}",
+  "scope": "project",
+  "namespace": {{"kind": "project", "id": "mnemosyne", "label": "Mnemosyne"}},
+  "collection": {{"id": "decisions", "label": "Decisions"}},
+  "kind": "decision",
+  "language": "en",
+  "title": "{title}",
+  "content": "{content}",
+  "tags": ["architecture"],
+  "provenance": {{"origin": "explicit_user_statement", "recorded_via": "filesystem"}},
+  "lifecycle": {{"state": "active", "revision": 1}},
+  "created_at": "2026-01-02T03:04:05Z",
+  "updated_at": "2026-01-02T03:04:05Z"
+}}
+"""
+    (directory / f"{memory_id}.json").write_text(record, encoding="utf-8")
+
+
+def reference(memory_id: str) -> dict[str, Any]:
+    return {
+        "schema_version": 2,
+        "scope": "project",
+        "namespace_id": "mnemosyne",
+        "collection_id": "decisions",
+        "id": memory_id,
+    }
+
+
+def read_handlers(
+    environ: Mapping[str, str],
+) -> dict[str, Callable[[dict[str, Any]], Mapping[str, Any]]]:
+    return handlers_of(create_mnemosyne_adapter(MnemosyneSettings(), environ=environ))
+
+
+def assert_structured(result: Mapping[str, Any]) -> dict[str, Any]:
+    payload = result["structuredContent"]
+    (block,) = result["content"]
+    assert block["type"] == "text"
+    assert block["text"] == json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return dict(payload)
+
+
+def test_recall_list_inspect_round_trip(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_v2(root, MEM_ID, "Consent boundary", "Durable memory needs approval for each call.")
+    handlers = read_handlers({"MNEMOSYNE_MEMORY_ROOT": str(root)})
+
+    recalled = handlers["memory_recall"]({"query": "consent approval", "scope": "project"})
+    assert "isError" not in recalled
+    payload = assert_structured(recalled)
+    assert payload["status"] == "ok"
+    (hit,) = payload["memories"]
+    assert hit["reference"] == reference(MEM_ID)
+    assert hit["content"] == "Durable memory needs approval for each call."
+
+    listed = assert_structured(
+        handlers["memory_list"]({"scope": "project", "namespace_id": "mnemosyne"})
+    )
+    assert listed["status"] == "ok"
+    (item,) = listed["memories"]
+    assert item["reference"] == reference(MEM_ID)
+    assert item["title"] == "Consent boundary"
+    assert "content" not in item
+    assert listed["page"]["total_count"] == 1
+
+    inspected = assert_structured(handlers["memory_inspect"]({"reference": hit["reference"]}))
+    assert inspected["status"] == "ok"
+    memory = inspected["memory"]
+    assert memory["reference"] == reference(MEM_ID)
+    assert memory["kind"] == "decision"
+    assert memory["lifecycle"] == {"state": "active", "revision": 1}
+    assert memory["collection"] == {"id": "decisions", "label": "Decisions"}
+
+
+def test_tool_errors_are_flagged(tmp_path: Path) -> None:
+    handlers = read_handlers({"MNEMOSYNE_MEMORY_ROOT": str(tmp_path / "memory")})
+    result = handlers["memory_recall"]({"query": "x", "scope": "elsewhere"})
+    assert result["isError"] is True
+    payload = assert_structured(result)
+    assert (payload["status"], payload["code"]) == ("invalid_request", "invalid_scope")
+    missing = handlers["memory_inspect"]({"reference": reference(MEM_ID)})
+    assert missing["isError"] is True
+    assert assert_structured(missing)["code"] == "not_found"
+
+
+def test_root_is_resolved_lazily_per_call(tmp_path: Path) -> None:
+    environ = {"MNEMOSYNE_MEMORY_ROOT": str(tmp_path / "first")}
+    handlers = read_handlers(environ)
+    write_v2(tmp_path / "second", MEM_ID, "Moved root", "Found after the root moved.")
+    query = {"query": "moved root", "scope": "project"}
+    assert assert_structured(handlers["memory_recall"](query))["status"] == "no_matches"
+    environ["MNEMOSYNE_MEMORY_ROOT"] = str(tmp_path / "second")
+    assert assert_structured(handlers["memory_recall"](query))["status"] == "ok"
+    assert not (tmp_path / "first").exists()
+
+
+def test_list_cursor_continues_and_is_shared_per_process(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_v2(root, MEM_ID, "First", "One.")
+    write_v2(root, OTHER_ID, "Second", "Two.")
+    environ = {"MNEMOSYNE_MEMORY_ROOT": str(root)}
+    first_adapter, second_adapter = read_handlers(environ), read_handlers(environ)
+    selector = {"scope": "project", "namespace_id": "mnemosyne"}
+    page = assert_structured(first_adapter["memory_list"]({**selector, "page_size": 1}))
+    cursor = page["page"]["next_cursor"]
+    assert isinstance(cursor, str)
+    assert [m["reference"]["id"] for m in page["memories"]] == [MEM_ID]
+    # Another adapter in the same process shares the cursor codec.
+    rest = assert_structured(second_adapter["memory_list"]({**selector, "cursor": cursor}))
+    assert [m["reference"]["id"] for m in rest["memories"]] == [OTHER_ID]
+    assert rest["page"]["next_cursor"] is None
+
+
+def test_candidate_limit_reaches_the_service(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_v2(root, MEM_ID, "First", "One.")
+    write_v2(root, OTHER_ID, "Second", "Two.")
+    adapter = create_mnemosyne_adapter(
+        MnemosyneSettings(candidate_limit=1), environ={"MNEMOSYNE_MEMORY_ROOT": str(root)}
+    )
+    result = handlers_of(adapter)["memory_list"]({"scope": "project"})
+    assert result["isError"] is True
+    assert assert_structured(result)["code"] == "candidate_limit_exceeded"

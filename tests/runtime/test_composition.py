@@ -1,0 +1,170 @@
+"""Composition of synthetic multi-plugin contributions into one HostRuntime."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import anyio
+import pytest
+
+from mymcp.errors import HostRuntimeCompositionError
+from mymcp.plugin import Consent, QualifiedCapabilityId
+from mymcp.runtime import HOST_ORIGIN, compose_runtime
+from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, tool
+
+
+def _compose(*contributions, bindings=None):
+    return compose_runtime(
+        contributions,
+        external_bindings(*contributions) if bindings is None else bindings,
+        server_version="9.9.9",
+    )
+
+
+def test_registry_order_is_list_tools_then_contribution_order() -> None:
+    alpha = contribution("alpha", tool("alpha", "one"), tool("alpha", "two"))
+    beta = contribution("beta", tool("beta", "one"))
+    runtime = _compose(alpha, beta)
+    assert runtime.registry.names == ("list_tools", "alpha__one", "alpha__two", "beta__one")
+    assert runtime.origins["list_tools"] == HOST_ORIGIN
+    assert runtime.origins["beta__one"] == QualifiedCapabilityId("beta", "tool", "one")
+    assert runtime.plugin_inventory == (("alpha", "1.0.0"), ("beta", "1.0.0"))
+    assert runtime.generation.startswith("generation_")
+
+
+def test_published_definitions_carry_annotations_title_and_description() -> None:
+    runtime = _compose(
+        contribution("alpha", tool("alpha", "wipe", effects=DESTRUCTIVE, title="Wipe it"))
+    )
+    published = runtime.registry.get("alpha__wipe").published()
+    assert published["name"] == "alpha__wipe"
+    assert published["title"] == "Wipe it"
+    assert published["description"] == "wipe from alpha"
+    assert published["annotations"] == {
+        "title": "Wipe it",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+    for bound in runtime.registry:
+        assert bound.published()["description"]
+        assert bound.published()["inputSchema"]["type"] == "object"
+
+
+def test_published_definitions_cannot_be_mutated_through_copies() -> None:
+    runtime = _compose(contribution("alpha", tool("alpha", "one")))
+    copy = runtime.registry.get("alpha__one").published()
+    copy["inputSchema"]["properties"]["evil"] = {"type": "string"}
+    assert "evil" not in runtime.registry.get("alpha__one").published()["inputSchema"]["properties"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runtime.generation = "other"  # type: ignore[misc]
+
+
+def test_list_tools_names_the_complete_surface() -> None:
+    runtime = _compose(contribution("alpha", tool("alpha", "one")), contribution("beta"))
+    handler = runtime.registry.get("list_tools").handler
+    result = anyio.run(handler, {})
+    assert result["structuredContent"]["summary"] == (
+        "Server: mymcp 9.9.9. Available tools: list_tools, alpha__one"
+    )
+    assert result["structuredContent"]["tools"] == ["list_tools", "alpha__one"]
+
+
+@pytest.mark.parametrize(
+    ("contributions", "bindings", "code"),
+    [
+        pytest.param(
+            [contribution("alpha"), contribution("alpha")], [], "duplicate_plugin", id="dup-plugin"
+        ),
+        pytest.param(
+            [contribution("alpha", tool("beta", "one"))],
+            None,
+            "capability_plugin_mismatch",
+            id="foreign-capability",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"), tool("alpha", "one"))],
+            None,
+            "duplicate_capability",
+            id="dup-capability",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"))],
+            [
+                (QualifiedCapabilityId("alpha", "tool", "one"), "a"),
+                (QualifiedCapabilityId("alpha", "tool", "one"), "b"),
+            ],
+            "duplicate_binding",
+            id="dup-binding",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"))],
+            [
+                (QualifiedCapabilityId("alpha", "tool", "one"), "a"),
+                (QualifiedCapabilityId("alpha", "tool", "two"), "b"),
+            ],
+            "unknown_binding",
+            id="unknown-binding",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"))],
+            [(QualifiedCapabilityId("alpha", "tool", "one"), "list_tools")],
+            "reserved_public_name",
+            id="reserved-list-tools",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"))],
+            [(QualifiedCapabilityId("alpha", "tool", "one"), "mymcp_status")],
+            "reserved_public_name",
+            id="reserved-prefix",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"), tool("alpha", "two"))],
+            [
+                (QualifiedCapabilityId("alpha", "tool", "one"), "same"),
+                (QualifiedCapabilityId("alpha", "tool", "two"), "same"),
+            ],
+            "duplicate_public_name",
+            id="dup-name",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"), tool("alpha", "two"))],
+            [(QualifiedCapabilityId("alpha", "tool", "one"), "one")],
+            "unbound_capability",
+            id="unbound",
+        ),
+        pytest.param(
+            [contribution("alpha", tool("alpha", "one"))],
+            [(QualifiedCapabilityId("alpha", "tool", "one"), "x" * 129)],
+            "invalid_public_name",
+            id="name-too-long",
+        ),
+    ],
+)
+def test_every_collision_is_refused(contributions, bindings, code) -> None:
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        compose_runtime(
+            contributions,
+            external_bindings(*contributions) if bindings is None else bindings,
+            server_version="1.0.0",
+        )
+    assert caught.value.code == code
+
+
+def test_tool_without_description_is_refused() -> None:
+    bad = tool("alpha", "one")
+    broken = dataclasses.replace(bad, tool={"inputSchema": {"type": "object"}})
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(contribution("alpha", broken))
+    assert caught.value.code == "invalid_tool_definition"
+
+
+def test_effects_and_consent_are_keyed_by_capability() -> None:
+    runtime = _compose(
+        contribution("alpha", tool("alpha", "one", effects=DESTRUCTIVE, consent=Consent.PER_CALL))
+    )
+    capability = QualifiedCapabilityId("alpha", "tool", "one")
+    assert runtime.effects[capability] == DESTRUCTIVE
+    assert runtime.consent[capability] is Consent.PER_CALL
+    assert runtime.bindings[capability] == "alpha__one"

@@ -1,0 +1,297 @@
+"""The one safe reader (D14): no-follow opens, permission bits, size bound, identity checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import mymcp._safefile as safefile
+from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> Path:
+    path = tmp_path / "safe"
+    path.mkdir(mode=0o700)
+    return path
+
+
+def _file(directory: Path, data: bytes = b"content", mode: int = 0o600) -> Path:
+    path = directory / "file"
+    path.write_bytes(data)
+    os.chmod(path, mode)
+    return path
+
+
+def _reason(path: Path, max_bytes: int = 1024, *, private: bool = False) -> SafeFileReason:
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(path, max_bytes=max_bytes, private=private)
+    assert str(path) not in str(caught.value)
+    return caught.value.reason
+
+
+def test_reads_a_safe_file(directory: Path) -> None:
+    assert read_safe_file(_file(directory), max_bytes=1024) == b"content"
+
+
+def test_reads_exactly_max_bytes(directory: Path) -> None:
+    assert read_safe_file(_file(directory, b"x" * 100), max_bytes=100) == b"x" * 100
+
+
+def test_reads_a_file_larger_than_one_chunk(directory: Path) -> None:
+    data = bytes(range(256)) * 200
+    assert read_safe_file(_file(directory, data), max_bytes=len(data)) == data
+
+
+def test_empty_file(directory: Path) -> None:
+    assert read_safe_file(_file(directory, b""), max_bytes=10) == b""
+
+
+def test_missing_file(directory: Path) -> None:
+    assert _reason(directory / "absent") is SafeFileReason.MISSING
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    assert _reason(tmp_path / "absent" / "file") is SafeFileReason.MISSING
+
+
+def test_symlinked_file(directory: Path, tmp_path: Path) -> None:
+    target = _file(tmp_path)
+    (directory / "link").symlink_to(target)
+    assert _reason(directory / "link") is SafeFileReason.UNSAFE_PATH
+
+
+def test_dangling_symlink(directory: Path) -> None:
+    (directory / "link").symlink_to(directory / "nowhere")
+    assert _reason(directory / "link") is SafeFileReason.UNSAFE_PATH
+
+
+def test_symlinked_parent_directory(directory: Path, tmp_path: Path) -> None:
+    _file(directory)
+    (tmp_path / "link").symlink_to(directory, target_is_directory=True)
+    assert _reason(tmp_path / "link" / "file") is SafeFileReason.UNSAFE_PATH
+
+
+def test_symlinked_grandparent_is_allowed(directory: Path, tmp_path: Path) -> None:
+    inner = directory / "inner"
+    inner.mkdir(mode=0o700)
+    _file(inner)
+    (tmp_path / "link").symlink_to(directory, target_is_directory=True)
+    assert read_safe_file(tmp_path / "link" / "inner" / "file", max_bytes=64) == b"content"
+
+
+def test_parent_that_is_a_file(directory: Path) -> None:
+    parent = _file(directory)
+    assert _reason(parent / "child") is SafeFileReason.UNSAFE_PATH
+
+
+def test_directory_is_not_regular(directory: Path) -> None:
+    (directory / "sub").mkdir()
+    assert _reason(directory / "sub") is SafeFileReason.NOT_REGULAR
+
+
+def test_fifo_is_not_regular(directory: Path) -> None:
+    os.mkfifo(directory / "fifo", 0o600)
+    assert _reason(directory / "fifo") is SafeFileReason.NOT_REGULAR
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o622, 0o666])
+def test_group_or_world_writable_file(directory: Path, mode: int) -> None:
+    assert _reason(_file(directory, mode=mode)) is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
+def test_group_or_world_writable_directory(directory: Path, mode: int) -> None:
+    path = _file(directory)
+    os.chmod(directory, mode)
+    assert _reason(path) is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_private_files_admit_no_group_or_world_bits(directory: Path, mode: int) -> None:
+    path = _file(directory, mode=mode)
+    assert read_safe_file(path, max_bytes=64) == b"content"
+    assert _reason(path, private=True) is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+def test_private_file_with_owner_only_bits(directory: Path) -> None:
+    assert read_safe_file(_file(directory), max_bytes=64, private=True) == b"content"
+
+
+def test_too_large(directory: Path) -> None:
+    assert _reason(_file(directory, b"x" * 101), max_bytes=100) is SafeFileReason.TOO_LARGE
+
+
+def test_unreadable(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _file(directory)
+
+    def failing_read(_fd: int, _n: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(safefile.os, "read", failing_read)
+    assert _reason(path) is SafeFileReason.UNREADABLE
+
+
+def test_file_growing_during_read_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_read = os.read
+    calls: list[int] = []
+
+    def read_then_grow(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        if not calls:
+            calls.append(n)
+            with path.open("ab") as handle:
+                handle.write(b"more")
+        return data
+
+    monkeypatch.setattr(safefile.os, "read", read_then_grow)
+    assert _reason(path) is SafeFileReason.CHANGED
+
+
+def test_file_growing_past_the_bound_during_read_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_read = os.read
+    calls: list[int] = []
+
+    def read_then_grow(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        if not calls:
+            calls.append(n)
+            with path.open("ab") as handle:
+                handle.write(b"x" * 200)
+        return data
+
+    monkeypatch.setattr(safefile.os, "read", read_then_grow)
+    assert _reason(path, max_bytes=100) is SafeFileReason.CHANGED
+
+
+def test_file_rewritten_in_place_during_read_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_read = os.read
+    calls: list[int] = []
+
+    def read_then_rewrite(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        if not calls:
+            calls.append(n)
+            os.utime(path, ns=(1, 1))  # same size, new mtime and ctime
+        return data
+
+    monkeypatch.setattr(safefile.os, "read", read_then_rewrite)
+    assert _reason(path) is SafeFileReason.CHANGED
+
+
+def test_file_replaced_during_read_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_read = os.read
+    calls: list[int] = []
+
+    def read_then_replace(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        if not calls:
+            calls.append(n)
+            replacement = directory / "replacement"
+            replacement.write_bytes(b"abc")
+            os.chmod(replacement, 0o600)
+            os.replace(replacement, path)
+        return data
+
+    monkeypatch.setattr(safefile.os, "read", read_then_replace)
+    assert _reason(path) is SafeFileReason.CHANGED
+
+
+def test_file_swapped_between_stat_and_open_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_open = os.open
+
+    def swap_then_open(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if name == "file":
+            replacement = directory / "replacement"
+            replacement.write_bytes(b"abc")
+            os.chmod(replacement, 0o600)
+            os.replace(replacement, path)
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefile.os, "open", swap_then_open)
+    assert _reason(path) is SafeFileReason.CHANGED
+
+
+def test_permissions_loosened_between_stat_and_open(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_open = os.open
+
+    def chmod_then_open(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if name == "file":
+            os.chmod(path, 0o666)  # noqa: S103 - the race under test
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefile.os, "open", chmod_then_open)
+    assert _reason(path) is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+def test_file_removed_between_stat_and_open_is_a_change(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_open = os.open
+
+    def remove_then_open(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if name == "file":
+            path.unlink()
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefile.os, "open", remove_then_open)
+    assert _reason(path) is SafeFileReason.CHANGED
+
+
+@pytest.mark.parametrize(
+    ("field", "changed"),
+    [("st_mtime_ns", True), ("st_ctime_ns", True), ("st_size", True), (None, False)],
+)
+def test_identity_after_the_read_is_compared(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, field: str | None, changed: bool
+) -> None:
+    path = _file(directory, b"abc")
+    real_fstat = os.fstat
+    calls: list[int] = []
+
+    def fstat(fd: int) -> object:
+        result = real_fstat(fd)
+        calls.append(fd)
+        if len(calls) < 3:  # the directory, then the opened file
+            return result
+        names = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns", "st_mode")
+        after = SimpleNamespace(**{name: getattr(result, name) for name in names})
+        if field is not None:
+            setattr(after, field, getattr(after, field) + 1)
+        return after
+
+    monkeypatch.setattr(safefile.os, "fstat", fstat)
+    if changed:
+        assert _reason(path) is SafeFileReason.CHANGED
+    else:
+        assert read_safe_file(path, max_bytes=64) == b"abc"
+    assert len(calls) == 3
+
+
+def test_error_message_is_neutral(directory: Path) -> None:
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(directory / "absent", max_bytes=1)
+    assert caught.value.code == "missing"
+    assert "absent" not in str(caught.value)

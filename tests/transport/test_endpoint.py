@@ -1,0 +1,398 @@
+"""Every transport rule of D1-D5 against the real app, in-process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+
+from mymcp.transport import MAX_BODY_BYTES
+from tests.transport.conftest import HEADERS, initialize, rpc, session_headers
+
+
+def test_initialize_issues_a_visible_ascii_session_and_server_info(client) -> None:
+    response = client.post(
+        "/mcp",
+        json=rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}),
+        headers=HEADERS,
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    session_id = response.headers["mcp-session-id"]
+    assert re.fullmatch(r"[\x21-\x7E]{43,}", session_id)
+    result = response.json()["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"] == {"name": "mymcp", "version": "0.1.0"}
+    assert result["capabilities"] == {"tools": {"listChanged": False}}
+
+
+@pytest.mark.parametrize(
+    ("requested", "answered"),
+    [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2099-01-01", "2025-11-25"),
+        ("2025-03-26", "2025-11-25"),
+        (7, "2025-11-25"),
+    ],
+)
+def test_version_negotiation(client, requested, answered) -> None:
+    response = client.post(
+        "/mcp", json=rpc("initialize", {"protocolVersion": requested}), headers=HEADERS
+    )
+    assert response.json()["result"]["protocolVersion"] == answered
+
+
+def test_initialize_accepts_a_handshake_version_header(client) -> None:
+    assert initialize(client, **{"mcp-protocol-version": "2025-11-25"})
+
+
+def test_anonymous_principal_gets_sessions_and_they_work(client) -> None:
+    session = initialize(client)
+    assert (
+        client.post(
+            "/mcp",
+            json=rpc("notifications/initialized", request_id=None),
+            headers=session_headers(session),
+        ).status_code
+        == 202
+    )
+    listed = client.post(
+        "/mcp", json=rpc("tools/list", request_id=2), headers=session_headers(session)
+    )
+    assert listed.status_code == 200
+    names = [t["name"] for t in listed.json()["result"]["tools"]]
+    assert names == ["list_tools", "alpha__echo", "alpha__explode"]
+
+
+def test_notification_and_client_reply_get_202_with_no_body(client) -> None:
+    session = initialize(client)
+    for body in (
+        rpc("notifications/cancelled", {"requestId": 1}, request_id=None),
+        {"jsonrpc": "2.0", "id": 9, "result": {}},
+    ):
+        response = client.post("/mcp", json=body, headers=session_headers(session))
+        assert response.status_code == 202
+        assert response.content == b""
+
+
+def test_missing_unknown_and_terminated_sessions(client) -> None:
+    missing = client.post(
+        "/mcp", json=rpc("ping"), headers={**HEADERS, "mcp-protocol-version": "2025-11-25"}
+    )
+    assert missing.status_code == 400
+    unknown = client.post("/mcp", json=rpc("ping"), headers=session_headers("nope" * 10))
+    assert unknown.status_code == 404
+    session = initialize(client)
+    assert (
+        client.post("/mcp", json=rpc("ping"), headers=session_headers(session)).status_code == 200
+    )
+    deleted = client.delete("/mcp", headers=session_headers(session))
+    assert deleted.status_code == 204
+    assert (
+        client.post("/mcp", json=rpc("ping"), headers=session_headers(session)).status_code == 404
+    )
+    assert client.delete("/mcp", headers=session_headers(session)).status_code == 404
+
+
+def test_session_bound_to_principal(client) -> None:
+    session = initialize(client, authorization="Bearer alice")
+    ok = client.post(
+        "/mcp", json=rpc("ping"), headers=session_headers(session, authorization="Bearer alice")
+    )
+    assert ok.status_code == 200
+    for other in ("Bearer mallory", None):
+        headers = session_headers(session)
+        if other:
+            headers["authorization"] = other
+        assert client.post("/mcp", json=rpc("ping"), headers=headers).status_code == 404
+
+
+def test_session_of_another_runtime_generation_is_unknown(make_client) -> None:
+    first, second = make_client(), make_client()
+    session = initialize(first)
+    assert (
+        second.post("/mcp", json=rpc("ping"), headers=session_headers(session)).status_code == 404
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"mcp-protocol-version": "1999-01-01"}, 400),
+        ({"mcp-protocol-version": "2025-06-18"}, 400),  # not what was negotiated
+        ({"mcp-protocol-version": ""}, 400),
+    ],
+)
+def test_protocol_header_after_initialize(client, headers, status) -> None:
+    session = initialize(client)
+    sent = {**HEADERS, "mcp-session-id": session, **headers}
+    assert client.post("/mcp", json=rpc("ping"), headers=sent).status_code == status
+
+
+def test_strict_mode_requires_the_header_and_lax_mode_tolerates_absence(make_client) -> None:
+    strict, lax = make_client(strict=True), make_client(strict=False)
+    for client, status in ((strict, 400), (lax, 200)):
+        session = initialize(client)
+        headers = {**HEADERS, "mcp-session-id": session}
+        assert client.post("/mcp", json=rpc("ping"), headers=headers).status_code == status
+
+
+def test_duplicate_session_header_is_malformed(client) -> None:
+    session = initialize(client)
+    headers = [(k, v) for k, v in session_headers(session).items()] + [("mcp-session-id", session)]
+    response = client.post("/mcp", content=json.dumps(rpc("ping")), headers=headers)
+    assert response.status_code == 400
+
+
+def test_negotiated_older_version_is_the_one_required(client) -> None:
+    session = initialize(client, version="2025-06-18")
+    ok = client.post("/mcp", json=rpc("ping"), headers=session_headers(session, "2025-06-18"))
+    assert ok.status_code == 200
+
+
+def test_server_discover_probe_is_refused_fast_without_a_session(client) -> None:
+    probe = client.post(
+        "/mcp",
+        json=rpc("server/discover", {"_meta": {}}),
+        headers={**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"},
+    )
+    assert probe.status_code == 400
+    body = probe.json()
+    assert body["id"] is None
+    assert body["error"]["code"] == -32600
+    assert "mcp-session-id" not in probe.headers
+    # A non-handshake version probe with any method is refused the same way.
+    other = client.post(
+        "/mcp", json=rpc("tools/list"), headers={**HEADERS, "mcp-protocol-version": "2026-07-28"}
+    )
+    assert other.status_code == 400
+    assert other.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("method", ["post", "get", "delete"])
+def test_foreign_origin_is_forbidden_on_every_method(client, method) -> None:
+    response = client.request(
+        method.upper(), "/mcp", headers={**HEADERS, "origin": "http://evil.example"}
+    )
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"]
+)
+def test_own_loopback_origins_are_allowed(client, origin) -> None:
+    assert initialize(client, origin=origin)
+
+
+def test_foreign_host_is_forbidden(client) -> None:
+    response = client.post(
+        "/mcp", json=rpc("initialize", {}), headers={**HEADERS, "host": "evil.example.com"}
+    )
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json",
+        "text/event-stream",
+        "text/html",
+        "application/json, text/event-stream;q=0",
+    ],
+)
+def test_accept_must_admit_json_and_sse(client, accept) -> None:
+    response = client.post(
+        "/mcp", json=rpc("initialize", {}), headers={**HEADERS, "accept": accept}
+    )
+    assert response.status_code == 406
+
+
+@pytest.mark.parametrize(
+    "accept", ["text/event-stream, application/json", "*/*", "application/*, text/*"]
+)
+def test_accept_order_and_wildcards(client, accept) -> None:
+    assert initialize(client, accept=accept)
+
+
+def test_content_type_must_be_json(client) -> None:
+    response = client.post("/mcp", content=b"{}", headers={**HEADERS, "content-type": "text/plain"})
+    assert response.status_code == 415
+    ok = client.post(
+        "/mcp",
+        json=rpc("initialize", {}),
+        headers={**HEADERS, "content-type": "application/json; charset=utf-8"},
+    )
+    assert ok.status_code == 200
+
+
+def test_oversized_body_is_413_before_parsing(client) -> None:
+    body = b"[" + b" " * MAX_BODY_BYTES + b"]"
+    assert client.post("/mcp", content=body, headers=HEADERS).status_code == 413
+
+    def chunks():
+        yield b"{"
+        yield b" " * MAX_BODY_BYTES
+
+    assert client.post("/mcp", content=chunks(), headers=HEADERS).status_code == 413
+
+
+def test_invalid_json_batch_and_non_objects(client) -> None:
+    bad = client.post("/mcp", content=b"{nope", headers=HEADERS)
+    assert bad.status_code == 400
+    assert bad.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+    batch = client.post("/mcp", json=[rpc("ping")], headers=HEADERS)
+    assert batch.status_code == 400
+    assert batch.json()["error"]["code"] == -32600
+    assert batch.json()["id"] is None
+    for body in ("3", '"x"', "null", '{"jsonrpc":"1.0","id":1,"method":"ping"}'):
+        response = client.post("/mcp", content=body.encode(), headers=HEADERS)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32600
+
+
+def test_other_methods_get_405_with_allow(client) -> None:
+    for method in ("PUT", "PATCH"):
+        response = client.request(method, "/mcp")
+        assert response.status_code == 405
+        assert response.headers["allow"] == "GET, POST, DELETE"
+
+
+def test_get_with_session_is_405_and_needs_event_stream(client) -> None:
+    session = initialize(client)
+    assert client.get("/mcp", headers=session_headers(session)).status_code == 405
+    json_only = session_headers(session, accept="application/json")
+    assert client.get("/mcp", headers=json_only).status_code == 406
+    assert client.get("/mcp", headers=HEADERS).status_code == 400
+
+
+def test_ping_and_unknown_method(client) -> None:
+    session = initialize(client)
+    ping = client.post("/mcp", json=rpc("ping", request_id="p-1"), headers=session_headers(session))
+    assert ping.json() == {"jsonrpc": "2.0", "id": "p-1", "result": {}}
+    unknown = client.post(
+        "/mcp", json=rpc("resources/list", request_id=5), headers=session_headers(session)
+    )
+    assert unknown.status_code == 200
+    assert unknown.json()["error"]["code"] == -32601
+    assert unknown.json()["id"] == 5
+
+
+def test_tools_call_returns_text_and_structured_content(client) -> None:
+    session = initialize(client)
+    response = client.post(
+        "/mcp",
+        json=rpc("tools/call", {"name": "alpha__echo", "arguments": {"text": "hé"}}),
+        headers=session_headers(session),
+    )
+    result = response.json()["result"]
+    assert result["structuredContent"]["echo"] == {"text": "hé"}
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert "isError" not in result
+    # The synchronous handler ran off the event loop.
+    assert result["structuredContent"]["thread"] != "MainThread"
+
+
+def test_stringified_arguments_are_decoded_one_layer_where_schema_forbids_strings(client) -> None:
+    session = initialize(client)
+    arguments = {"tags": '["a","b"]', "count": "3", "text": '["stay"]'}
+    response = client.post(
+        "/mcp",
+        json=rpc("tools/call", {"name": "alpha__echo", "arguments": arguments}),
+        headers=session_headers(session),
+    )
+    echoed = response.json()["result"]["structuredContent"]["echo"]
+    assert echoed == {"tags": ["a", "b"], "count": 3, "text": '["stay"]'}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        [],
+        "x",
+        {"name": "alpha__echo", "arguments": []},
+        {"name": "alpha__echo", "arguments": "{}"},
+        {"name": 3},
+        {"arguments": {}},
+    ],
+)
+def test_non_object_params_or_arguments_are_invalid_params(client, params) -> None:
+    session = initialize(client)
+    response = client.post("/mcp", json=rpc("tools/call", params), headers=session_headers(session))
+    assert response.json()["error"]["code"] == -32602
+
+
+def test_unknown_tool_is_invalid_params(client) -> None:
+    session = initialize(client)
+    response = client.post(
+        "/mcp",
+        json=rpc("tools/call", {"name": "nope", "arguments": {}}),
+        headers=session_headers(session),
+    )
+    assert response.json()["error"] == {"code": -32602, "message": "Unknown tool: nope"}
+
+
+def test_failing_tool_is_an_error_result_that_leaks_nothing(client, caplog) -> None:
+    session = initialize(client)
+    caplog.set_level(logging.DEBUG)
+    response = client.post(
+        "/mcp", json=rpc("tools/call", {"name": "alpha__explode"}), headers=session_headers(session)
+    )
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == "internal_error"
+    assert "/home/someone" not in response.text
+    assert "/home/someone" not in caplog.text
+
+
+def test_tools_list_pagination_and_bad_cursor(make_client) -> None:
+    client = make_client(extra_tools=150)
+    session = initialize(client)
+    names, cursor, pages = [], None, 0
+    while True:
+        params = {"cursor": cursor} if cursor else {}
+        page = client.post("/mcp", json=rpc("tools/list", params), headers=session_headers(session))
+        result = page.json()["result"]
+        names += [t["name"] for t in result["tools"]]
+        pages += 1
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert pages == 2
+    assert len(names) == len(set(names)) == 153
+    bad = client.post(
+        "/mcp", json=rpc("tools/list", {"cursor": "garbage"}), headers=session_headers(session)
+    )
+    assert bad.json()["error"]["code"] == -32602
+
+
+def test_full_session_store_answers_503_without_body(make_client) -> None:
+    client = make_client(session_limit=2)
+    initialize(client)
+    initialize(client)
+    response = client.post("/mcp", json=rpc("initialize", {}), headers=HEADERS)
+    assert response.status_code == 503
+    assert response.content == b""
+
+
+def test_rejected_authentication_is_an_empty_401_before_parsing(client) -> None:
+    response = client.post(
+        "/mcp", content=b"{not json", headers={**HEADERS, "authorization": "Basic x"}
+    )
+    assert response.status_code == 401
+    assert response.content == b""
+
+
+def test_health_and_version(client) -> None:
+    assert client.get("/health").json() == {"status": "ok"}
+    assert client.get("/version").json() == {
+        "name": "mymcp",
+        "version": "0.1.0",
+        "protocolVersion": "2025-11-25",
+    }

@@ -1,0 +1,79 @@
+"""Property tests for the JSON-RPC envelope, argument repair and Accept parsing."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mymcp.transport._arguments import decode_stringified_arguments
+from mymcp.transport._hygiene import accepts_mcp_post
+from mymcp.transport._jsonrpc import ClientReply, Notification, Request, classify
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(json_values)
+def test_classify_never_raises_and_only_accepts_2_0_objects(value) -> None:
+    message = classify(value)
+    if message is not None:
+        assert isinstance(value, dict)
+        assert value["jsonrpc"] == "2.0"
+
+
+@given(
+    st.one_of(st.integers(), st.text(max_size=10)), st.text(min_size=1, max_size=10), json_values
+)
+def test_requests_and_notifications(request_id, method, params) -> None:
+    request = classify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    assert request == Request(request_id, method, params)
+    notification = classify({"jsonrpc": "2.0", "method": method})
+    assert notification == Notification(method, None)
+
+
+def test_ids_must_be_strings_or_integers() -> None:
+    for bad in (None, True, 1.5, [], {}):
+        assert classify({"jsonrpc": "2.0", "id": bad, "method": "ping"}) is None
+    assert classify({"jsonrpc": "2.0", "id": 4, "result": {}}) == ClientReply(4)
+    assert classify({"jsonrpc": "2.0", "id": 4, "result": {}, "error": {}}) is None
+
+
+scalar_schemas = st.sampled_from(
+    [
+        {"type": "integer"},
+        {"type": "array"},
+        {"type": "object"},
+        {"type": "boolean"},
+        {"type": ["array", "null"]},
+        {"oneOf": [{"type": "object"}, {"type": "null"}]},
+    ]
+)
+
+
+@given(scalar_schemas, json_values)
+def test_one_layer_is_decoded_only_into_an_allowed_type(prop_schema, value) -> None:
+    schema = {"type": "object", "properties": {"x": prop_schema}}
+    repaired = decode_stringified_arguments({"x": json.dumps(value)}, schema)
+    if repaired["x"] != json.dumps(value):
+        assert repaired["x"] == value
+        assert not isinstance(repaired["x"], str)
+
+
+@given(json_values)
+def test_strings_are_left_alone_where_the_schema_allows_them(value) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": ["string", "array"]}, "y": {}}}
+    arguments = {"x": json.dumps(value), "y": json.dumps(value)}
+    assert decode_stringified_arguments(arguments, schema) == arguments
+
+
+@given(st.permutations(["application/json", "text/event-stream", "text/plain"]))
+def test_accept_is_order_free(parts) -> None:
+    assert accepts_mcp_post([", ".join(parts)])
+    assert accepts_mcp_post(parts)
