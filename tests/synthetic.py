@@ -51,11 +51,15 @@ def tool(
     )
 
 
-def contribution(plugin_id: str, *tools: ActivatedTool, version: str = "1.0.0") -> PluginContribution:
+def contribution(
+    plugin_id: str, *tools: ActivatedTool, version: str = "1.0.0"
+) -> PluginContribution:
     return PluginContribution(plugin_id=plugin_id, version=version, tools=tools)
 
 
-def external_bindings(*contributions: PluginContribution) -> list[tuple[QualifiedCapabilityId, str]]:
+def external_bindings(
+    *contributions: PluginContribution,
+) -> list[tuple[QualifiedCapabilityId, str]]:
     return [
         (t.capability, f"{t.capability.plugin_id}__{t.capability.local_id}")
         for c in contributions

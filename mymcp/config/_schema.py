@@ -43,9 +43,14 @@ def _table(value: object, where: str) -> dict[str, Any]:
 
 
 def _exact(table: dict[str, Any], required: set[str], optional: set[str], where: str) -> None:
+    """Unknown keys are reported by their table, missing ones by their (schema) name."""
     keys = set(table)
-    if not required <= keys or not keys <= required | optional:
+    if not keys <= required | optional:
         fail(where)
+    missing = required - keys
+    if missing:
+        name = min(missing)
+        fail(name if where == "top level" else f"{where}.{name}")
 
 
 def _bool(value: object, where: str) -> bool:

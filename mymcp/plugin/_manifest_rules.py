@@ -101,8 +101,10 @@ def _object(value: object, required: set[str], optional: set[str], where: str) -
         fail("manifest_invalid_field", where)
     if not set(value) <= required | optional:
         fail("manifest_unknown_field", where)
-    if not required <= set(value):
-        fail("manifest_missing_field", where)
+    missing = required - set(value)
+    if missing:  # name the missing field: it comes from the schema, not from the file
+        name = min(missing)
+        fail("manifest_missing_field", name if where == "top level" else f"{where}.{name}")
     return value
 
 
@@ -277,6 +279,11 @@ _REQUIRED_FIELDS: Final = {
 
 
 def definition_from_document(document: object) -> PluginDefinition:
+    """Apply every manifest-v1 field rule to a decoded JSON document.
+
+    `manifest_version` is checked first, so a future version is reported as unsupported
+    rather than as a pile of unknown fields.
+    """
     if not isinstance(document, dict):
         fail("manifest_root_invalid")
     if "manifest_version" not in document:

@@ -90,9 +90,7 @@ def build_runtime(
     return runtime
 
 
-def build_host(
-    environ: Mapping[str, str] | None = None, home: Path | None = None
-) -> Host:
+def build_host(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Host:
     """Read configuration and settings, then compose the runtime and authentication."""
     configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)

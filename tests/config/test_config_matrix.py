@@ -271,3 +271,18 @@ def test_schema1_plugin_fields_are_all_required(missing: str) -> None:
     entry = plugin(1)
     del entry[missing]
     assert failure({"schema_version": 1, "plugins": [entry]}).code == "invalid_schema"
+
+
+def test_messages_name_the_schema_location() -> None:
+    document = minimal(7)
+    del document["mcp"]["session_absolute_lifetime_seconds"]
+    assert failure(document).message == (
+        "MyMCP configuration does not match its schema (at mcp.session_absolute_lifetime_seconds)"
+    )
+    document = minimal(7)
+    document["server"] = {"port": 0}
+    assert failure(document).message.endswith("(at server.port)")
+    document = minimal(7)
+    document["surprise-key"] = 1
+    assert failure(document).message.endswith("(at top level)")
+    assert "surprise-key" not in failure(document).message

@@ -11,7 +11,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import RunningServer, Sandbox, port_is_bound, run_cli, serve
+from tests.e2e.server import RunningServer, Sandbox, port_is_bound, run_cli
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

@@ -586,3 +586,15 @@ def test_semver_matches_its_structural_definition(value: str) -> None:
 def test_generated_versions_are_semver(core: tuple[int, int, int], pre: list[str]) -> None:
     value = ".".join(map(str, core)) + ("-" + ".".join(pre) if pre else "")
     assert is_semver(value) == _semver_oracle(value)
+
+
+def test_messages_name_the_manifest_location_not_the_value() -> None:
+    capability = _capability()
+    del capability["consent"]
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(encode(manifest(capabilities=[capability])))
+    assert caught.value.message.endswith("(at capabilities.consent)")
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(encode(manifest(unexpected_key_xyz=1)))
+    assert caught.value.code == "manifest_unknown_field"
+    assert "unexpected_key_xyz" not in caught.value.message

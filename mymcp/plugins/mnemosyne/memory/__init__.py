@@ -8,16 +8,23 @@ from ._cursor import CursorCodec
 from ._errors import ErrorCode, ErrorStatus, MemoryOperationError, error_payload
 from ._filesystem import FileStamp
 from ._identifiers import (
+    CONTENT_MAX,
+    LABEL_MAX,
+    TITLE_MAX,
+    format_timestamp,
     is_identifier,
     is_legacy_id,
     is_memory_id,
     is_timestamp,
+    normalize_bounded_text,
     normalize_language,
+    normalize_tag,
     normalize_tags,
     normalize_text,
+    tag_key,
     utc_now_seconds,
 )
-from ._index import IndexedRecord, MemoryIndex
+from ._index import IndexedRecord, MemoryIndex, ScanResult
 from ._outcomes import ToolOutcome
 from ._paths import RelativePath, reference_parts
 from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
@@ -29,6 +36,9 @@ from ._record_format import (
     serialize_record,
 )
 from ._records import (
+    ORIGINS,
+    PUBLIC_ORIGINS,
+    RECORDED_VIA,
     Collection,
     Lifecycle,
     MemoryRecord,
@@ -45,6 +55,12 @@ from ._terms import RecordTerms, tokenize
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",
     "CANDIDATE_LIMIT_MAX",
+    "CONTENT_MAX",
+    "LABEL_MAX",
+    "ORIGINS",
+    "PUBLIC_ORIGINS",
+    "RECORDED_VIA",
+    "TITLE_MAX",
     "KIND_GUIDANCE",
     "MAX_RECORD_BYTES",
     "MEMORY_KINDS",
@@ -72,18 +88,22 @@ __all__ = [
     "RecordRejected",
     "RecordTerms",
     "RelativePath",
+    "ScanResult",
     "Scope",
     "SkipReason",
     "ToolOutcome",
     "V1Reference",
     "V2Reference",
     "error_payload",
+    "format_timestamp",
     "is_identifier",
     "is_legacy_id",
     "is_memory_id",
     "is_timestamp",
     "kind_requires_occurred_at",
+    "normalize_bounded_text",
     "normalize_language",
+    "normalize_tag",
     "normalize_tags",
     "normalize_text",
     "parse_record",
@@ -92,6 +112,7 @@ __all__ = [
     "reference_parts",
     "reference_rank",
     "serialize_record",
+    "tag_key",
     "tokenize",
     "utc_now_seconds",
 ]

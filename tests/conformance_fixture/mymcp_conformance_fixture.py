@@ -1,0 +1,193 @@
+"""Test-only external plugin with the fixture tools of the official MCP conformance suite.
+
+It is written only against the public plugin API (`mymcp.plugin`), like any third-party
+plugin, and is never enabled by default: `scripts/conformance` and the tests enable it
+through a host configuration in a private sandbox.
+
+Each tool takes no arguments and returns one kind of MCP content, which together prove a
+plugin can return every content type of MCP 2025-11-25: `text`, `image`, `audio`,
+`resource_link` and an embedded `resource`. `test_error_handling` returns a tool-level
+error (`isError: true`). The names and results follow the suite's scenario descriptions
+(`tools-call-simple-text`, `tools-call-image`, `tools-call-audio`,
+`tools-call-embedded-resource`, `tools-call-mixed-content`, `tools-call-error`).
+
+Under the production binding the tools are published as `conformance__<tool>`; the
+suite's exact names come only from the test entry point `tests.conformance_fixture.serve`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import struct
+import wave
+import zlib
+from pathlib import Path
+from typing import Any
+
+from mymcp.plugin import (
+    ActivatedTool,
+    PluginAdapter,
+    PluginContribution,
+    PluginDefinition,
+    QualifiedCapabilityId,
+    ToolResult,
+    parse_manifest,
+)
+
+__all__ = ["AUDIO_WAV", "IMAGE_PNG", "mymcp_plugin_v1"]
+
+_MANIFEST = Path(__file__).with_name("manifest.json")
+_NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def _red_pixel_png() -> bytes:
+    """A valid 1x1 red PNG (8-bit RGB), built here rather than pasted as an opaque blob."""
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")  # filter byte 0, then one RGB pixel
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", pixels)
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def _silence_wav() -> bytes:
+    """A valid WAV: 10 ms of 8 kHz, 16-bit mono silence."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as writer:
+        writer.setnchannels(1)
+        writer.setsampwidth(2)
+        writer.setframerate(8000)
+        writer.writeframes(b"\x00\x00" * 80)
+    return buffer.getvalue()
+
+
+IMAGE_PNG = _red_pixel_png()
+AUDIO_WAV = _silence_wav()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _image_block() -> dict[str, Any]:
+    return {"type": "image", "data": _b64(IMAGE_PNG), "mimeType": "image/png"}
+
+
+def simple_text(arguments: dict[str, Any]) -> ToolResult:
+    return {"content": [{"type": "text", "text": "This is a simple text response for testing."}]}
+
+
+def image_content(arguments: dict[str, Any]) -> ToolResult:
+    return {"content": [_image_block()]}
+
+
+def audio_content(arguments: dict[str, Any]) -> ToolResult:
+    return {"content": [{"type": "audio", "data": _b64(AUDIO_WAV), "mimeType": "audio/wav"}]}
+
+
+def resource_link(arguments: dict[str, Any]) -> ToolResult:
+    return {
+        "content": [
+            {
+                "type": "resource_link",
+                "uri": "test://linked-resource",
+                "name": "linked-resource",
+                "title": "Linked resource",
+                "description": "A resource the client may fetch on its own.",
+                "mimeType": "text/plain",
+            }
+        ]
+    }
+
+
+def embedded_resource(arguments: dict[str, Any]) -> ToolResult:
+    return {
+        "content": [
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "test://embedded-resource",
+                    "mimeType": "text/plain",
+                    "text": "This is an embedded resource content.",
+                },
+            }
+        ]
+    }
+
+
+def multiple_content_types(arguments: dict[str, Any]) -> ToolResult:
+    return {
+        "content": [
+            {"type": "text", "text": "Multiple content types test:"},
+            _image_block(),
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "test://mixed-content-resource",
+                    "mimeType": "application/json",
+                    "text": '{"test":"data","value":123}',
+                },
+            },
+        ]
+    }
+
+
+def error_handling(arguments: dict[str, Any]) -> ToolResult:
+    return {
+        "isError": True,
+        "content": [
+            {"type": "text", "text": "This tool intentionally returns an error for testing"}
+        ],
+    }
+
+
+_TOOLS: dict[str, tuple[str, str, Any]] = {
+    "test_simple_text": ("Simple text", "Returns one text block.", simple_text),
+    "test_image_content": ("Image content", "Returns a 1x1 red PNG image.", image_content),
+    "test_audio_content": ("Audio content", "Returns a short silent WAV clip.", audio_content),
+    "test_resource_link": ("Resource link", "Returns a link to a resource.", resource_link),
+    "test_embedded_resource": (
+        "Embedded resource",
+        "Returns an embedded text resource.",
+        embedded_resource,
+    ),
+    "test_multiple_content_types": (
+        "Multiple content types",
+        "Returns text, an image and an embedded JSON resource in one result.",
+        multiple_content_types,
+    ),
+    "test_error_handling": (
+        "Error handling",
+        "Always fails with a tool-level error (isError: true).",
+        error_handling,
+    ),
+}
+
+
+def mymcp_plugin_v1() -> PluginAdapter:
+    """The host's entrypoint: the manifest's definition and every declared tool."""
+    definition: PluginDefinition = parse_manifest(_MANIFEST.read_bytes())
+    tools = []
+    for declaration in definition.capabilities:  # keep the manifest's order
+        title, description, handler = _TOOLS[declaration.local_id]
+        tools.append(
+            ActivatedTool(
+                capability=QualifiedCapabilityId(
+                    definition.plugin_id, declaration.kind, declaration.local_id
+                ),
+                tool={"title": title, "description": description, "inputSchema": _NO_ARGUMENTS},
+                handler=handler,
+                effects=declaration.effects,
+                consent=declaration.consent,
+            )
+        )
+    contribution = PluginContribution(definition.plugin_id, definition.version, tuple(tools))
+    return PluginAdapter(definition=definition, contribution=contribution)
