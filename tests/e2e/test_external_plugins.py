@@ -1,0 +1,179 @@
+"""External plugins end to end: served next to the memory tools, or startup refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.e2e.server import Sandbox, port_is_bound, run_cli, serve
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_plugin"
+
+
+def _plugin_config(sandbox: Sandbox, plugin_id: str, manifest: Path, module: str) -> str:
+    return (
+        "schema_version = 2\n"
+        + sandbox.server_table()
+        + f'[[plugins]]\nid = "{plugin_id}"\nenabled = true\n'
+        + f'manifest_path = "{manifest}"\nmodule = "{module}"\n'
+    )
+
+
+def _install_example(sandbox: Sandbox) -> Path:
+    target = sandbox.root / "plugins" / "example"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (target, *target.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def _synthetic_plugin(sandbox: Sandbox, plugin_id: str, module: str, body: str) -> Path:
+    """A one-tool plugin built on the public API; `body` may replace its module source."""
+    folder = sandbox.root / "plugins" / module
+    folder.mkdir(parents=True)
+    manifest = {
+        "manifest_version": 1,
+        "id": plugin_id,
+        "title": "Synthetic",
+        "description": "A plugin made by a test.",
+        "version": "1.0.0",
+        "requires": {"host_api": {"min": 1, "max": 1}},
+        "capabilities": [
+            {
+                "kind": "tool",
+                "id": "ping",
+                "version": "1.0.0",
+                "read_only": True,
+                "destructive": False,
+                "idempotent": True,
+                "open_world": False,
+                "consent": "none",
+            }
+        ],
+        "configuration": {
+            "schema_version": 1,
+            "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+        "secret_references": [],
+        "data_schema_version": 1,
+        "authority": {"filesystem": [], "network": False},
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (folder / f"{module}.py").write_text(body, encoding="utf-8")
+    return folder
+
+
+_WORKING_MODULE = """
+import json
+from pathlib import Path
+from mymcp.plugin import (ActivatedTool, Consent, PluginAdapter, PluginContribution,
+    QualifiedCapabilityId, ToolEffects, manifest_from_mapping, structured_result)
+
+def mymcp_plugin_v1():
+    definition = manifest_from_mapping(
+        json.loads(Path(__file__).with_name("manifest.json").read_text()))
+    tool = ActivatedTool(
+        capability=QualifiedCapabilityId(definition.plugin_id, "tool", "ping"),
+        tool={"description": "Answers pong.", "inputSchema": {"type": "object"}},
+        handler=lambda arguments: structured_result({"pong": True}),
+        effects=ToolEffects(read_only=True, destructive=False, idempotent=True, open_world=False),
+        consent=Consent.NONE,
+    )
+    return PluginAdapter(definition, PluginContribution(definition.plugin_id,
+                                                        definition.version, (tool,)))
+"""
+
+
+async def _list_and_call(url: str) -> tuple[list[str], dict[str, object]]:
+    async with Client(url) as client:
+        tools = (await client.list_tools()).tools
+        called = await client.call_tool("example-plugin__word_count", {"text": "one two three"})
+        return [tool.name for tool in tools], called.structured_content
+
+
+def test_example_plugin_is_served_next_to_memory_tools(sandbox: Sandbox) -> None:
+    folder = _install_example(sandbox)
+    sandbox.write_config(
+        _plugin_config(sandbox, "example-plugin", folder / "manifest.json", "mymcp_example_plugin")
+    )
+    with serve(sandbox, {"PYTHONPATH": str(folder)}) as server:
+        names, result = anyio.run(_list_and_call, server.url)
+    assert names[:4] == ["list_tools", "memory_recall", "memory_list", "memory_inspect"]
+    assert names[-2:] == ["example-plugin__echo", "example-plugin__word_count"]
+    assert result == {"words": 3, "characters": 13}
+
+
+def _assert_refused(sandbox: Sandbox, env: dict[str, str], code: str) -> None:
+    for args in ([], ["check"]):
+        failed = run_cli(args, sandbox.environ(env))
+        assert failed.returncode == 1, failed.stderr
+        assert f"code={code}" in failed.stderr
+        assert str(sandbox.root) not in failed.stderr + failed.stdout
+    assert not port_is_bound(sandbox.port)
+
+
+def test_reserved_name_collision_stops_startup(sandbox: Sandbox) -> None:
+    # Plugin id `mymcp` would publish `mymcp__ping`, inside the host's reserved prefix.
+    folder = _synthetic_plugin(sandbox, "mymcp", "collides", _WORKING_MODULE)
+    sandbox.write_config(_plugin_config(sandbox, "mymcp", folder / "manifest.json", "collides"))
+    _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_composition_invalid")
+
+
+def test_the_same_plugin_works_under_a_free_name(sandbox: Sandbox) -> None:
+    folder = _synthetic_plugin(sandbox, "pinger", "pinger_plugin", _WORKING_MODULE)
+    sandbox.write_config(
+        _plugin_config(sandbox, "pinger", folder / "manifest.json", "pinger_plugin")
+    )
+    checked = run_cli(["check"], sandbox.environ({"PYTHONPATH": str(folder)}))
+    assert checked.returncode == 0, checked.stderr
+    assert "pinger__ping" in checked.stdout
+
+
+def test_unsafe_manifest_stops_startup_before_import(sandbox: Sandbox) -> None:
+    marker = sandbox.root / "imported"
+    body = f"open({str(marker)!r}, 'w').close()\n" + _WORKING_MODULE
+    folder = _synthetic_plugin(sandbox, "unsafe", "unsafe_plugin", body)
+    (folder / "manifest.json").chmod(0o666)
+    sandbox.write_config(
+        _plugin_config(sandbox, "unsafe", folder / "manifest.json", "unsafe_plugin")
+    )
+    _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_manifest_unsafe_permissions")
+    assert not marker.exists()
+
+
+def test_import_failure_stops_startup(sandbox: Sandbox) -> None:
+    body = "raise RuntimeError('secret detail /private/path')\n"
+    folder = _synthetic_plugin(sandbox, "broken", "broken_plugin", body)
+    sandbox.write_config(
+        _plugin_config(sandbox, "broken", folder / "manifest.json", "broken_plugin")
+    )
+    _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_import_failed")
+    failed = run_cli([], sandbox.environ({"PYTHONPATH": str(folder)}))
+    assert "secret detail" not in failed.stderr
+
+
+@pytest.mark.parametrize(
+    ("mutate", "code"),
+    [
+        (lambda doc: doc.update(version="not-semver"), "manifest_invalid_field"),
+        (lambda doc: doc.update(extra=1), "manifest_unknown_field"),
+        (lambda doc: doc.pop("title"), "manifest_missing_field"),
+    ],
+)
+def test_plugin_check_command(sandbox: Sandbox, mutate, code) -> None:
+    manifest = sandbox.root / "manifest.json"
+    document = json.loads((EXAMPLE / "manifest.json").read_text())
+    manifest.write_text(json.dumps(document))
+    ok = run_cli(["plugin", "check", str(manifest)], sandbox.environ())
+    assert ok.returncode == 0, ok.stderr
+    assert "example-plugin" in ok.stdout
+    mutate(document)
+    manifest.write_text(json.dumps(document))
+    bad = run_cli(["plugin", "check", str(manifest)], sandbox.environ())
+    assert bad.returncode == 1
+    assert f"code={code}" in bad.stderr
