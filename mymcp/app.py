@@ -7,7 +7,7 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,7 +26,10 @@ from mymcp.transport import (
     TransportOptions,
 )
 
-__all__ = ["PROTECTED_RESOURCE_PATH", "create_app", "create_production_app"]
+if TYPE_CHECKING:
+    from mymcp.runtime.bootstrap import Host
+
+__all__ = ["PROTECTED_RESOURCE_PATH", "create_app", "create_host_app", "create_production_app"]
 
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource/mcp"
 
@@ -78,14 +81,18 @@ def create_app(
     return Starlette(routes=routes)
 
 
-def create_production_app() -> Starlette:
-    """Load the host configuration, build the runtime and authentication, and serve them."""
-    from mymcp.runtime.bootstrap import build_host
-
-    host = build_host()
+def create_host_app(host: Host) -> Starlette:
+    """The app for a host built by `build_host()`."""
     return create_app(
         host.runtime,
         authenticator=host.authenticator,
         configuration=host.configuration,
         protected_resource_metadata=host.authenticator.protected_resource_metadata,
     )
+
+
+def create_production_app() -> Starlette:
+    """Load the host configuration, build the runtime and authentication, and serve them."""
+    from mymcp.runtime.bootstrap import build_host
+
+    return create_host_app(build_host())

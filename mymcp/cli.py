@@ -9,11 +9,15 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
 
-__all__ = ["dev_main", "main", "selftest_main"]
+if TYPE_CHECKING:
+    from mymcp.runtime.bootstrap import BindingPolicy
+
+__all__ = ["dev_main", "main", "selftest_main", "serve"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -65,23 +69,19 @@ def _fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
-def _serve() -> int:
+def serve(binding: BindingPolicy | None = None) -> int:
+    """Build the host and serve it until interrupted; exit 1 before binding on failure."""
     import uvicorn
 
-    from mymcp.app import create_app
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.app import create_host_app
+    from mymcp.runtime.bootstrap import build_host, production_binding
 
     logging.basicConfig(level=logging.INFO)
     try:
-        host = build_host()
+        host = build_host(binding=binding or production_binding)
     except MyMCPError as exc:
         return _fail(exc)
-    app = create_app(
-        host.runtime,
-        authenticator=host.authenticator,
-        configuration=host.configuration,
-        protected_resource_metadata=host.authenticator.protected_resource_metadata,
-    )
+    app = create_host_app(host)
     server = host.configuration.server
     # The `mcp` logger already records each request; uvicorn's access log would repeat it.
     uvicorn.run(app, host=server.address, port=server.port, log_level="info", access_log=False)
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
-        return _serve()
+        return serve()
     if args.command == "check":
         return _check()
     if args.command == "plugin":

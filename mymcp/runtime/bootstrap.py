@@ -9,7 +9,7 @@ and finally authentication. Any failure raises and leaves no partial runtime beh
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +17,9 @@ from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
 from mymcp.config import HostConfiguration, load_host_configuration, validate_semantics
 from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError, MyMCPError
-from mymcp.plugin import PluginAdapter, QualifiedCapabilityId, validate_plugin_contract
+from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
+    MNEMOSYNE_PLUGIN_ID,
     MnemosyneSettings,
     create_mnemosyne_adapter,
     load_mnemosyne_settings,
@@ -28,7 +29,7 @@ from mymcp.runtime._composition import compose_runtime, default_binding
 from mymcp.runtime._external import load_external_plugins
 from mymcp.runtime._runtime import HostRuntime
 
-__all__ = ["Host", "build_host", "build_runtime"]
+__all__ = ["BindingPolicy", "Host", "build_host", "build_runtime", "production_binding"]
 
 _log = logging.getLogger("mymcp.host.bootstrap")
 
@@ -42,16 +43,15 @@ class Host:
     authenticator: Authenticator
 
 
-def _bindings(
-    bundled: PluginAdapter, externals: Sequence[PluginAdapter]
-) -> list[tuple[QualifiedCapabilityId, str]]:
-    pinned = [(tool.capability, tool.capability.local_id) for tool in bundled.contribution.tools]
-    external = [
-        (tool.capability, default_binding(tool.capability))
-        for adapter in externals
-        for tool in adapter.contribution.tools
-    ]
-    return pinned + external
+BindingPolicy = Callable[[QualifiedCapabilityId], str]
+"""Chooses the public name of each capability; composition still refuses every collision."""
+
+
+def production_binding(capability: QualifiedCapabilityId) -> str:
+    """Mnemosyne's names are pinned to their local ids; externals are namespaced."""
+    if capability.plugin_id == MNEMOSYNE_PLUGIN_ID:
+        return capability.local_id
+    return default_binding(capability)
 
 
 def build_runtime(
@@ -60,6 +60,7 @@ def build_runtime(
     *,
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
+    binding: BindingPolicy = production_binding,
 ) -> HostRuntime:
     """Compose the bundled plugin and every enabled external plugin into one runtime."""
     try:
@@ -67,9 +68,10 @@ def build_runtime(
         bundled = create_mnemosyne_adapter(mnemosyne, environ=environ, home=home)
         validate_plugin_contract(bundled, mnemosyne_manifest())
         try:
+            contributions = [bundled.contribution, *(a.contribution for a in externals)]
             runtime = compose_runtime(
-                [bundled.contribution, *(adapter.contribution for adapter in externals)],
-                _bindings(bundled, externals),
+                contributions,
+                [(t.capability, binding(t.capability)) for c in contributions for t in c.tools],
                 server_version=__version__,
             )
         except HostRuntimeCompositionError as exc:
@@ -90,11 +92,16 @@ def build_runtime(
     return runtime
 
 
-def build_host(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Host:
+def build_host(
+    environ: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    *,
+    binding: BindingPolicy = production_binding,
+) -> Host:
     """Read configuration and settings, then compose the runtime and authentication."""
     configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
     mnemosyne = load_mnemosyne_settings(environ, home)
-    runtime = build_runtime(configuration, mnemosyne, environ=environ, home=home)
+    runtime = build_runtime(configuration, mnemosyne, environ=environ, home=home, binding=binding)
     authenticator = build_authenticator(configuration.authentication, configuration.server)
     return Host(configuration, runtime, authenticator)

@@ -4,12 +4,14 @@ It is written only against the public plugin API (`mymcp.plugin`), like any thir
 plugin, and is never enabled by default: `scripts/conformance` and the tests enable it
 through a host configuration in a private sandbox.
 
-Each tool takes no arguments and returns one kind of MCP content, which together prove a
-plugin can return every content type of MCP 2025-11-25: `text`, `image`, `audio`,
-`resource_link` and an embedded `resource`. `test_error_handling` returns a tool-level
-error (`isError: true`). The names and results follow the suite's scenario descriptions
-(`tools-call-simple-text`, `tools-call-image`, `tools-call-audio`,
-`tools-call-embedded-resource`, `tools-call-mixed-content`, `tools-call-error`).
+The `test_*` tools take no arguments and each returns one kind of MCP content; together
+they prove a plugin can return every content type of MCP 2025-11-25: `text`, `image`,
+`audio`, `resource_link` and an embedded `resource`. `test_error_handling` returns a
+tool-level error (`isError: true`), and `json_schema_2020_12_tool` publishes a JSON Schema
+2020-12 input schema that the host must pass through untouched. Names and results follow
+the suite's scenarios `tools-call-simple-text`, `tools-call-image`, `tools-call-audio`,
+`tools-call-embedded-resource`, `tools-call-mixed-content`, `tools-call-error` and
+`json-schema-2020-12`.
 
 Under the production binding the tools are published as `conformance__<tool>`; the
 suite's exact names come only from the test entry point `tests.conformance_fixture.serve`.
@@ -39,6 +41,30 @@ __all__ = ["AUDIO_WAV", "IMAGE_PNG", "mymcp_plugin_v1"]
 
 _MANIFEST = Path(__file__).with_name("manifest.json")
 _NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+# The suite's `json-schema-2020-12` scenario checks that the host publishes this verbatim.
+JSON_SCHEMA_2020_12_INPUT: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -140,6 +166,11 @@ def multiple_content_types(arguments: dict[str, Any]) -> ToolResult:
     }
 
 
+def json_schema_tool(arguments: dict[str, Any]) -> ToolResult:
+    names = ", ".join(sorted(arguments)) or "none"
+    return {"content": [{"type": "text", "text": f"Received arguments: {names}"}]}
+
+
 def error_handling(arguments: dict[str, Any]) -> ToolResult:
     return {
         "isError": True,
@@ -150,6 +181,11 @@ def error_handling(arguments: dict[str, Any]) -> ToolResult:
 
 
 _TOOLS: dict[str, tuple[str, str, Any]] = {
+    "json_schema_2020_12_tool": (
+        "JSON Schema 2020-12",
+        "Tool with JSON Schema 2020-12 features",
+        json_schema_tool,
+    ),
     "test_simple_text": ("Simple text", "Returns one text block.", simple_text),
     "test_image_content": ("Image content", "Returns a 1x1 red PNG image.", image_content),
     "test_audio_content": ("Audio content", "Returns a short silent WAV clip.", audio_content),
@@ -178,12 +214,17 @@ def mymcp_plugin_v1() -> PluginAdapter:
     tools = []
     for declaration in definition.capabilities:  # keep the manifest's order
         title, description, handler = _TOOLS[declaration.local_id]
+        schema = (
+            JSON_SCHEMA_2020_12_INPUT
+            if declaration.local_id == "json_schema_2020_12_tool"
+            else _NO_ARGUMENTS
+        )
         tools.append(
             ActivatedTool(
                 capability=QualifiedCapabilityId(
                     definition.plugin_id, declaration.kind, declaration.local_id
                 ),
-                tool={"title": title, "description": description, "inputSchema": _NO_ARGUMENTS},
+                tool={"title": title, "description": description, "inputSchema": schema},
                 handler=handler,
                 effects=declaration.effects,
                 consent=declaration.consent,

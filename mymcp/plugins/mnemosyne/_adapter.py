@@ -29,7 +29,12 @@ from mymcp.plugin import (
 )
 from mymcp.plugins.mnemosyne._schemas import tool_definition
 from mymcp.plugins.mnemosyne._settings import MnemosyneSettings, memory_root
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, ToolOutcome
+from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
+    MemoryService,
+    MutationService,
+    ToolOutcome,
+)
 
 __all__ = [
     "MNEMOSYNE_PINNED_BINDINGS",
@@ -48,7 +53,8 @@ _PACKAGE: Final = "mymcp.plugins.mnemosyne"
 _MANIFEST_RESOURCE: Final = "manifest.json"
 
 # Registry order, the gate (a MnemosyneSettings field, None = always on) and the name of
-# the memory-service operation that serves each capability.
+# the operation that serves each capability: ungated reads are `MemoryService` methods,
+# gated mutations are `MutationService` methods.
 _CAPABILITIES: Final[tuple[tuple[str, str | None, str], ...]] = (
     ("memory_recall", None, "recall"),
     ("memory_list", None, "list"),
@@ -130,8 +136,9 @@ def create_mnemosyne_adapter(
     One memory service is created here and shared by every handler; it resolves the
     memory root lazily on each call (from ``environ``/``home``, default the process
     environment), bounds discovery by ``settings.candidate_limit`` and signs list
-    cursors with the process codec. A mutation tool is contributed only when its gate
-    is on and the memory service provides the operation.
+    cursors with the process codec. The mutation service writes through that same
+    service's index, so reads see writes at once. A mutation tool is contributed only
+    when its gate is on and the mutation service provides the operation.
     """
     if not isinstance(settings, MnemosyneSettings):
         raise TypeError("settings must be MnemosyneSettings")
@@ -141,10 +148,15 @@ def create_mnemosyne_adapter(
         settings.candidate_limit,
         process_cursor_codec(),
     )
-    operations = {local_id: operation for local_id, _, operation in _CAPABILITIES}
+    mutations = MutationService(service, settings.candidate_limit)
+    operations = {
+        local_id: (service if gate is None else mutations, operation)
+        for local_id, gate, operation in _CAPABILITIES
+    }
     tools: list[ActivatedTool] = []
     for local_id in selected_capabilities(settings):
-        operation = getattr(service, operations[local_id], None)
+        provider, name = operations[local_id]
+        operation = getattr(provider, name, None)
         if not callable(operation):
             _log.warning("mnemosyne_adapter outcome=capability_unavailable capability=%s", local_id)
             continue

@@ -67,8 +67,12 @@ def all_gate_settings() -> list[MnemosyneSettings]:
     ]
 
 
-class FullService(MemoryService):
-    """The read service plus stand-in mutation operations, to test the adapter's wiring."""
+class StubMutations:
+    """Stand-in mutation operations, to test the adapter's wiring without a memory root."""
+
+    def __init__(self, indexes: MemoryService, candidate_limit: int) -> None:
+        assert isinstance(indexes, MemoryService)
+        self.candidate_limit = candidate_limit
 
     def _stub(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         return ToolOutcome({"status": name, "echo": dict(arguments)}, is_error=False)
@@ -89,9 +93,15 @@ class FullService(MemoryService):
         return self._stub("forgotten", arguments)
 
 
+class PartialMutations(StubMutations):
+    """A mutation service that lacks one operation."""
+
+    forget = None  # type: ignore[assignment]
+
+
 @pytest.fixture
 def full_service(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_adapter, "MemoryService", FullService)
+    monkeypatch.setattr(_adapter, "MutationService", StubMutations)
 
 
 def handlers_of(adapter: PluginAdapter) -> dict[str, Callable[[dict[str, Any]], Mapping[str, Any]]]:
@@ -186,21 +196,31 @@ def test_contribution_is_the_gate_selection_when_operations_exist(
 
 
 @pytest.mark.parametrize("settings", all_gate_settings(), ids=str)
-def test_mutation_without_a_domain_operation_is_not_contributed(
+def test_every_selected_mutation_is_served_by_the_real_mutation_service(
     settings: MnemosyneSettings,
 ) -> None:
-    adapter = create_mnemosyne_adapter(settings)
-    expected = [
-        name
-        for name in selected_capabilities(settings)
-        if callable(getattr(MemoryService, _adapter_operation(name), None))
-    ]
-    assert names(adapter) == expected
-    assert names(adapter)[:3] == list(READS)
+    assert names(create_mnemosyne_adapter(settings)) == list(selected_capabilities(settings))
 
 
-def _adapter_operation(local_id: str) -> str:
-    return local_id.removeprefix("memory_")
+def test_mutation_without_a_domain_operation_is_not_contributed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_adapter, "MutationService", PartialMutations)
+    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    assert names(adapter) == [name for name in TOOL_NAMES if name != "memory_forget"]
+
+
+def test_candidate_limit_reaches_the_mutation_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[StubMutations] = []
+
+    class Recording(StubMutations):
+        def __init__(self, indexes: MemoryService, candidate_limit: int) -> None:
+            super().__init__(indexes, candidate_limit)
+            built.append(self)
+
+    monkeypatch.setattr(_adapter, "MutationService", Recording)
+    create_mnemosyne_adapter(MnemosyneSettings(remember=True, candidate_limit=7))
+    assert [m.candidate_limit for m in built] == [7]
 
 
 @pytest.mark.usefixtures("full_service")

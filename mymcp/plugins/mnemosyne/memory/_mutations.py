@@ -1,0 +1,571 @@
+"""The mutation service: remember, revise, archive, restore and forget.
+
+Raw tool arguments come in, JSON-ready outcomes go out. Each operation validates its
+arguments by hand, applies the content policy where text is supplied, and only then
+touches the filesystem, always inside the root's mutation lock. Any refusal or error
+leaves the memory tree unchanged (the lock file aside). Every call ends with exactly
+one content-free log event on ``mcp.memory_<tool>`` (decision D6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from ._errors import ErrorCode, MemoryOperationError
+from ._identifiers import (
+    CONTENT_MAX,
+    LABEL_MAX,
+    TITLE_MAX,
+    is_identifier,
+    is_memory_id,
+    is_timestamp,
+    normalize_bounded_text,
+    normalize_language,
+    normalize_tags,
+    tag_key,
+    utc_now_seconds,
+)
+from ._index import IndexedRecord, MemoryIndex
+from ._locking import root_lock
+from ._outcomes import ToolOutcome, failure, internal_failure, success
+from ._paths import reference_parts
+from ._policy import enforce_content_policy
+from ._record_format import serialize_record
+from ._records import (
+    LIFECYCLE_STATES,
+    PUBLIC_ORIGINS,
+    Collection,
+    Lifecycle,
+    MemoryRecordV2,
+    Namespace,
+    Provenance,
+)
+from ._references import V2Reference, parse_reference
+from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at, parse_scope
+from ._writer import RecordWriter, ensure_root
+
+__all__ = ["IndexProvider", "MutationService", "new_memory_id"]
+
+_REMEMBER_REQUIRED: Final = frozenset(
+    {"scope", "namespace", "collection", "kind", "language", "title", "content", "tags", "origin"}
+)
+_REMEMBER_ALLOWED: Final = _REMEMBER_REQUIRED | {"occurred_at"}
+_REVISE_REQUIRED: Final = frozenset(
+    {"reference", "expected_revision", "namespace_label", "title", "content", "tags"}
+)
+_REVISE_ALLOWED: Final = _REVISE_REQUIRED | {"collection_label"}
+_LIFECYCLE_KEYS: Final = frozenset({"reference", "expected_revision"})
+_NAMESPACE_KEYS: Final = frozenset({"kind", "id", "label"})
+_COLLECTION_KEYS: Final = frozenset({"id", "label"})
+_MAX_CANDIDATE_LIMIT: Final = 1_000_000
+
+
+class IndexProvider(Protocol):
+    """Whatever hands out the read index of the current root (the read `MemoryService`)."""
+
+    def current_index(self) -> MemoryIndex: ...
+
+
+def new_memory_id() -> str:
+    """A fresh canonical id: ``mem_`` and the 32 hex digits of a random UUID."""
+    return "mem_" + uuid.uuid4().hex
+
+
+def _invalid(code: ErrorCode) -> MemoryOperationError:
+    return MemoryOperationError(code)
+
+
+# -- argument parsing -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RememberRequest:
+    scope: Scope
+    namespace: Namespace
+    collection: Collection | None
+    kind: str
+    language: str
+    title: str | None
+    content: str
+    tags: tuple[str, ...]
+    origin: str
+    occurred_at: str | None
+
+
+def _optional_text(value: object, maximum: int, code: ErrorCode) -> str | None:
+    if value is None:
+        return None
+    text = normalize_bounded_text(value, maximum)
+    if text is None:
+        raise _invalid(code)
+    return text
+
+
+def _required_text(value: object, maximum: int, code: ErrorCode) -> str:
+    text = normalize_bounded_text(value, maximum)
+    if text is None:
+        raise _invalid(code)
+    return text
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    tags = normalize_tags(value, minimum=0)
+    if tags is None:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    return tags
+
+
+def _parse_namespace(value: object, scope: Scope) -> Namespace:
+    code = ErrorCode.INVALID_NAMESPACE
+    if type(value) is not dict or value.keys() != _NAMESPACE_KEYS:
+        raise _invalid(code)
+    kind, identifier = value["kind"], value["id"]
+    if type(kind) is not str or kind not in NAMESPACE_KINDS[scope] or not is_identifier(identifier):
+        raise _invalid(code)
+    return Namespace(kind, identifier, _optional_text(value["label"], LABEL_MAX, code))
+
+
+def _parse_collection(value: object) -> Collection | None:
+    if value is None:
+        return None
+    code = ErrorCode.INVALID_COLLECTION
+    if type(value) is not dict or value.keys() != _COLLECTION_KEYS:
+        raise _invalid(code)
+    if not is_identifier(value["id"]):
+        raise _invalid(code)
+    return Collection(value["id"], _optional_text(value["label"], LABEL_MAX, code))
+
+
+def parse_remember_arguments(arguments: object) -> RememberRequest:
+    """Validate and normalise the nine required fields plus the event-only occurred_at."""
+    if type(arguments) is not dict or not arguments.keys() >= _REMEMBER_REQUIRED:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    if not arguments.keys() <= _REMEMBER_ALLOWED:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    scope = parse_scope(arguments["scope"])
+    if scope is None:
+        raise _invalid(ErrorCode.INVALID_SCOPE)
+    namespace = _parse_namespace(arguments["namespace"], scope)
+    collection = _parse_collection(arguments["collection"])
+    kind = arguments["kind"]
+    if type(kind) is not str or kind not in MEMORY_KINDS[scope]:
+        raise _invalid(ErrorCode.INVALID_KIND)
+    language = normalize_language(arguments["language"])
+    if language is None:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    title = _optional_text(arguments["title"], TITLE_MAX, ErrorCode.INVALID_RECORD)
+    content = _required_text(arguments["content"], CONTENT_MAX, ErrorCode.INVALID_RECORD)
+    tags = _tags(arguments["tags"])
+    occurred_at = arguments.get("occurred_at")
+    if kind_requires_occurred_at(kind):
+        if not is_timestamp(occurred_at):
+            raise _invalid(ErrorCode.INVALID_RECORD)
+    elif "occurred_at" in arguments:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    origin = arguments["origin"]
+    if type(origin) is not str or origin not in PUBLIC_ORIGINS:
+        raise _invalid(ErrorCode.INVALID_ORIGIN)
+    return RememberRequest(
+        scope, namespace, collection, kind, language, title, content, tags, origin, occurred_at
+    )
+
+
+def _parse_target(arguments: object) -> tuple[V2Reference, int]:
+    """The canonical reference and positive expected revision every change names."""
+    if type(arguments) is not dict:
+        raise _invalid(ErrorCode.INVALID_REFERENCE)
+    reference = parse_reference(arguments.get("reference"))
+    if not isinstance(reference, V2Reference):  # legacy records are read-only
+        raise _invalid(ErrorCode.INVALID_REFERENCE)
+    revision = arguments.get("expected_revision")
+    if type(revision) is not int or revision < 1:
+        raise _invalid(ErrorCode.INVALID_EXPECTED_REVISION)
+    return reference, revision
+
+
+def parse_lifecycle_arguments(arguments: object) -> tuple[V2Reference, int]:
+    """Exactly ``{reference, expected_revision}`` for archive, restore and forget."""
+    reference, revision = _parse_target(arguments)
+    assert type(arguments) is dict  # checked by _parse_target
+    if arguments.keys() != _LIFECYCLE_KEYS:
+        # The request is anything but the exact reference-plus-revision shape.
+        raise _invalid(ErrorCode.INVALID_REFERENCE)
+    return reference, revision
+
+
+@dataclass(frozen=True, slots=True)
+class ReviseRequest:
+    reference: V2Reference
+    expected_revision: int
+    namespace_label: str | None
+    collection_label: str | None
+    title: str | None
+    content: str
+    tags: tuple[str, ...]
+
+
+def parse_revise_arguments(arguments: object) -> ReviseRequest:
+    """The complete replacement of a record's mutable text."""
+    reference, revision = _parse_target(arguments)
+    assert type(arguments) is dict
+    if not _REVISE_REQUIRED <= arguments.keys() <= _REVISE_ALLOWED:
+        raise _invalid(ErrorCode.INVALID_RECORD)
+    namespace_label = _optional_text(
+        arguments["namespace_label"], LABEL_MAX, ErrorCode.INVALID_RECORD
+    )
+    if reference.collection_id is None:
+        # No collection to label: the member may be omitted or explicitly null only.
+        if arguments.get("collection_label") is not None:
+            raise _invalid(ErrorCode.INVALID_COLLECTION)
+        collection_label = None
+    else:
+        if "collection_label" not in arguments:
+            raise _invalid(ErrorCode.INVALID_COLLECTION)
+        collection_label = _optional_text(
+            arguments["collection_label"], LABEL_MAX, ErrorCode.INVALID_COLLECTION
+        )
+    title = _optional_text(arguments["title"], TITLE_MAX, ErrorCode.INVALID_RECORD)
+    content = _required_text(arguments["content"], CONTENT_MAX, ErrorCode.INVALID_RECORD)
+    tags = _tags(arguments["tags"])
+    return ReviseRequest(
+        reference, revision, namespace_label, collection_label, title, content, tags
+    )
+
+
+def _tag_fields(field: str, tags: tuple[str, ...]) -> Iterator[tuple[str, str | None]]:
+    for tag in tags:
+        yield field, tag
+
+
+# -- logging --------------------------------------------------------------------------
+
+_FIELD_WORDS: Final = frozenset(
+    {"namespace", "collection", "title", "content", "tags", "namespace_label", "collection_label"}
+)
+_VOCABULARY: Final[Mapping[str, frozenset[str]]] = {
+    "scope": frozenset(scope.value for scope in Scope),
+    "namespace_kind": frozenset(kind for kinds in NAMESPACE_KINDS.values() for kind in kinds),
+    "memory_kind": frozenset(kind for kinds in MEMORY_KINDS.values() for kind in kinds),
+    "origin": frozenset(PUBLIC_ORIGINS),
+    "lifecycle_state": frozenset(LIFECYCLE_STATES),
+    "field": _FIELD_WORDS,
+}
+_NUMERIC_KEYS: Final = frozenset({"schema_version", "revision"})
+_FLAG_KEYS: Final = frozenset({"collection_present"})
+
+LogFields = dict[str, int | bool | str]
+
+
+def _render(key: str, value: int | bool | str) -> str | None:
+    """The logged text of one allowlisted field, or None to drop it."""
+    if key in _FLAG_KEYS:
+        return ("true" if value else "false") if isinstance(value, bool) else None
+    if key in _NUMERIC_KEYS:
+        return str(value) if type(value) is int else None
+    if key == "memory_id":
+        return value if isinstance(value, str) and is_memory_id(value) else None
+    words = _VOCABULARY.get(key)
+    if words is not None and isinstance(value, str) and value in words:
+        return value
+    return None
+
+
+def _emit(
+    logger: logging.Logger, event: str, outcome: str, code: ErrorCode | None, fields: LogFields
+) -> None:
+    parts = [f"event={event}", f"outcome={outcome}"]
+    if code is not None:
+        parts.append(f"code={code.value}")
+    for key, value in fields.items():
+        rendered = _render(key, value)
+        if rendered is not None:
+            parts.append(f"{key}={rendered}")
+    logger.info(" ".join(parts))
+
+
+# -- the service ----------------------------------------------------------------------
+
+
+def _result(status: str, record: MemoryRecordV2) -> dict[str, Any]:
+    return {
+        "status": status,
+        "reference": _reference(record).to_json(),
+        "lifecycle": record.lifecycle.to_json(),
+    }
+
+
+def _reference(record: MemoryRecordV2) -> V2Reference:
+    return V2Reference(record.scope, record.namespace.id, record.collection_id, record.id)
+
+
+def _duplicate_key(record: MemoryRecordV2) -> tuple[Any, ...]:
+    # Scope, namespace id and collection id are fixed by the scanned location.
+    return (
+        record.namespace.kind,
+        record.kind,
+        record.occurred_at,
+        record.title,
+        record.content,
+        tuple(sorted(tag_key(tag) for tag in record.tags)),
+    )
+
+
+class MutationService:
+    """The five memory mutations over the same index the read service uses.
+
+    ``indexes`` supplies the index of the current root on every call (normally the
+    process's `MemoryService`), so reads see writes at once and both always agree on
+    the root. ``candidate_limit`` bounds remember's duplicate scan; ``clock`` returns
+    the strict UTC-second timestamp used for created_at/updated_at.
+    """
+
+    def __init__(
+        self,
+        indexes: IndexProvider,
+        candidate_limit: int,
+        *,
+        clock: Callable[[], str] = utc_now_seconds,
+        id_factory: Callable[[], str] = new_memory_id,
+    ) -> None:
+        if type(candidate_limit) is not int or not 1 <= candidate_limit <= _MAX_CANDIDATE_LIMIT:
+            raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
+        self._indexes = indexes
+        self._candidate_limit = candidate_limit
+        self._clock = clock
+        self._new_id = id_factory
+
+    # -- public operations -----------------------------------------------------------
+
+    def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Create one canonical record, or report the identical one that already exists."""
+
+        def action(fields: LogFields) -> dict[str, Any]:
+            request = parse_remember_arguments(arguments)
+            fields.update(
+                scope=request.scope.value,
+                schema_version=2,
+                namespace_kind=request.namespace.kind,
+                memory_kind=request.kind,
+                collection_present=request.collection is not None,
+                origin=request.origin,
+            )
+            ns, col = request.namespace, request.collection
+            enforce_content_policy(
+                [
+                    ("namespace", ns.id),
+                    ("namespace", ns.label),
+                    ("collection", None if col is None else col.id),
+                    ("collection", None if col is None else col.label),
+                    ("title", request.title),
+                    ("content", request.content),
+                    *_tag_fields("tags", request.tags),
+                ]
+            )
+            index = self._indexes.current_index()
+            ensure_root(index.root)
+            with root_lock(index.root):
+                payload = self._remember_locked(index, request)
+            fields["memory_id"] = payload["reference"]["id"]
+            return payload
+
+        return self._execute("memory_remember", action)
+
+    def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Replace the mutable text of one record as a whole (revision + 1)."""
+
+        def action(fields: LogFields) -> dict[str, Any]:
+            request = parse_revise_arguments(arguments)
+            fields.update(schema_version=2, scope=request.reference.scope.value)
+            enforce_content_policy(
+                [
+                    ("namespace_label", request.namespace_label),
+                    ("collection_label", request.collection_label),
+                    ("title", request.title),
+                    ("content", request.content),
+                    *_tag_fields("tags", request.tags),
+                ]
+            )
+
+            def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+                namespace = dataclasses.replace(record.namespace, label=request.namespace_label)
+                collection = record.collection
+                if collection is not None:
+                    collection = dataclasses.replace(collection, label=request.collection_label)
+                revised = dataclasses.replace(
+                    record,
+                    namespace=namespace,
+                    collection=collection,
+                    title=request.title,
+                    content=request.content,
+                    tags=request.tags,
+                )
+                return None if revised == record else revised
+
+            return self._change(
+                request.reference, request.expected_revision, change, ("revised", "already_current")
+            )
+
+        return self._execute("memory_revise", action)
+
+    def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Move an active record to archived (excluded from recall, still inspectable)."""
+        return self._transition("memory_archive", arguments, "archived", "already_archived")
+
+    def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Move an archived record back to active."""
+        return self._transition("memory_restore", arguments, "active", "already_active")
+
+    def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Physically delete one archived record at its current revision."""
+
+        def action(fields: LogFields) -> dict[str, Any]:
+            reference, expected = parse_lifecycle_arguments(arguments)
+            fields.update(schema_version=2, scope=reference.scope.value)
+            index = self._indexes.current_index()
+            with self._locked_existing(index):
+                found, record = self._current(index, reference, expected)
+                if not record.lifecycle.archived:
+                    raise _invalid(ErrorCode.NOT_ARCHIVED)
+                RecordWriter(index).delete(found.parts, found.digest)
+            return {"status": "forgotten", "reference": reference.to_json()}
+
+        return self._execute("memory_forget", action)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _transition(
+        self, event: str, arguments: Mapping[str, Any], target: str, unchanged: str
+    ) -> ToolOutcome:
+        changed = "archived" if target == "archived" else "restored"
+
+        def action(fields: LogFields) -> dict[str, Any]:
+            reference, expected = parse_lifecycle_arguments(arguments)
+            fields.update(schema_version=2, scope=reference.scope.value)
+
+            def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+                if record.lifecycle.state == target:
+                    return None
+                return dataclasses.replace(
+                    record, lifecycle=Lifecycle(target, record.lifecycle.revision)
+                )
+
+            return self._change(reference, expected, change, (changed, unchanged))
+
+        return self._execute(event, action)
+
+    def _locked_existing(self, index: MemoryIndex) -> AbstractContextManager[None]:
+        """The root lock, or not_found at once when there is no root to change at all."""
+        if not os.path.lexists(index.root):
+            raise _invalid(ErrorCode.NOT_FOUND)
+        return root_lock(index.root)
+
+    def _current(
+        self, index: MemoryIndex, reference: V2Reference, expected: int
+    ) -> tuple[IndexedRecord, MemoryRecordV2]:
+        found = index.lookup(reference_parts(reference), reference.scope)
+        if found is None or not isinstance(found.record, MemoryRecordV2):
+            raise _invalid(ErrorCode.NOT_FOUND)
+        # A stale revision conflicts before any state or no-op decision.
+        if found.record.lifecycle.revision != expected:
+            raise _invalid(ErrorCode.REVISION_CONFLICT)
+        return found, found.record
+
+    def _change(
+        self,
+        reference: V2Reference,
+        expected: int,
+        change: Callable[[MemoryRecordV2], MemoryRecordV2 | None],
+        statuses: tuple[str, str],
+    ) -> dict[str, Any]:
+        """Lock, re-read, check the revision, apply ``change`` and replace the file.
+
+        ``change`` returns None when the record already has the requested state; that
+        idempotent outcome writes nothing and keeps revision and timestamps.
+        """
+        index = self._indexes.current_index()
+        with self._locked_existing(index):
+            found, record = self._current(index, reference, expected)
+            updated = change(record)
+            if updated is None:
+                return _result(statuses[1], record)
+            updated = dataclasses.replace(
+                updated,
+                lifecycle=Lifecycle(updated.lifecycle.state, record.lifecycle.revision + 1),
+                # Never move updated_at backwards, even if the clock does.
+                updated_at=max(self._clock(), record.updated_at),
+            )
+            RecordWriter(index).replace(found.parts, found.digest, serialize_record(updated))
+        return _result(statuses[0], updated)
+
+    def _remember_locked(self, index: MemoryIndex, request: RememberRequest) -> dict[str, Any]:
+        container: tuple[str, ...] = (request.namespace.id,)
+        if request.collection is not None:
+            container += (request.collection.id,)
+        scan = index.scan(
+            request.scope,
+            container,
+            recursive=False,
+            candidate_limit=self._candidate_limit,
+            include_legacy=False,
+        )
+        now = self._clock()
+        record = MemoryRecordV2(
+            id=self._new_id(),
+            scope=request.scope,
+            namespace=request.namespace,
+            collection=request.collection,
+            kind=request.kind,
+            language=request.language,
+            title=request.title,
+            content=request.content,
+            tags=request.tags,
+            provenance=Provenance(request.origin, "memory_remember"),
+            lifecycle=Lifecycle("active", 1),
+            created_at=now,
+            updated_at=now,
+            occurred_at=request.occurred_at,
+        )
+        key = _duplicate_key(record)
+        duplicates = sorted(
+            (
+                item.record
+                for item in scan.records
+                if isinstance(item.record, MemoryRecordV2) and _duplicate_key(item.record) == key
+            ),
+            key=lambda existing: (existing.lifecycle.archived, existing.id),
+        )
+        if duplicates:
+            existing = duplicates[0]
+            status = "existing_archived" if existing.lifecycle.archived else "already_exists"
+            return _result(status, existing)
+        if not is_memory_id(record.id):
+            raise _invalid(ErrorCode.INTERNAL_ERROR)
+        RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
+        return _result("remembered", record)
+
+    def _execute(self, event: str, action: Callable[[LogFields], dict[str, Any]]) -> ToolOutcome:
+        logger = logging.getLogger(f"mcp.{event}")
+        fields: LogFields = {}
+        try:
+            payload = action(fields)
+        except MemoryOperationError as exc:
+            if exc.field is not None:
+                fields["field"] = exc.field
+            _emit(logger, event, exc.code.status().value, exc.code, fields)
+            return failure(exc)
+        except Exception:
+            # Exception text may quote paths or values: only the fixed code is logged.
+            _emit(logger, event, "internal_error", ErrorCode.INTERNAL_ERROR, fields)
+            return internal_failure()
+        lifecycle = payload.get("lifecycle")
+        if isinstance(lifecycle, dict):
+            fields.update(lifecycle_state=lifecycle["state"], revision=lifecycle["revision"])
+        _emit(logger, event, payload["status"], None, fields)
+        return success(payload)
