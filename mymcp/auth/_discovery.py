@@ -20,7 +20,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
-from mymcp.auth._encoding import StrictJsonError, loads_strict_json
+from mymcp._strictjson import StrictJsonError, load_strict_json
 
 __all__ = [
     "FETCH_DEADLINE_SECONDS",
@@ -161,7 +161,7 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
 
 def _jwks_uri_from(body: bytes, issuer: str) -> str:
     try:
-        document = loads_strict_json(body, max_bytes=MAX_METADATA_BYTES)
+        document = load_strict_json(body, max_bytes=MAX_METADATA_BYTES)
     except StrictJsonError:
         raise DiscoveryError("metadata_invalid") from None
     if not isinstance(document, dict) or document.get("issuer") != issuer:

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._discovery import DiscoveryError
 from mymcp.auth._encoding import (
-    StrictJsonError,
     b64url_decode,
     is_printable_ascii,
-    loads_strict_json,
 )
 
 __all__ = [
@@ -149,7 +148,7 @@ def _candidate(entry: object) -> VerificationKey:
 def parse_jwks(body: bytes) -> Mapping[str, VerificationKey]:
     """Return the usable keys by kid, or raise DiscoveryError('jwks_invalid')."""
     try:
-        document = loads_strict_json(body, max_bytes=MAX_JWKS_BYTES)
+        document = load_strict_json(body, max_bytes=MAX_JWKS_BYTES)
     except StrictJsonError:
         raise _invalid() from None
     if not isinstance(document, dict):

@@ -21,13 +21,12 @@ from typing import Protocol, TypeGuard
 
 from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
 
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._discovery import DiscoveryError
 from mymcp.auth._encoding import (
-    StrictJsonError,
     b64url_decode,
     b64url_encode,
     is_printable_ascii,
-    loads_strict_json,
 )
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
 from mymcp.auth._principal import AuthFailure, is_valid_subject
@@ -94,7 +93,7 @@ def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
 
 def _json_object(data: bytes) -> dict[str, object] | None:
     try:
-        document = loads_strict_json(data, max_bytes=MAX_SEGMENT_CHARACTERS)
+        document = load_strict_json(data, max_bytes=MAX_SEGMENT_CHARACTERS)
     except StrictJsonError:
         return None
     return document if isinstance(document, dict) else None

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import TypeGuard
 
 from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._encoding import (
-    StrictJsonError,
     b64url_decode,
     b64url_encode,
-    loads_strict_json,
 )
 from mymcp.auth._principal import is_valid_subject
 from mymcp.errors import MyMCPError
@@ -107,7 +106,7 @@ def parse_verifier(data: bytes) -> tuple[Credential, ...]:
     except UnicodeDecodeError:
         raise VerifierSourceError("invalid_utf8") from None
     try:
-        document = loads_strict_json(data, max_bytes=MAX_VERIFIER_BYTES)
+        document = load_strict_json(data, max_bytes=MAX_VERIFIER_BYTES)
     except StrictJsonError:
         raise VerifierSourceError("invalid_format") from None
     if not isinstance(document, dict) or set(document) != {"format_version", "credentials"}:

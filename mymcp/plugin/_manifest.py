@@ -6,13 +6,13 @@ The field rules live in `_manifest_rules`; this module handles the resource itse
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
 from mymcp.plugin._definition import PluginDefinition
 from mymcp.plugin._manifest_rules import (
     MANIFEST_MESSAGES,
@@ -36,28 +36,12 @@ __all__ = [
 _MAX_JSON_DEPTH: Final = 64
 
 
-class _DuplicateKeyError(Exception):
-    pass
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKeyError
-        result[key] = value
-    return result
-
-
-def _reject_constant(_name: str) -> Any:
-    raise ValueError("non-finite number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("non-finite number")
-    return value
+# Strict-JSON refusal reasons in the manifest error vocabulary.
+_JSON_CODES: Final = {
+    StrictJsonReason.TOO_LARGE: "manifest_resource_too_large",
+    StrictJsonReason.INVALID_UTF8: "manifest_resource_invalid_utf8",
+    StrictJsonReason.DUPLICATE_KEY: "manifest_resource_duplicate_key",
+}
 
 
 def parse_manifest(data: bytes) -> PluginDefinition:
@@ -67,23 +51,10 @@ def parse_manifest(data: bytes) -> PluginDefinition:
     """
     if not isinstance(data, bytes | bytearray):
         fail("manifest_resource_invalid")
-    if len(data) > MAX_MANIFEST_BYTES:
-        fail("manifest_resource_too_large")
     try:
-        text = bytes(data).decode("utf-8", errors="strict")
-    except UnicodeDecodeError:
-        fail("manifest_resource_invalid_utf8")
-    try:
-        document = json.loads(
-            text,
-            object_pairs_hook=_unique_pairs,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-        )
-    except _DuplicateKeyError:
-        fail("manifest_resource_duplicate_key")
-    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
-        fail("manifest_resource_invalid_json")
+        document = load_strict_json(data, max_bytes=MAX_MANIFEST_BYTES, max_depth=_MAX_JSON_DEPTH)
+    except StrictJsonError as exc:
+        fail(_JSON_CODES.get(exc.reason, "manifest_resource_invalid_json"))
     return definition_from_document(document)
 
 

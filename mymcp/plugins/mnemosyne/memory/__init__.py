@@ -4,6 +4,7 @@ Pure domain code with no MCP or HTTP types. The service takes raw tool arguments
 returns JSON-ready results; everything else here is the vocabulary it is built from.
 """
 
+from ._bm25 import Bm25Parameters, Bm25Ranker, default_ranker
 from ._cursor import CursorCodec
 from ._errors import ErrorCode, ErrorStatus, MemoryOperationError, error_payload
 from ._filesystem import FileStamp
@@ -53,6 +54,9 @@ from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryServic
 from ._terms import RecordTerms, tokenize
 
 __all__ = [
+    "Bm25Parameters",
+    "Bm25Ranker",
+    "default_ranker",
     "CANDIDATE_LIMIT_DEFAULT",
     "CANDIDATE_LIMIT_MAX",
     "CONTENT_MAX",
@@ -115,4 +119,24 @@ __all__ = [
     "tag_key",
     "tokenize",
     "utc_now_seconds",
+]
+
+# -- mutations: content policy, locking, durable writes and the mutation service ---------
+from ._locking import LOCK_FILE_NAME, root_lock
+from ._mutations import IndexProvider, MutationService, new_memory_id
+from ._policy import PolicyReason, enforce_content_policy, find_disallowed
+from ._writer import RecordWriter, ensure_root, file_digest
+
+__all__ += [
+    "LOCK_FILE_NAME",
+    "IndexProvider",
+    "MutationService",
+    "PolicyReason",
+    "RecordWriter",
+    "enforce_content_policy",
+    "ensure_root",
+    "file_digest",
+    "find_disallowed",
+    "new_memory_id",
+    "root_lock",
 ]

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mymcp._strictjson import StrictJsonError, load_strict_json
+
 from ._errors import ErrorCode, MemoryOperationError
-from ._strict_json import StrictJSONError, load_strict_json
 
 __all__ = ["CURSOR_MAX", "CursorCodec", "CursorState", "SnapshotItem"]
 
@@ -154,7 +155,7 @@ class CursorCodec:
     def _parse_payload(payload: bytes) -> dict[str, Any]:
         try:
             body = load_strict_json(payload.decode("ascii"), max_depth=1)
-        except (UnicodeDecodeError, StrictJSONError):
+        except (UnicodeDecodeError, StrictJsonError):
             raise _invalid() from None
         if type(body) is not dict or body.keys() != _PAYLOAD_KEYS or _canonical(body) != payload:
             raise _invalid()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 from . import _filesystem, _record_format
 from ._discovery import WalkStats, log_skip, open_container, walk_candidates
@@ -32,6 +33,9 @@ __all__ = ["IndexedRecord", "MemoryIndex", "ScanResult"]
 # read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
 # Two seconds covers the coarsest common filesystem clocks.
 _SETTLE_NS = 2_000_000_000
+# Selections whose last scan result is kept for reuse (namespaces, collections, scopes).
+_MAX_REMEMBERED = 64
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,11 @@ class _Entry:
 
 @dataclass(frozen=True, slots=True)
 class ScanResult:
-    """Valid selected records (unordered), plus bounded counts for logging."""
+    """Valid selected records (unordered), plus bounded counts for logging.
+
+    Equality compares the record tuples element by element, identity first, so an
+    unchanged walk is recognised in one C-level pass.
+    """
 
     records: tuple[IndexedRecord, ...]
     candidates: int = 0
@@ -76,6 +84,9 @@ class MemoryIndex:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._entries: dict[RelativePath, _Entry] = {}
+        # The last result per selection, reused while a fresh walk finds the same records.
+        self._results: dict[tuple[RelativePath, bool, bool], ScanResult] = {}
+        self._derived: dict[tuple[str, int], tuple[ScanResult, object]] = {}
         self._lock = threading.Lock()
 
     # -- coherence hooks for writers -------------------------------------------------
@@ -119,24 +130,79 @@ class MemoryIndex:
         prefix = (scope.value, *container)
         stats = WalkStats(scope, candidate_limit)
         records: list[IndexedRecord] = []
+        append = records.append
+        entries = self._entries
         with self._lock:
             fd = open_container(self.root, prefix, scope)
             if fd is None:
                 return ScanResult(())
 
             def visit(dir_fd: int, parts: RelativePath, info: os.stat_result | None) -> None:
-                outcome = SkipReason.UNREADABLE if info is None else self._load(dir_fd, parts, info)
+                if info is None:
+                    stats.skip(SkipReason.UNREADABLE)
+                    return
+                # Hot path: an unchanged, settled file is served from the cache after one
+                # tuple comparison (the same fields as FileStamp, without building one).
+                cached = entries.get(parts)
+                if (
+                    cached is not None
+                    and cached.trusted
+                    and cached.stamp
+                    == (
+                        info.st_dev,
+                        info.st_ino,
+                        info.st_size,
+                        info.st_mtime_ns,
+                        info.st_ctime_ns,
+                    )
+                ):
+                    outcome = cached.outcome
+                else:
+                    outcome = self._load(dir_fd, parts, info)
                 if isinstance(outcome, SkipReason):
                     stats.skip(outcome)
                 elif include_legacy or isinstance(outcome.record, MemoryRecordV2):
-                    records.append(outcome)
+                    append(outcome)
 
             try:
                 walk_candidates(fd, prefix, len(container), stats, visit, recursive=recursive)
             finally:
                 close_quietly(fd)
             self._prune(prefix, stats.seen, recursive)
-        return ScanResult(tuple(records), stats.candidates, stats.skipped)
+            result = ScanResult(tuple(records), stats.candidates, stats.skipped)
+            # While nothing changed, hand back the very same result object: consumers
+            # (the recall ranker) key their derived state on its identity.
+            key = (prefix, recursive, include_legacy)
+            previous = self._results.get(key)
+            if previous is not None and previous == result:
+                return previous
+            if previous is not None:
+                stale = id(previous)
+                for slot in [slot for slot in self._derived if slot[1] == stale]:
+                    del self._derived[slot]
+            elif len(self._results) >= _MAX_REMEMBERED:
+                self._results.clear()
+                self._derived.clear()
+            self._results[key] = result
+            return result
+
+    def derive(self, result: ScanResult, name: str, build: Callable[[ScanResult], _T]) -> _T:
+        """``build(result)``, computed once per scan result object and reused after that.
+
+        Because ``scan`` returns the identical object while a selection is unchanged,
+        per-call consumers (recall's eligible-candidate list) are built only after a file
+        changed. Values for replaced results are dropped.
+        """
+        with self._lock:
+            slot = self._derived.get((name, id(result)))
+            if slot is not None and slot[0] is result:
+                return cast(_T, slot[1])
+        value = build(result)
+        with self._lock:
+            if len(self._derived) >= _MAX_REMEMBERED:
+                self._derived.clear()
+            self._derived[(name, id(result))] = (result, value)
+        return value
 
     def lookup(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
         """The valid record at exactly ``parts``, or None; no directory listing at all."""

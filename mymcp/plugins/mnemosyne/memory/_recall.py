@@ -8,7 +8,7 @@ from typing import Any
 
 from ._errors import ErrorCode, MemoryOperationError
 from ._identifiers import is_identifier, normalize_tags, normalize_text, tag_key
-from ._index import IndexedRecord, MemoryIndex
+from ._index import IndexedRecord, MemoryIndex, ScanResult
 from ._records import MemoryRecordV2
 from ._references import reference_of
 from ._scopes import Scope, parse_scope
@@ -39,10 +39,15 @@ _CONTENT_WEIGHT = 1
 
 @dataclass(frozen=True, slots=True)
 class RecallQuery:
-    """The query side of ranking: query terms and casefolded request tags."""
+    """The query side of ranking: query terms, casefolded request tags and the raw text.
+
+    ``terms`` are the reference tokens (contract 5.5); rankers with their own analysis
+    read ``text``, the normalised query as sent (empty when built from terms alone).
+    """
 
     terms: frozenset[str]
     tag_keys: frozenset[str]
+    text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,16 +144,25 @@ def run_recall(
         candidate_limit=candidate_limit,
         include_legacy=request.namespace_id is None,
     )
-    eligible = [
-        item
-        for item in scan.records
-        if not (isinstance(item.record, MemoryRecordV2) and item.record.lifecycle.archived)
-    ]
-    query = RecallQuery(term_set(request.query), frozenset(tag_key(t) for t in request.tags))
-    candidates = [item.candidate for item in eligible]
+    eligible, candidates = index.derive(scan, "recall", _eligible)
+    query = RecallQuery(
+        term_set(request.query), frozenset(tag_key(t) for t in request.tags), request.query
+    )
     hits = ranker(query, candidates, RECALL_LIMIT)[:RECALL_LIMIT]
     memories = [_result_item(eligible[hit.position], hit) for hit in hits]
     return {"status": "ok" if memories else "no_matches", "memories": memories}
+
+
+def _eligible(
+    scan: ScanResult,
+) -> tuple[tuple[IndexedRecord, ...], tuple[RankCandidate, ...]]:
+    """The non-archived records of a scan and their ranking candidates, position-aligned."""
+    eligible = tuple(
+        item
+        for item in scan.records
+        if not (isinstance(item.record, MemoryRecordV2) and item.record.lifecycle.archived)
+    )
+    return eligible, tuple(item.candidate for item in eligible)
 
 
 def _result_item(item: IndexedRecord, hit: RankedHit) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import json
 from enum import StrEnum
 from typing import Any
 
+from mymcp._strictjson import StrictJsonError, load_strict_json
+
 from ._identifiers import (
     CONTENT_MAX,
     LABEL_MAX,
@@ -31,10 +33,10 @@ from ._records import (
     Provenance,
 )
 from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, kind_requires_occurred_at, parse_scope
-from ._strict_json import StrictJSONError, load_strict_json
 
 __all__ = [
     "MAX_RECORD_BYTES",
+    "MAX_RECORD_DEPTH",
     "RecordRejected",
     "SkipReason",
     "parse_record",
@@ -42,6 +44,8 @@ __all__ = [
 ]
 
 MAX_RECORD_BYTES = 64 * 1024
+# A v2 record nests two levels deep; far deeper JSON is no record and only costs walks.
+MAX_RECORD_DEPTH = 8
 
 _V1_REQUIRED = frozenset({"schema_version", "id", "content"})
 _V1_ALLOWED = _V1_REQUIRED | {"title", "tags"}
@@ -201,8 +205,8 @@ def parse_record(data: bytes) -> MemoryRecord:
     except UnicodeDecodeError:
         raise RecordRejected(SkipReason.INVALID_ENCODING) from None
     try:
-        body = load_strict_json(text)
-    except StrictJSONError:
+        body = load_strict_json(text, max_depth=MAX_RECORD_DEPTH)
+    except StrictJsonError:
         raise RecordRejected(SkipReason.INVALID_JSON) from None
     try:
         _require(type(body) is dict)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._bm25 import default_ranker
 from ._cursor import CursorCodec
 from ._errors import ErrorCode, MemoryOperationError
 from ._index import MemoryIndex
@@ -23,7 +24,7 @@ from ._outcomes import (
     internal_failure,
     success,
 )
-from ._recall import Ranker, parse_recall_arguments, reference_rank, run_recall
+from ._recall import Ranker, parse_recall_arguments, run_recall
 from ._scopes import Scope
 
 __all__ = ["CANDIDATE_LIMIT_DEFAULT", "CANDIDATE_LIMIT_MAX", "MemoryService"]
@@ -50,14 +51,15 @@ class MemoryService:
         candidate_limit: int,
         cursor_codec: CursorCodec,
         *,
-        ranker: Ranker = reference_rank,
+        ranker: Ranker | None = None,
     ) -> None:
         if type(candidate_limit) is not int or not 1 <= candidate_limit <= CANDIDATE_LIMIT_MAX:
             raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._resolve_root = root_resolver
         self._candidate_limit = candidate_limit
         self._codec = cursor_codec
-        self._ranker = ranker
+        # BM25F by default; ``reference_rank`` (contract 5.5) stays available to pass in.
+        self._ranker = default_ranker() if ranker is None else ranker
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self._indexes_lock = threading.Lock()
 

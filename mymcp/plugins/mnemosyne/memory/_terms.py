@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from ._identifiers import tag_key
 from ._records import MemoryRecord
+from ._tokenize import analyze
 
 __all__ = [
     "STOP_WORDS",
+    "FieldTerms",
     "RankCandidate",
     "RecordTerms",
     "extract_record_terms",
@@ -42,6 +45,33 @@ def term_set(text: str) -> frozenset[str]:
     return frozenset(tokenize(text))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class FieldTerms:
+    """Ranking terms of one record (see ``_tokenize``), counted per field.
+
+    ``tf`` maps a term to its (title, meta, content) occurrence counts, where meta is the
+    scope-relative path plus the record tags; ``lengths``
+    are the three field lengths in terms. Built once per file version, never mutated.
+    """
+
+    tf: dict[str, tuple[int, int, int]]
+    lengths: tuple[int, int, int]
+
+
+def field_terms(title: str | None, meta: list[str], content: str) -> FieldTerms:
+    """Count the ranking terms of a record's title, meta texts and content."""
+    title_terms = analyze(title) if title else []
+    meta_terms = [term for text in meta for term in analyze(text)]
+    content_terms = analyze(content)
+    in_title, in_meta = Counter(title_terms), Counter(meta_terms)
+    in_content = Counter(content_terms)
+    tf = {
+        term: (in_title[term], in_meta[term], in_content[term])
+        for term in in_title.keys() | in_meta.keys() | in_content.keys()
+    }
+    return FieldTerms(tf, (len(title_terms), len(meta_terms), len(content_terms)))
+
+
 @dataclass(frozen=True, slots=True)
 class RecordTerms:
     """Everything a ranker needs to know about one record, extracted once per file version.
@@ -59,6 +89,7 @@ class RecordTerms:
     path_and_tags: frozenset[str]
     tag_keys: frozenset[str]
     every_term: frozenset[str]
+    fields: FieldTerms
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +124,9 @@ def extract_record_terms(record: MemoryRecord, scope_relative_path: str) -> Reco
         path_and_tags=path_and_tags,
         tag_keys=tag_keys,
         every_term=title | content | path_and_tags,
+        fields=field_terms(
+            record.title,
+            [scope_relative_path, *tags],
+            record.content,
+        ),
     )

@@ -1,4 +1,8 @@
-"""Recall through the service: validation, reference scoring, ordering and result shape."""
+"""Recall through the service: validation, scoring, ordering and result shape.
+
+The service ranks with BM25F by default (see test_memory_ranking*.py); tests about the
+contract's reference ranking pass ``reference_rank`` explicitly.
+"""
 
 from __future__ import annotations
 
@@ -53,7 +57,10 @@ def test_evidence_weights_follow_the_contract(
     assert first["match"] == {"terms": ["orchid"], "tags": ["orchid"]}
 
 
-def test_term_frequency_does_not_count(write: Writer, v2: Factory, service: MemoryService) -> None:
+def test_term_frequency_does_not_count_in_the_reference_ranking(
+    root: Path, codec: CursorCodec, write: Writer, v2: Factory
+) -> None:
+    service = MemoryService(lambda: root, 10_000, codec, ranker=reference_rank)
     a = v2(title=None, content="kiwi kiwi kiwi kiwi", memory_id="mem_" + "b" * 32)
     b = v2(title=None, content="kiwi", memory_id="mem_" + "a" * 32)
     write(a)

@@ -1,0 +1,146 @@
+"""Ranking tokenisation: Unicode-aware words, identifier compounds and light English stemming.
+
+The rules, in order:
+
+* Text is casefolded (``Straße`` -> ``strasse``) and split into runs of Unicode letters
+  and digits; any other character separates words. There is no stop list: common words
+  stay searchable and BM25's IDF makes them cheap.
+* Runs joined by ``-``, ``.``, ``_`` or ``:`` also yield the whole joined form, so
+  ``ADR-12`` gives ``adr``, ``12`` and ``adr12``, and ``3.11.2`` gives ``3``, ``11``,
+  ``2`` and ``3.11.2``. The compound is rare, so an exact identifier or version string
+  outweighs its scattered parts. A connector between letters and digits is dropped
+  from the compound, so ``ADR-12`` and ``adr12`` analyse alike.
+* Latin letters with diacritics are folded to their base letters (``café`` -> ``cafe``)
+  only when the whole word folds to ASCII; other scripts keep their marks.
+* A word mixing letters and digits also yields its runs: ``il6`` gives ``il6``, ``il``
+  and ``6``, so it meets ``IL-6``; ``v2`` meets ``version 2`` on the digit.
+* Han, kana and Hangul, which are written without spaces, are indexed as overlapping
+  character bigrams (a single character stays a unigram).
+* Words of ASCII letters are Porter-stemmed (``studies`` -> ``studi``). Digits, mixed
+  letter-digit words, compounds and words in other scripts are never stemmed, so the
+  English rules cannot damage identifiers or other languages.
+
+Every function here is pure; stems and folds are memoised because vocabularies are small
+compared with the number of token occurrences.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+from ._stem import porter_stem
+
+__all__ = ["analyze", "query_terms"]
+
+
+def _mark_class() -> str:
+    """A regex class body of the combining marks (Mn, Mc, Me) in planes 0 and 1.
+
+    Python's ``\\w`` leaves them out, which would cut Devanagari, Thai or decomposed
+    Latin words apart at every vowel sign or accent.
+    """
+    ranges: list[str] = []
+    start = previous = -2
+    for code in range(0x20000):
+        if unicodedata.category(chr(code)) in ("Mn", "Mc", "Me"):
+            if code != previous + 1:
+                if start >= 0:
+                    ranges.append(_span(start, previous))
+                start = code
+            previous = code
+    ranges.append(_span(start, previous))
+    return "".join(ranges)
+
+
+def _span(first: int, last: int) -> str:
+    return f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
+
+
+_MARKS = _mark_class()
+# A word: letters and digits (never the underscore) with any combining marks they carry.
+_W = rf"(?:[^\W_]|[{_MARKS}])+"
+# A run of words, each joined to the next by one connector.
+_RUN = re.compile(rf"{_W}(?:[-._:]{_W})*")
+_WORD = re.compile(_W)
+_LETTERS_OR_DIGITS = re.compile(rf"\d+|(?:[^\W\d_]|[{_MARKS}])+")
+_DIGIT = re.compile(r"\d")
+_LETTER_DIGIT_CONNECTOR = re.compile(r"(?<=\d)[-._:](?=[^\W\d_])|(?<=[^\W\d_])[-._:](?=\d)")
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)")
+# Longer compounds are almost always URLs or hashes; their parts still count.
+_COMPOUND_MAX = 64
+
+
+@lru_cache(maxsize=65_536)
+def _normalize_word(word: str) -> str:
+    """The index term of one casefolded word of letters and/or digits (no CJK inside)."""
+    if word.isascii():
+        return porter_stem(word) if word.isalpha() else word
+    decomposed = unicodedata.normalize("NFKD", word)
+    folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    if folded.isascii() and folded.isalnum():
+        return porter_stem(folded) if folded.isalpha() else folded
+    return word
+
+
+def _fold_compound(compound: str) -> str:
+    # A connector between letters and digits is dropped ("adr-12" -> "adr12"), so the
+    # compound meets the same identifier written without it; others stay ("3.11.2").
+    compound = _LETTER_DIGIT_CONNECTOR.sub("", compound)
+    if compound.isascii():
+        return compound
+    decomposed = unicodedata.normalize("NFKD", compound)
+    folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return folded if folded.isascii() else compound
+
+
+def _cjk_terms(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def _plain_pairs(word: str) -> list[tuple[str, str]]:
+    """(surface, term) pairs of a word without CJK: itself, plus its letter/digit runs."""
+    pairs = [(word, _normalize_word(word))]
+    if not word.isdigit() and _DIGIT.search(word):
+        # "il6", "adr12", "v2": the letter and digit runs count too, so they meet
+        # "IL-6", "ADR 12" and "version 2".
+        runs = _LETTERS_OR_DIGITS.findall(word)
+        if len(runs) > 1:
+            pairs.extend((run, _normalize_word(run)) for run in runs)
+    return pairs
+
+
+def _word_pairs(word: str) -> list[tuple[str, str]]:
+    """(surface, term) pairs of one word, splitting out CJK segments."""
+    if not _CJK.search(word):
+        return _plain_pairs(word)
+    pairs: list[tuple[str, str]] = []
+    for index, piece in enumerate(_CJK.split(word)):
+        if not piece:
+            continue
+        if index % 2:  # the capturing split puts CJK runs at odd positions
+            pairs.extend((gram, gram) for gram in _cjk_terms(piece))
+        else:
+            pairs.extend(_plain_pairs(piece))
+    return pairs
+
+
+def query_terms(text: str) -> list[tuple[str, str]]:
+    """(surface, term) pairs in text order; the surface is the casefolded word as written."""
+    pairs: list[tuple[str, str]] = []
+    for match in _RUN.finditer(text.casefold()):
+        run = match.group()
+        words = _WORD.findall(run)
+        for word in words:
+            pairs.extend(_word_pairs(word))
+        if len(words) > 1 and len(run) <= _COMPOUND_MAX:
+            pairs.append((run, _fold_compound(run)))
+    return pairs
+
+
+def analyze(text: str) -> list[str]:
+    """Index terms of ``text`` in order, with repeats (term frequency counts)."""
+    return [term for _, term in query_terms(text)]
