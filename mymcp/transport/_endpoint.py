@@ -7,7 +7,6 @@ JSON-RPC envelope, and only then sessions and dispatch.
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import time
@@ -20,6 +19,16 @@ from starlette.types import Receive, Scope, Send
 from mymcp.auth import AuthFailure, Principal
 from mymcp.runtime import HostRuntime
 from mymcp.transport._dispatch import Dispatcher
+from mymcp.transport._exchange import (
+    MALFORMED,
+    MAX_BODY_BYTES,
+    RequestHeaders,
+    read_body,
+    read_headers,
+    send_empty,
+    send_json,
+    single_ascii,
+)
 from mymcp.transport._hygiene import (
     accepts_event_stream,
     accepts_mcp_post,
@@ -40,7 +49,6 @@ from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS
 
 __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOptions"]
 
-MAX_BODY_BYTES = 1 << 20
 _ALLOW = "GET, POST, DELETE"
 _log = logging.getLogger("mcp")
 
@@ -71,59 +79,6 @@ class TransportOptions:
         return cls(address, port, strict, origins, hosts)
 
 
-@dataclass(slots=True)
-class _Headers:
-    """The request headers this endpoint reads, collected in one pass over the raw list."""
-
-    origin: list[str] = field(default_factory=list)
-    host: list[str] = field(default_factory=list)
-    authorization: list[str] = field(default_factory=list)
-    accept: list[str] = field(default_factory=list)
-    content_type: list[str] = field(default_factory=list)
-    content_length: list[str] = field(default_factory=list)
-    session: list[str] = field(default_factory=list)
-    version: list[str] = field(default_factory=list)
-
-
-_HEADER_SLOTS = {
-    b"origin": "origin",
-    b"host": "host",
-    b"authorization": "authorization",
-    b"accept": "accept",
-    b"content-type": "content_type",
-    b"content-length": "content_length",
-    b"mcp-session-id": "session",
-    b"mcp-protocol-version": "version",
-}
-
-
-def _read_headers(scope: Scope) -> _Headers:
-    headers = _Headers()
-    for name, value in scope["headers"]:
-        slot = _HEADER_SLOTS.get(name)
-        if slot is not None:
-            getattr(headers, slot).append(value.decode("latin-1"))
-    return headers
-
-
-class _Malformed(enum.Enum):
-    """A header that is duplicated, empty or not visible ASCII."""
-
-    HEADER = "malformed"
-
-
-MALFORMED = _Malformed.HEADER
-
-
-def _single_ascii(values: list[str]) -> str | _Malformed | None:
-    """None when absent, the value when exactly one visible-ASCII value, else MALFORMED."""
-    if not values:
-        return None
-    if len(values) > 1 or not values[0] or not all(0x21 <= ord(c) <= 0x7E for c in values[0]):
-        return MALFORMED
-    return values[0]
-
-
 class McpEndpoint:
     """An ASGI app serving one immutable runtime at the MCP endpoint."""
 
@@ -141,29 +96,27 @@ class McpEndpoint:
         self._dispatcher = Dispatcher(runtime)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _read_headers(scope)
+        headers = read_headers(scope)
         method = scope["method"]
         if not self._trusted_origin(headers):
-            await _send_json(
-                send, 403, error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden")
-            )
+            await send_json(send, 403, error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden"))
             return
         if method not in ("POST", "GET", "DELETE"):
-            await _send_empty(send, 405, {"allow": _ALLOW})
+            await send_empty(send, 405, {"allow": _ALLOW})
             return
         outcome = await self._authenticator.authenticate(headers.authorization)
         if not isinstance(outcome, Principal):
             challenge = self._authenticator.challenge_headers(
                 outcome, token_presented=bool(headers.authorization)
             )
-            await _send_empty(send, 401, challenge)
+            await send_empty(send, 401, challenge)
             return
         if method == "POST":
             await self._post(headers, outcome.principal_id, receive, send)
         else:
             await self._get_or_delete(method, headers, outcome.principal_id, send)
 
-    def _trusted_origin(self, headers: _Headers) -> bool:
+    def _trusted_origin(self, headers: RequestHeaders) -> bool:
         if len(headers.origin) > 1 or len(headers.host) > 1:
             return False
         if headers.origin and headers.origin[0] not in self._options.origins:
@@ -171,78 +124,78 @@ class McpEndpoint:
         return not headers.host or headers.host[0].lower() in self._options.hosts
 
     async def _session_for(
-        self, headers: _Headers, principal_id: str, send: Send
+        self, headers: RequestHeaders, principal_id: str, send: Send
     ) -> Session | None:
         """The request's live session, or None after answering 400/404 for it."""
-        session_id = _single_ascii(headers.session)
+        session_id = single_ascii(headers.session)
         if session_id is None:
-            await _send_json(send, 400, _transport_error("Missing MCP-Session-Id header"))
+            await send_json(send, 400, _transport_error("Missing MCP-Session-Id header"))
             return None
         if session_id is MALFORMED or not is_session_id_shape(session_id):
-            await _send_json(send, 400, _transport_error("Malformed MCP-Session-Id header"))
+            await send_json(send, 400, _transport_error("Malformed MCP-Session-Id header"))
             return None
         session = self._sessions.lookup(session_id, principal_id, self._runtime.generation)
         if session is None:
-            await _send_json(send, 404, _transport_error("Session not found"))
+            await send_json(send, 404, _transport_error("Session not found"))
             return None
-        version = _single_ascii(headers.version)
+        version = single_ascii(headers.version)
         if version is MALFORMED or (version is not None and version != session.protocol_version):
-            await _send_json(send, 400, _transport_error("Unsupported MCP-Protocol-Version"))
+            await send_json(send, 400, _transport_error("Unsupported MCP-Protocol-Version"))
             return None
         if version is None and self._options.strict_protocol_version:
-            await _send_json(send, 400, _transport_error("Missing MCP-Protocol-Version header"))
+            await send_json(send, 400, _transport_error("Missing MCP-Protocol-Version header"))
             return None
         return session
 
     async def _get_or_delete(
-        self, method: str, headers: _Headers, principal_id: str, send: Send
+        self, method: str, headers: RequestHeaders, principal_id: str, send: Send
     ) -> None:
         if await self._session_for(headers, principal_id, send) is None:
             return
         session_id = headers.session[0]
         if method == "DELETE":
             self._sessions.terminate(session_id, principal_id, self._runtime.generation)
-            await _send_empty(send, 204)
+            await send_empty(send, 204)
             return
         if not accepts_event_stream(headers.accept):
-            await _send_json(send, 406, _transport_error("Not Acceptable"))
+            await send_json(send, 406, _transport_error("Not Acceptable"))
             return
         # No server-initiated messages exist yet, so there is no stream to open.
-        await _send_empty(send, 405, {"allow": _ALLOW})
+        await send_empty(send, 405, {"allow": _ALLOW})
 
     async def _post(
-        self, headers: _Headers, principal_id: str, receive: Receive, send: Send
+        self, headers: RequestHeaders, principal_id: str, receive: Receive, send: Send
     ) -> None:
         content_type = headers.content_type[0] if len(headers.content_type) == 1 else None
         if not is_json_content_type(content_type):
-            await _send_json(send, 415, _transport_error("Content-Type must be application/json"))
+            await send_json(send, 415, _transport_error("Content-Type must be application/json"))
             return
         if not accepts_mcp_post(headers.accept):
-            await _send_json(send, 406, _transport_error("Not Acceptable"))
+            await send_json(send, 406, _transport_error("Not Acceptable"))
             return
-        body = await _read_body(headers, receive)
+        body = await read_body(headers, receive)
         if body is None:
-            await _send_json(send, 413, _transport_error("Request body too large"))
+            await send_json(send, 413, _transport_error("Request body too large"))
             return
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError):
-            await _send_json(send, 400, error_response(None, ErrorCode.PARSE_ERROR))
+            await send_json(send, 400, error_response(None, ErrorCode.PARSE_ERROR))
             return
         message = classify(decoded)
         if message is None:
             reply = error_response(request_id_of(decoded), ErrorCode.INVALID_REQUEST)
             if isinstance(decoded, list):
                 reply = error_response(None, ErrorCode.INVALID_REQUEST, "Batching is not supported")
-            await _send_json(send, 400, reply)
+            await send_json(send, 400, reply)
             return
-        version = _single_ascii(headers.version)
+        version = single_ascii(headers.version)
         if not headers.session and (
             getattr(message, "method", None) == "server/discover"
             or (version is not None and version not in HANDSHAKE_ERA_VERSIONS)
         ):
             # A probe from a newer, stateless era: refuse fast so dual-era clients fall back.
-            await _send_json(send, 400, _transport_error("Unsupported protocol era"))
+            await send_json(send, 400, _transport_error("Unsupported protocol era"))
             return
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, headers, principal_id, send)
@@ -252,7 +205,7 @@ class McpEndpoint:
         if isinstance(message, Notification | ClientReply):
             if isinstance(message, Notification):
                 _log.debug("notification method=%s", _loggable_method(message.method))
-            await _send_empty(send, 202)
+            await send_empty(send, 202)
             return
         started = time.perf_counter()
         _log.info(
@@ -260,50 +213,29 @@ class McpEndpoint:
         )
         reply = await self._dispatcher.dispatch(message)
         _log_response(message, reply, started)
-        await _send_json(send, 200, reply)
+        await send_json(send, 200, reply)
 
     async def _initialize(
-        self, request: Request, headers: _Headers, principal_id: str, send: Send
+        self, request: Request, headers: RequestHeaders, principal_id: str, send: Send
     ) -> None:
         if headers.session:
-            await _send_json(send, 400, _transport_error("initialize must not carry a session"))
+            await send_json(send, 400, _transport_error("initialize must not carry a session"))
             return
-        if _single_ascii(headers.version) is MALFORMED:
-            await _send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+        if single_ascii(headers.version) is MALFORMED:
+            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
             return
         started = time.perf_counter()
         _log.info("request id=%s method=initialize", _loggable_id(request.id))
         reply, version = self._dispatcher.initialize(request)
         _log_response(request, reply, started)
         if version is None:
-            await _send_json(send, 200, reply)
+            await send_json(send, 200, reply)
             return
         session = self._sessions.create(principal_id, self._runtime.generation, version)
         if session is None:
-            await _send_empty(send, 503)
+            await send_empty(send, 503)
             return
-        await _send_json(send, 200, reply, {"mcp-session-id": session.id})
-
-
-async def _read_body(headers: _Headers, receive: Receive) -> bytes | None:
-    """The whole body, or None as soon as it is known to exceed the bound."""
-    for declared in headers.content_length:
-        if not declared.strip().isdigit() or int(declared) > MAX_BODY_BYTES:
-            return None
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+        await send_json(send, 200, reply, {"mcp-session-id": session.id})
 
 
 def _transport_error(message: str) -> dict[str, Any]:
@@ -342,20 +274,3 @@ def _log_response(request: Request, reply: Mapping[str, Any], started: float) ->
             method,
             duration,
         )
-
-
-async def _send_json(
-    send: Send, status: int, payload: Mapping[str, Any], extra: Mapping[str, str] | None = None
-) -> None:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_empty(send: Send, status: int, extra: Mapping[str, str] | None = None) -> None:
-    headers = [(b"content-length", b"0")] if status != 204 else []
-    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,115 @@
+"""Raw ASGI request and response primitives for the MCP endpoint (no MCP semantics)."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+__all__ = [
+    "MALFORMED",
+    "MAX_BODY_BYTES",
+    "RequestHeaders",
+    "read_body",
+    "read_headers",
+    "send_empty",
+    "send_json",
+    "single_ascii",
+]
+
+MAX_BODY_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class RequestHeaders:
+    """The request headers this endpoint reads, collected in one pass over the raw list."""
+
+    origin: list[str] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)
+    authorization: list[str] = field(default_factory=list)
+    accept: list[str] = field(default_factory=list)
+    content_type: list[str] = field(default_factory=list)
+    content_length: list[str] = field(default_factory=list)
+    session: list[str] = field(default_factory=list)
+    version: list[str] = field(default_factory=list)
+
+
+_HEADER_SLOTS = {
+    b"origin": "origin",
+    b"host": "host",
+    b"authorization": "authorization",
+    b"accept": "accept",
+    b"content-type": "content_type",
+    b"content-length": "content_length",
+    b"mcp-session-id": "session",
+    b"mcp-protocol-version": "version",
+}
+
+
+def read_headers(scope: Scope) -> RequestHeaders:
+    headers = RequestHeaders()
+    for name, value in scope["headers"]:
+        slot = _HEADER_SLOTS.get(name)
+        if slot is not None:
+            getattr(headers, slot).append(value.decode("latin-1"))
+    return headers
+
+
+class _Malformed(enum.Enum):
+    """A header that is duplicated, empty or not visible ASCII."""
+
+    HEADER = "malformed"
+
+
+MALFORMED = _Malformed.HEADER
+
+
+def single_ascii(values: list[str]) -> str | _Malformed | None:
+    """None when absent, the value when exactly one visible-ASCII value, else MALFORMED."""
+    if not values:
+        return None
+    if len(values) > 1 or not values[0] or not all(0x21 <= ord(c) <= 0x7E for c in values[0]):
+        return MALFORMED
+    return values[0]
+
+
+async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
+    """The whole body, or None as soon as it is known to exceed the bound."""
+    for declared in headers.content_length:
+        if not declared.strip().isdigit() or int(declared) > MAX_BODY_BYTES:
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def send_json(
+    send: Send, status: int, payload: Mapping[str, Any], extra: Mapping[str, str] | None = None
+) -> None:
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(send: Send, status: int, extra: Mapping[str, str] | None = None) -> None:
+    headers = [(b"content-length", b"0")] if status != 204 else []
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
