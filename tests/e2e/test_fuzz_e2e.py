@@ -24,8 +24,12 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
 def test_real_server_survives_arbitrary_requests(
     anonymous_server: RunningServer, method: str, body: bytes, headers, base: bool
 ) -> None:
+    # The HTTP client refuses to put a lying Content-Length or a value with surrounding
+    # whitespace on the wire (h11 forbids it), so those stay in the in-process fuzz only.
     sent = (list(HEADERS.items()) if base else []) + [
-        (name, value) for name, value in headers if name != "content-length"
+        (name, value)
+        for name, value in headers
+        if name != "content-length" and value == value.strip()
     ]
     with httpx.Client(timeout=10) as client:
         response = client.request(method, anonymous_server.url, content=body, headers=sent)

@@ -19,7 +19,10 @@ Cost: the index of a candidate set is kept between calls and patched only for re
 that appeared, vanished or changed (a changed file is a new candidate object). Scoring
 walks the postings of the query terms, rarest first, and stops opening new records as
 soon as the remaining terms cannot lift an unseen record into the top results
-(MaxScore), so very common words only touch records that are already contenders.
+(MaxScore), so very common words only touch records that are already contenders. A
+term's per-record contributions ``idf * tf~ / (tf~ + k1)`` depend only on the candidate
+set, so they are computed on the term's first use and kept until the set changes; a
+call then only adds them up, in the same order (and so to the same float) as before.
 """
 
 from __future__ import annotations
@@ -32,11 +35,18 @@ from dataclasses import dataclass
 
 from ._recall import RankCandidate, RankedHit, RecallQuery
 from ._terms import FieldTerms
-from ._tokenize import query_terms
+from ._tokenize import query_terms, word_patterns
 
 __all__ = ["Bm25Parameters", "Bm25Ranker", "default_ranker"]
 
 _Counts = tuple[int, int, int]
+# key -> one term's score contribution to that record, over one corpus state.
+_Contributions = dict[int, float]
+# Terms whose contributions a corpus keeps; beyond that the memo starts over.
+_MAX_MEMO_TERMS = 4096
+# Relative margin when dropping contenders that can no longer reach the top results; far
+# above the rounding error of summing a query's term scores, far below any real gap.
+_SLACK = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +64,7 @@ class _Corpus:
     __slots__ = (
         "key",
         "members",
+        "memo",
         "norms",
         "positions",
         "postings",
@@ -76,6 +87,8 @@ class _Corpus:
         self.positions: dict[int, int] = {}
         # id(candidate) -> per-field weight / length normalisation; rebuilt after changes.
         self.norms: dict[int, tuple[float, float, float]] = {}
+        # term -> contributions under the current norms and counts; cleared with them.
+        self.memo: dict[str, _Contributions] = {}
 
     def add(self, key: int, candidate: RankCandidate) -> None:
         self.members[key] = candidate
@@ -124,7 +137,28 @@ class _Corpus:
         self.positions = {id(candidate): index for index, candidate in enumerate(candidates)}
         self.key = candidates
 
+    def contributions(
+        self, term: str, idf: float, bucket: dict[int, _Counts], k1: float
+    ) -> _Contributions:
+        """``key -> idf * tf~ / (tf~ + k1)`` for the records holding ``term``, memoised.
+
+        ``idf`` must be the term's IDF over this corpus state (it is fixed by it).
+        """
+        found = self.memo.get(term)
+        if found is None:
+            norms = self.norms
+            found = {}
+            for key, counts in bucket.items():
+                n = norms[key]
+                tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
+                found[key] = idf * tf / (tf + k1)
+            if len(self.memo) >= _MAX_MEMO_TERMS:
+                self.memo.clear()
+            self.memo[term] = found
+        return found
+
     def _renormalize(self, params: Bm25Parameters) -> None:
+        self.memo.clear()
         averages = [
             total / present if present else 1.0
             for total, present in zip(self.totals, self.present, strict=True)
@@ -157,6 +191,7 @@ class Bm25Ranker:
         self._cached_sets = cached_sets
         self._corpora: list[_Corpus] = []  # most recently used last
         self._lock = threading.Lock()
+        word_patterns()  # compile the tokenizer now, at startup, not on the first recall
 
     def __call__(
         self, query: RecallQuery, candidates: Sequence[RankCandidate], limit: int
@@ -218,22 +253,44 @@ class Bm25Ranker:
                 scores[key] = scores.get(key, 0.0) + ceiling
                 matched_tags.setdefault(key, set()).add(tag)
         remaining = ceiling - 1.0
-        k1, norms = self.params.k1, corpus.norms
-        for idf, _, bucket in weighted:
-            threshold = heapq.nlargest(limit, scores.values())[-1] if len(scores) >= limit else 0.0
-            if remaining < threshold:
-                # No record without a score yet can reach the top: only update contenders.
-                for key in scores:
-                    counts = bucket.get(key)
-                    if counts is not None:
-                        n = norms[key]
-                        tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
-                        scores[key] += idf * tf / (tf + k1)
+        k1 = self.params.k1
+        # Once no unseen record can reach the top it never can again: scores only grow
+        # (so the threshold only rises) and ``remaining`` only shrinks.
+        pruning = False
+        for idf, term, bucket in weighted:
+            gains = corpus.contributions(term, idf, bucket, k1)
+            if len(scores) < limit:
+                pruning = pruning or remaining < 0.0
+            elif pruning or remaining < max(scores.values()):  # else the threshold is lower
+                threshold = heapq.nlargest(limit, scores.values())[-1]
+                if remaining < threshold:
+                    # No record without a score yet can reach the top any more: from now
+                    # on only contenders are updated. A contender that stays below the
+                    # threshold even if every remaining term adds its full IDF is out for
+                    # good (the threshold only rises), so it is dropped; the slack keeps
+                    # float rounding from ever dropping a record that could tie.
+                    pruning = True
+                    floor = threshold - remaining - _SLACK * (1.0 + threshold)
+                    if min(scores.values()) < floor:
+                        scores = {key: score for key, score in scores.items() if score >= floor}
+            if pruning:
+                if len(gains) < len(scores):
+                    for key, gain in gains.items():
+                        held = scores.get(key)
+                        if held is not None:
+                            scores[key] = held + gain
+                else:
+                    for key, score in scores.items():
+                        found = gains.get(key)
+                        if found is not None:
+                            scores[key] = score + found
+            elif scores:
+                merged = dict(gains)
+                for key in gains.keys() & scores.keys():
+                    merged[key] = scores[key] + gains[key]
+                scores.update(merged)
             else:
-                for key, counts in bucket.items():
-                    n = norms[key]
-                    tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
-                    scores[key] = scores.get(key, 0.0) + idf * tf / (tf + k1)
+                scores = dict(gains)
             remaining -= idf
         if not scores:
             return []

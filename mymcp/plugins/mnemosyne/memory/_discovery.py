@@ -15,7 +15,14 @@ from ._paths import MAX_DIRECTORY_DEPTH, RECORD_SUFFIX, RelativePath
 from ._record_format import SkipReason
 from ._scopes import Scope
 
-__all__ = ["CandidateVisitor", "WalkStats", "log_skip", "open_container", "walk_candidates"]
+__all__ = [
+    "CandidateVisitor",
+    "DirectoryHook",
+    "WalkStats",
+    "log_skip",
+    "open_container",
+    "walk_candidates",
+]
 
 _store_log = logging.getLogger("mymcp.memory.store")
 
@@ -44,21 +51,31 @@ class WalkStats:
 # directory handle (valid only during the call), the path parts, and the entry's lstat
 # result (None when even that failed).
 CandidateVisitor = Callable[[int, RelativePath, "os.stat_result | None"], None]
+# Called with every directory handle a walk opens (root and scope included), right after
+# opening and before listing it, with its root-relative parts: the change watcher arms
+# itself there, so nothing can change unseen between the listing and the watch.
+DirectoryHook = Callable[[int, RelativePath], None]
 
 
-def open_container(root: Path, parts: RelativePath, scope: Scope) -> int | None:
+def open_container(
+    root: Path, parts: RelativePath, scope: Scope, on_directory: DirectoryHook | None = None
+) -> int | None:
     """Open ``root/parts...`` one no-follow step at a time.
 
     None when any step is missing or a symlink (skipped); a step that exists but is not a
     readable directory makes the whole source unavailable.
     """
     fd = _filesystem.open_root(root)
-    for name in parts:
+    if fd is not None and on_directory is not None:
+        on_directory(fd, ())
+    for depth, name in enumerate(parts, 1):
         if fd is None:
             return None
         state, child = _filesystem.open_child_directory(fd, name)
         close_quietly(fd)
         fd = child
+        if fd is not None and on_directory is not None:
+            on_directory(fd, parts[:depth])
         if state is ChildState.SYMLINK:
             log_skip(scope, SkipReason.SYMLINK)
         elif state in (ChildState.NOT_DIRECTORY, ChildState.UNREADABLE):
@@ -74,6 +91,7 @@ def walk_candidates(
     visit: CandidateVisitor,
     *,
     recursive: bool,
+    on_directory: DirectoryHook | None = None,
 ) -> None:
     """Visit candidate files under an open directory at ``depth`` below the scope.
 
@@ -82,7 +100,7 @@ def walk_candidates(
     A visitor rather than a generator: one call per file is markedly cheaper than
     resuming a chain of nested generators on large roots.
     """
-    _walk(fd, prefix, depth, stats, visit, recursive=recursive, top=True)
+    _walk(fd, prefix, depth, stats, visit, on_directory, recursive=recursive, top=True)
 
 
 def _walk(
@@ -91,6 +109,7 @@ def _walk(
     depth: int,
     stats: WalkStats,
     visit: CandidateVisitor,
+    on_directory: DirectoryHook | None,
     *,
     recursive: bool,
     top: bool,
@@ -118,7 +137,7 @@ def _walk(
                 stats.skip(SkipReason.SYMLINK)
         elif is_dir:
             if recursive:
-                _descend(fd, name, prefix, depth + 1, stats, visit)
+                _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
         elif name.endswith(RECORD_SUFFIX):
             stats.candidates += 1
             if stats.candidates > stats.limit:
@@ -133,7 +152,13 @@ def _walk(
 
 
 def _descend(
-    fd: int, name: str, prefix: RelativePath, depth: int, stats: WalkStats, visit: CandidateVisitor
+    fd: int,
+    name: str,
+    prefix: RelativePath,
+    depth: int,
+    stats: WalkStats,
+    visit: CandidateVisitor,
+    on_directory: DirectoryHook | None,
 ) -> None:
     if depth > MAX_DIRECTORY_DEPTH:
         stats.skip(SkipReason.TOO_DEEP)
@@ -145,7 +170,10 @@ def _descend(
         elif state is not ChildState.MISSING:
             stats.skip(SkipReason.UNREADABLE)
         return
+    parts = (*prefix, name)
     try:
-        _walk(child, (*prefix, name), depth, stats, visit, recursive=True, top=False)
+        if on_directory is not None:
+            on_directory(child, parts)
+        _walk(child, parts, depth, stats, visit, on_directory, recursive=True, top=False)
     finally:
         close_quietly(child)

@@ -1,8 +1,18 @@
 """The in-process record index of one memory root, revalidated against the files each call.
 
-Files stay the source of truth (decision D9): every call lists the selected directories
-and stats each candidate, but a file is only re-read when its stamp changed, and only
-re-parsed when its bytes changed.
+Files stay the source of truth (decision D9). A call either proves that nothing under
+the selection changed since its last complete walk, or walks again:
+
+* Fast path (Linux): every directory a walk opens is watched with inotify before it is
+  listed (``_watch``). While no event has been queued since that walk, the directories
+  and the files in them are as the walk left them, so its result is returned without
+  touching the disk. The kernel queues an event before the changing system call
+  returns, so an edit made before a call is always seen by that call.
+* Stat walk (everywhere, and whenever the proof is missing: any event, a queue
+  overflow, a directory that could not be watched, a root that changed identity, a
+  multiply linked file, a network filesystem): list the selected directories and stat
+  each candidate; a file is only re-read when its stamp changed, and only re-parsed when
+  its bytes changed.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 from . import _filesystem, _record_format
-from ._discovery import WalkStats, log_skip, open_container, walk_candidates
+from ._discovery import DirectoryHook, WalkStats, log_skip, open_container, walk_candidates
 from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
 from ._paths import RelativePath, location_agrees
@@ -26,6 +36,7 @@ from ._record_format import MAX_RECORD_BYTES, RecordRejected, SkipReason
 from ._records import MemoryRecord, MemoryRecordV2
 from ._scopes import Scope
 from ._terms import RankCandidate, RecordTerms, extract_record_terms
+from ._watch import Watcher
 
 __all__ = ["IndexedRecord", "MemoryIndex", "ScanResult"]
 
@@ -36,6 +47,7 @@ _SETTLE_NS = 2_000_000_000
 # Selections whose last scan result is kept for reuse (namespaces, collections, scopes).
 _MAX_REMEMBERED = 64
 _T = TypeVar("_T")
+_Selection = tuple[RelativePath, bool, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +91,37 @@ class ScanResult:
 
 
 class MemoryIndex:
-    """Cached parse results for one memory root, keyed by root-relative path parts."""
+    """Cached parse results for one memory root, keyed by root-relative path parts.
 
-    def __init__(self, root: Path) -> None:
+    ``watch`` (default) uses inotify change notification where available to skip walks
+    while nothing changed; ``watch=False`` always walks. The inotify descriptor is
+    closed by :meth:`close` or when the index is garbage collected.
+    """
+
+    def __init__(self, root: Path, *, watch: bool = True) -> None:
         self.root = root
         self._entries: dict[RelativePath, _Entry] = {}
         # The last result per selection, reused while a fresh walk finds the same records.
-        self._results: dict[tuple[RelativePath, bool, bool], ScanResult] = {}
+        self._results: dict[_Selection, ScanResult] = {}
         self._derived: dict[tuple[str, int], tuple[ScanResult, object]] = {}
         self._lock = threading.Lock()
+        self._watcher = Watcher.create() if watch else None
+        # Bumped on every observed change; a result is served without a walk only while
+        # the generation its fully watched walk started in is still current.
+        self._generation = 0
+        self._watched: dict[_Selection, int] = {}
+        # (st_dev, st_ino) of the root directory as the last walk opened it.
+        self._root_identity: tuple[int, int] | None = None
+
+    @property
+    def watching(self) -> bool:
+        """Whether change notification is active (otherwise every call walks)."""
+        return self._watcher is not None
+
+    def close(self) -> None:
+        """Release the change watcher; later calls walk every time."""
+        with self._lock:
+            self._drop_watcher()
 
     # -- coherence hooks for writers -------------------------------------------------
 
@@ -95,6 +129,7 @@ class MemoryIndex:
         """Forget whatever is cached for one file; the next call reads it afresh."""
         with self._lock:
             self._entries.pop(parts, None)
+            self._generation += 1
 
     def note_written(self, parts: RelativePath, stamp: FileStamp, data: bytes) -> None:
         """Record bytes this process just wrote, so the next call need not re-parse them.
@@ -105,6 +140,7 @@ class MemoryIndex:
         with self._lock:
             self._entries.pop(parts, None)
             self._entries[parts] = self._evaluate(parts, stamp, data, trusted=False)
+            self._generation += 1
 
     def cached_paths(self) -> frozenset[RelativePath]:
         with self._lock:
@@ -128,12 +164,22 @@ class MemoryIndex:
         limit fails the whole call instead of returning a partial view.
         """
         prefix = (scope.value, *container)
+        key = (prefix, recursive, include_legacy)
         stats = WalkStats(scope, candidate_limit)
         records: list[IndexedRecord] = []
         append = records.append
         entries = self._entries
         with self._lock:
-            fd = open_container(self.root, prefix, scope)
+            unchanged = self._unchanged(key)
+            if unchanged is not None:
+                if unchanged.candidates > candidate_limit:
+                    raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+                return unchanged
+            generation = self._generation
+            # Stays true only if every directory of this walk was watched before listing.
+            armed = [self._watcher is not None]
+            on_directory = self._arming_hook(armed) if armed[0] else None
+            fd = open_container(self.root, prefix, scope, on_directory)
             if fd is None:
                 return ScanResult(())
 
@@ -141,6 +187,9 @@ class MemoryIndex:
                 if info is None:
                     stats.skip(SkipReason.UNREADABLE)
                     return
+                if info.st_nlink != 1:
+                    # A hard link's writes through another directory raise no event here.
+                    armed[0] = False
                 # Hot path: an unchanged, settled file is served from the cache after one
                 # tuple comparison (the same fields as FileStamp, without building one).
                 cached = entries.get(parts)
@@ -165,14 +214,25 @@ class MemoryIndex:
                     append(outcome)
 
             try:
-                walk_candidates(fd, prefix, len(container), stats, visit, recursive=recursive)
+                walk_candidates(
+                    fd,
+                    prefix,
+                    len(container),
+                    stats,
+                    visit,
+                    recursive=recursive,
+                    on_directory=on_directory,
+                )
             finally:
                 close_quietly(fd)
             self._prune(prefix, stats.seen, recursive)
             result = ScanResult(tuple(records), stats.candidates, stats.skipped)
+            if armed[0] and generation == self._generation:
+                self._watched[key] = generation
+            else:
+                self._watched.pop(key, None)
             # While nothing changed, hand back the very same result object: consumers
             # (the recall ranker) key their derived state on its identity.
-            key = (prefix, recursive, include_legacy)
             previous = self._results.get(key)
             if previous is not None and previous == result:
                 return previous
@@ -183,8 +243,61 @@ class MemoryIndex:
             elif len(self._results) >= _MAX_REMEMBERED:
                 self._results.clear()
                 self._derived.clear()
+                self._watched = {key: self._watched[key]} if key in self._watched else {}
             self._results[key] = result
             return result
+
+    def _unchanged(self, key: _Selection) -> ScanResult | None:
+        """The last result of ``key`` when no change can have happened since its walk."""
+        watcher = self._watcher
+        if watcher is None:
+            return None
+        if watcher.drain():
+            self._generation += 1
+            if watcher.broken:
+                self._drop_watcher()
+            return None
+        previous = self._results.get(key)
+        if previous is None or self._watched.get(key) != self._generation:
+            return None
+        # The root itself may be reached through a symlink the operator re-pointed, which
+        # raises no event in the old tree: the root must still be the directory we watch.
+        try:
+            info = os.stat(self.root)
+        except OSError:
+            return None
+        if (info.st_dev, info.st_ino) != self._root_identity:
+            return None
+        return previous
+
+    def _arming_hook(self, armed: list[bool]) -> DirectoryHook:
+        def on_directory(fd: int, parts: RelativePath) -> None:
+            if not parts:
+                try:
+                    info = os.fstat(fd)
+                except OSError:
+                    armed[0] = False
+                    return
+                identity = (info.st_dev, info.st_ino)
+                if identity != self._root_identity:
+                    if self._root_identity is not None:
+                        # A different root directory: the old watches describe another
+                        # tree, and results from it must not be reused (bumps generation).
+                        self._drop_watcher()
+                        self._watcher = Watcher.create()
+                    self._root_identity = identity
+            watcher = self._watcher
+            if watcher is None or not watcher.watch(fd):
+                armed[0] = False
+
+        return on_directory
+
+    def _drop_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        self._watched.clear()
+        self._generation += 1
 
     def derive(self, result: ScanResult, name: str, build: Callable[[ScanResult], _T]) -> _T:
         """``build(result)``, computed once per scan result object and reused after that.

@@ -35,6 +35,9 @@ CANDIDATE_LIMIT_MAX = 1_000_000
 # reconfiguration without letting abandoned roots pin memory forever.
 _MAX_INDEXES = 4
 _SCOPE_WORDS = frozenset(scope.value for scope in Scope)
+# Words the terminal event may log as values (anything else is dropped).
+_VOCABULARY = _SCOPE_WORDS | frozenset(mode.value for mode in CollectionMode)
+_SUCCESS_VOCABULARY = _VOCABULARY | {"ok"}
 
 
 class MemoryService:
@@ -151,7 +154,7 @@ class MemoryService:
     ) -> ToolOutcome:
         logger = logging.getLogger(f"mcp.{event}")
         fields: LogFields = {}
-        vocabulary = _SCOPE_WORDS | {mode.value for mode in CollectionMode}
+        vocabulary = _VOCABULARY
         try:
             payload = action(fields)
         except MemoryOperationError as exc:
@@ -173,6 +176,6 @@ class MemoryService:
             )
             return internal_failure()
         emit_terminal_event(
-            logger, event, payload["status"], fields=fields, vocabulary=vocabulary | {"ok"}
+            logger, event, payload["status"], fields=fields, vocabulary=_SUCCESS_VOCABULARY
         )
         return success(payload)

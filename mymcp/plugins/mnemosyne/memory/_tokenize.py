@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 
 from ._stem import porter_stem
 
-__all__ = ["analyze", "query_terms"]
+__all__ = ["analyze", "query_terms", "word_patterns"]
 
 
 def _mark_class() -> str:
@@ -58,18 +59,38 @@ def _span(first: int, last: int) -> str:
     return f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
 
 
-_MARKS = _mark_class()
-# A word: letters and digits (never the underscore) with any combining marks they carry.
-_W = rf"(?:[^\W_]|[{_MARKS}])+"
-# A run of words, each joined to the next by one connector.
-_RUN = re.compile(rf"{_W}(?:[-._:]{_W})*")
-_WORD = re.compile(_W)
-_LETTERS_OR_DIGITS = re.compile(rf"\d+|(?:[^\W\d_]|[{_MARKS}])+")
+@dataclass(frozen=True, slots=True)
+class _WordPatterns:
+    run: re.Pattern[str]
+    word: re.Pattern[str]
+    letters_or_digits: re.Pattern[str]
+
+
+@cache
+def word_patterns() -> _WordPatterns:
+    """Compile the word patterns once, on first use (never at import: it takes ~0.2 s).
+
+    `Bm25Ranker` asks for them when it is built, so the cost falls on server startup
+    rather than on the first recall.
+    """
+    marks = _mark_class()
+    # A word: letters and digits (never the underscore) with any combining marks they carry.
+    word = rf"(?:[^\W_]|[{marks}])+"
+    return _WordPatterns(
+        # A run of words, each joined to the next by one connector.
+        run=re.compile(rf"{word}(?:[-._:]{word})*"),
+        word=re.compile(word),
+        letters_or_digits=re.compile(rf"\d+|(?:[^\W\d_]|[{marks}])+"),
+    )
+
+
 _DIGIT = re.compile(r"\d")
 _LETTER_DIGIT_CONNECTOR = re.compile(r"(?<=\d)[-._:](?=[^\W\d_])|(?<=[^\W\d_])[-._:](?=\d)")
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)")
 # Longer compounds are almost always URLs or hashes; their parts still count.
 _COMPOUND_MAX = 64
+# Words up to this length have their analysis memoised (queries and records repeat them).
+_CACHED_WORD_MAX = 40
 
 
 @lru_cache(maxsize=65_536)
@@ -107,14 +128,25 @@ def _plain_pairs(word: str) -> list[tuple[str, str]]:
     if not word.isdigit() and _DIGIT.search(word):
         # "il6", "adr12", "v2": the letter and digit runs count too, so they meet
         # "IL-6", "ADR 12" and "version 2".
-        runs = _LETTERS_OR_DIGITS.findall(word)
+        runs = word_patterns().letters_or_digits.findall(word)
         if len(runs) > 1:
             pairs.extend((run, _normalize_word(run)) for run in runs)
     return pairs
 
 
-def _word_pairs(word: str) -> list[tuple[str, str]]:
-    """(surface, term) pairs of one word, splitting out CJK segments."""
+def _word_pairs(word: str) -> tuple[tuple[str, str], ...]:
+    """(surface, term) pairs of one word, splitting out CJK segments; short words cached."""
+    if len(word) <= _CACHED_WORD_MAX:
+        return _cached_word_pairs(word)
+    return tuple(_analyze_word(word))
+
+
+@lru_cache(maxsize=65_536)
+def _cached_word_pairs(word: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_analyze_word(word))
+
+
+def _analyze_word(word: str) -> list[tuple[str, str]]:
     if not _CJK.search(word):
         return _plain_pairs(word)
     pairs: list[tuple[str, str]] = []
@@ -131,9 +163,10 @@ def _word_pairs(word: str) -> list[tuple[str, str]]:
 def query_terms(text: str) -> list[tuple[str, str]]:
     """(surface, term) pairs in text order; the surface is the casefolded word as written."""
     pairs: list[tuple[str, str]] = []
-    for match in _RUN.finditer(text.casefold()):
+    patterns = word_patterns()
+    for match in patterns.run.finditer(text.casefold()):
         run = match.group()
-        words = _WORD.findall(run)
+        words = patterns.word.findall(run)
         for word in words:
             pairs.extend(_word_pairs(word))
         if len(words) > 1 and len(run) <= _COMPOUND_MAX:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,20 @@ def _scan(index: MemoryIndex, scope: Scope = Scope.PROJECT, limit: int = 10_000)
     return {item.record.id for item in result.records}
 
 
+@pytest.fixture(params=[True, False], ids=["inotify", "stat-walk"])
+def watch(request: pytest.FixtureRequest) -> bool:
+    """Run a test against the change-notification fast path and the plain stat walk."""
+    if request.param and not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux only")
+    return bool(request.param)
+
+
+def _new(root: Path, watch: bool) -> MemoryIndex:
+    index = MemoryIndex(root, watch=watch)
+    assert index.watching is watch
+    return index
+
+
 def _skips(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "mymcp.memory.store"]
 
@@ -53,7 +68,12 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 def test_every_invalid_reason_is_skipped_and_logged_without_detail(
-    root: Path, write: Writer, v1: Factory, v2: Factory, caplog: pytest.LogCaptureFixture
+    root: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    caplog: pytest.LogCaptureFixture,
+    watch: bool,
 ) -> None:
     good = v2()
     write(good)
@@ -69,7 +89,7 @@ def test_every_invalid_reason_is_skipped_and_logged_without_detail(
     fifo = root / "project" / "x" / "pipe.json"
     os.mkfifo(fifo)
     caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     assert _scan(index) == {good["id"], "legacy-one", "fine-depth"}
     reasons = sorted(m.split("reason=")[1] for m in _skips(caplog))
     assert reasons == sorted(
@@ -88,7 +108,7 @@ def test_every_invalid_reason_is_skipped_and_logged_without_detail(
 
 def test_symlinked_files_and_directories_are_skipped(
     root: Path, write: Writer, v1: Factory, v2: Factory, tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, watch: bool,
 ) -> None:  # fmt: skip
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -97,22 +117,24 @@ def test_symlinked_files_and_directories_are_skipped(
     (root / "project" / "linked.json").symlink_to(real)
     (root / "project" / "linkdir").symlink_to(outside, target_is_directory=True)
     caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
-    assert _scan(MemoryIndex(root)) == {"real"}
+    assert _scan(_new(root, watch)) == {"real"}
     assert sorted(_skips(caplog)) == ["skipped scope=project reason=symlink"] * 2
 
 
-def test_symlinked_scope_directory_is_skipped(root: Path, tmp_path: Path, v1: Factory) -> None:
+def test_symlinked_scope_directory_is_skipped(
+    root: Path, tmp_path: Path, v1: Factory, watch: bool
+) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "x.json").write_text(json.dumps(v1()))
     (root / "project").symlink_to(outside, target_is_directory=True)
-    assert _scan(MemoryIndex(root)) == set()
+    assert _scan(_new(root, watch)) == set()
 
 
 def test_hand_edits_additions_and_deletions_show_on_the_next_call(
-    root: Path, write: Writer, v1: Factory
+    root: Path, write: Writer, v1: Factory, watch: bool
 ) -> None:
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     path = write(v1(memory_id="first", content="old"), "project/a.json")
     assert _scan(index) == {"first"}
     # Same size rewrite in place, kept "settled": only the stamp (ctime) reveals it.
@@ -126,9 +148,9 @@ def test_hand_edits_additions_and_deletions_show_on_the_next_call(
 
 
 def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
-    root: Path, write: Writer, v1: Factory
+    root: Path, write: Writer, v1: Factory, watch: bool
 ) -> None:
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     path = write(v1(memory_id="aaaa"), "project/a.json", settled=False)
     assert _scan(index) == {"aaaa"}
     stat = path.stat()
@@ -138,13 +160,13 @@ def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
 
 
 def test_unchanged_files_are_not_reread(
-    root: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+    root: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int], watch: bool
 ) -> None:
     for number in range(5):
         write(v1(memory_id=f"legacy-{number}"), f"project/l/{number}.json")
         write(v2())
     write("{broken", "project/x/broken.json")
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     first = _scan(index)
     assert len(first) == 10
     assert count_reads == {"read": 11, "parse": 11}
@@ -156,21 +178,26 @@ def test_unchanged_files_are_not_reread(
 
 
 def test_fresh_files_are_reread_but_not_reparsed(
-    root: Path, write: Writer, v1: Factory, count_reads: dict[str, int]
+    root: Path, write: Writer, v1: Factory, count_reads: dict[str, int], watch: bool
 ) -> None:
-    write(v1(), "project/fresh.json", settled=False)
-    index = MemoryIndex(root)
+    path = write(v1(), "project/fresh.json", settled=False)
+    index = _new(root, watch)
     _scan(index)
     _scan(index)
-    assert count_reads == {"read": 2, "parse": 1}
+    # The stat walk cannot trust a stamp from the current timestamp tick; the watcher
+    # proves the file unchanged without looking at it.
+    assert count_reads == ({"read": 1, "parse": 1} if watch else {"read": 2, "parse": 1})
+    path.write_bytes(path.read_bytes())  # rewritten, same bytes
+    _scan(index)
+    assert count_reads == ({"read": 2, "parse": 1} if watch else {"read": 3, "parse": 1})
 
 
 def test_writer_hooks_keep_the_index_coherent(
-    root: Path, write: Writer, v2: Factory, count_reads: dict[str, int]
+    root: Path, write: Writer, v2: Factory, count_reads: dict[str, int], watch: bool
 ) -> None:
     body = v2()
     path = write(body)
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     assert _scan(index) == {body["id"]}
     parts = tuple(path.relative_to(root).parts)
     index.invalidate(parts)
@@ -184,19 +211,21 @@ def test_writer_hooks_keep_the_index_coherent(
     assert count_reads["parse"] == before["parse"]
 
 
-def test_candidate_limit_fails_the_whole_scan(root: Path, write: Writer, v1: Factory) -> None:
+def test_candidate_limit_fails_the_whole_scan(
+    root: Path, write: Writer, v1: Factory, watch: bool
+) -> None:
     for number in range(3):
         write(v1(memory_id=f"n{number}"), f"project/{number}.json")
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     assert len(_scan(index, limit=3)) == 3
     with pytest.raises(MemoryOperationError) as caught:
         _scan(index, limit=2)
     assert caught.value.code.value == "candidate_limit_exceeded"
 
 
-def test_missing_root_is_empty_and_never_created(tmp_path: Path) -> None:
+def test_missing_root_is_empty_and_never_created(tmp_path: Path, watch: bool) -> None:
     root = tmp_path / "absent" / "memory"
-    index = MemoryIndex(root)
+    index = _new(root, watch)
     assert _scan(index) == set()
     assert index.lookup(("project", "ns", "mem_" + "a" * 32 + ".json"), Scope.PROJECT) is None
     assert not root.exists()
@@ -204,7 +233,7 @@ def test_missing_root_is_empty_and_never_created(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["file", "scope-file"])
-def test_non_directory_sources_are_unavailable(tmp_path: Path, kind: str) -> None:
+def test_non_directory_sources_are_unavailable(tmp_path: Path, kind: str, watch: bool) -> None:
     root = tmp_path / "memory"
     if kind == "file":
         root.write_text("x")
@@ -212,12 +241,12 @@ def test_non_directory_sources_are_unavailable(tmp_path: Path, kind: str) -> Non
         root.mkdir()
         (root / "project").write_text("x")
     with pytest.raises(MemoryOperationError) as caught:
-        _scan(MemoryIndex(root))
+        _scan(_new(root, watch))
     assert caught.value.code.value == "memory_source_unavailable"
 
 
 def test_unreadable_subdirectory_is_skipped(
-    root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture
+    root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture, watch: bool
 ) -> None:
     if os.geteuid() == 0:
         pytest.skip("root ignores directory permissions")
@@ -226,7 +255,7 @@ def test_unreadable_subdirectory_is_skipped(
     locked.mkdir()
     locked.chmod(0)
     try:
-        assert _scan(MemoryIndex(root)) == {"legacy-one"}
+        assert _scan(_new(root, watch)) == {"legacy-one"}
     finally:
         locked.chmod(0o700)
 

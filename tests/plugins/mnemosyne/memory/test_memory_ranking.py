@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import (
+    Bm25Parameters,
     Bm25Ranker,
     CursorCodec,
     MemoryRecordV1,
@@ -177,6 +180,81 @@ def test_incremental_corpus_matches_a_fresh_one() -> None:
     assert incremental == fresh
     # Back to the first set: patched again, still identical to a fresh ranking.
     assert ranker(query, base, 5) == Bm25Ranker()(query, base, 5)
+
+
+def _exhaustive(
+    query: RecallQuery, candidates: list[RankCandidate], limit: int
+) -> list[tuple[int, float, frozenset[str]]]:
+    """BM25F by the formula, every candidate scored in full: what pruning must reproduce."""
+    params = Bm25Parameters()
+    fields = [candidate.terms.fields for candidate in candidates]
+    averages = []
+    for field in range(3):
+        lengths = [f.lengths[field] for f in fields if f.lengths[field] > 0]
+        averages.append(sum(lengths) / len(lengths) if lengths else 1.0)
+    norms = [
+        tuple(
+            params.weights[i] / ((1 - params.b[i]) + params.b[i] / averages[i] * f.lengths[i])
+            for i in range(3)
+        )
+        for f in fields
+    ]
+    surfaces: dict[str, list[str]] = {}
+    for surface, term in query_terms(query.text):
+        surfaces.setdefault(term, []).append(surface)
+    weighted = []
+    for term in surfaces:
+        df = sum(term in f.tf for f in fields)
+        if df:
+            n = len(candidates)
+            weighted.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), term))
+    weighted.sort(key=lambda item: (-item[0], item[1]))
+    ceiling = sum(idf for idf, _ in weighted) + 1.0
+    scored = []
+    for position, (candidate, f, n) in enumerate(zip(candidates, fields, norms, strict=True)):
+        score, seen = 0.0, False
+        for _tag in sorted(query.tag_keys & candidate.terms.tag_keys):
+            score, seen = score + ceiling, True
+        for idf, term in weighted:
+            counts = f.tf.get(term)
+            if counts is not None:
+                tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
+                score, seen = score + idf * tf / (tf + params.k1), True
+        if seen:
+            terms = frozenset(s for t, forms in surfaces.items() if t in f.tf for s in forms)
+            scored.append((position, score, terms))
+    scored.sort(key=lambda hit: (-hit[1], candidates[hit[0]].path, candidates[hit[0]].id))
+    return scored[:limit]
+
+
+def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
+    """MaxScore pruning, memoised term scores and corpus patching change no float."""
+    generator = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(80)]
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
+
+    def words(count: int) -> str:
+        return " ".join(generator.choices(vocabulary, weights, k=count))
+
+    def candidate(number: int) -> RankCandidate:
+        title = words(generator.randint(1, 6)) if generator.random() < 0.7 else None
+        tags = tuple(generator.sample(vocabulary[:10], generator.randint(0, 2)))
+        return _candidate(
+            f"m{number}", f"ns/{number}.json", title=title, content=words(60), tags=tags
+        )
+
+    pool = [candidate(number) for number in range(400)]
+    ranker = Bm25Ranker()
+    for round_ in range(6):
+        candidates = generator.sample(pool, 150 + 40 * round_)
+        for _ in range(25):
+            text = words(generator.randint(1, 12))
+            tags = frozenset(generator.sample(vocabulary[:10], generator.randint(0, 1)))
+            query = RecallQuery(frozenset(), tags, text)
+            for limit in (1, 5, 20):
+                hits = ranker(query, candidates, limit)
+                got = [(hit.position, hit.score, hit.matched_terms) for hit in hits]
+                assert got == _exhaustive(query, candidates, limit)
 
 
 # -- through the service --------------------------------------------------------------
