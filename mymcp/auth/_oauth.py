@@ -1,8 +1,9 @@
 """`oauth-jwt-jwks-v1`: validate JWT access tokens from one issuer (resource server only).
 
-Validation order: compact-JWS shape, JOSE header, key lookup (with a throttled JWKS
-refetch for unknown kids), signature, payload JSON, required claims, issuer and
-audience, times, subject. Shape, header-JSON and missing-claim problems are `malformed`;
+Validation order: compact-JWS shape, JOSE header, key lookup, signature, payload JSON,
+required claims, issuer and audience, times, subject. An unknown kid refetches the JWKS
+at most once per 60 s, and only for a token whose still-unverified claims would pass, so
+junk tokens cannot use up the budget a real key rotation needs. Shape, header-JSON and missing-claim problems are `malformed`;
 everything else is `rejected`. The signature is checked before the payload is parsed.
 
 Claims required: `iss`, `aud`, `sub`, `exp`, `iat`. `client_id` and `jti` are neither
@@ -137,11 +138,8 @@ class OAuthJwtAdapter:
         self._lock = asyncio.Lock()
         self._last_refetch: float | None = None
 
-    async def _key(self, kid: str) -> VerificationKey | None:
-        """Look a kid up; if unknown, refetch the JWKS at most once per 60 s."""
-        key = self._keys.get(kid)
-        if key is not None:
-            return key
+    async def _refetched_key(self, kid: str) -> VerificationKey | None:
+        """Refetch the JWKS for an unknown kid, at most once per 60 s."""
         async with self._lock:
             key = self._keys.get(kid)  # a concurrent refetch may have brought it
             if key is not None:
@@ -171,7 +169,13 @@ class OAuthJwtAdapter:
         if failure is not None:
             return failure
         alg, kid = str(header["alg"]), str(header["kid"])
-        key = await self._key(kid)
+        key = self._keys.get(kid)
+        if key is None:
+            # Only a token whose (still unverified) claims would pass may spend the refetch
+            # budget, so junk tokens with made-up kids cannot hold back a key rotation.
+            if self._unverified_claims_fail(claims_bytes):
+                return AuthFailure.REJECTED
+            key = await self._refetched_key(kid)
         if key is None or alg not in key.algorithms:
             return AuthFailure.REJECTED
         if not _VERIFIERS[alg].verify(signing_input, key.key, signature):
@@ -180,6 +184,12 @@ class OAuthJwtAdapter:
         if claims is None or any(name not in claims for name in REQUIRED_CLAIMS):
             return AuthFailure.MALFORMED
         return self._check_claims(claims)
+
+    def _unverified_claims_fail(self, claims_bytes: bytes) -> bool:
+        claims = _json_object(claims_bytes)
+        if claims is None or any(name not in claims for name in REQUIRED_CLAIMS):
+            return True
+        return isinstance(self._check_claims(claims), AuthFailure)
 
     def _check_claims(self, claims: Mapping[str, object]) -> str | AuthFailure:
         if claims["iss"] != self._issuer:

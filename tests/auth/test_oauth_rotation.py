@@ -105,3 +105,25 @@ def test_concurrent_unknown_kids_share_one_refetch(
     outcomes = asyncio.run(many())
     assert all(isinstance(outcome, Principal) for outcome in outcomes)
     assert idp.count(JWKS_URI) == 2
+
+
+@pytest.mark.parametrize(
+    "bad_claims",
+    [
+        {"iss": "https://other.example"},
+        {"aud": "http://127.0.0.1:9/mcp"},
+        {"exp": 1},
+        {"sub": " "},
+    ],
+)
+def test_tokens_with_failing_claims_do_not_spend_the_refetch_budget(
+    setup: Setup, rsa_key_2: rsa.RSAPrivateKey, bad_claims: dict[str, object]
+) -> None:
+    idp, _, auth = setup
+    idp.keys = [public_jwk(rsa_key_2, "new")]
+    junk = mint(rsa_key_2, alg="RS256", kid="made-up", payload=claims(**bad_claims))
+    assert check(auth, junk) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 1
+    # A genuine rotation right after the junk is still picked up at once.
+    assert isinstance(check(auth, mint(rsa_key_2, alg="RS256", kid="new")), Principal)
+    assert idp.count(JWKS_URI) == 2
