@@ -181,12 +181,16 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     except MyMCPError as exc:
         return _fail(exc)
     server = configuration.server
+    # Watch the package itself, not whatever directory the command was started from.
+    package = str(Path(__file__).resolve().parent)
     uvicorn.run(
         "mymcp.app:create_production_app",
         factory=True,
         reload=True,
+        reload_dirs=[package],
         host=server.address,
         port=server.port,
+        access_log=False,
     )
     return EXIT_OK
 
