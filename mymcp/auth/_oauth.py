@@ -3,8 +3,9 @@
 Validation order: compact-JWS shape, JOSE header, key lookup, signature, payload JSON,
 required claims, issuer and audience, times, subject. An unknown kid refetches the JWKS
 at most once per 60 s, and only for a token whose still-unverified claims would pass, so
-junk tokens cannot use up the budget a real key rotation needs. Shape, header-JSON and missing-claim problems are `malformed`;
-everything else is `rejected`. The signature is checked before the payload is parsed.
+junk tokens cannot use up the budget a real key rotation needs. Shape, header-JSON and
+missing-claim problems are `malformed`; everything else is `rejected`. The signature is
+checked before the payload is trusted.
 
 Claims required: `iss`, `aud`, `sub`, `exp`, `iat`. `client_id` and `jti` are neither
 required nor inspected: MyMCP keeps no replay cache and no per-client policy, and several

@@ -115,6 +115,19 @@ class CursorCodec:
         body = _canonical([[i.identity, i.relative_path, i.sha256] for i in items])
         return self._mac(_SNAPSHOT_LABEL, body).hex()
 
+    @staticmethod
+    def snapshot_fragment(item: SnapshotItem) -> bytes:
+        """One item's part of the snapshot body; independent of the key, so cacheable."""
+        return _canonical([item.identity, item.relative_path, item.sha256])
+
+    def snapshot_digest_of_fragments(self, fragments: Sequence[bytes]) -> str:
+        """``snapshot_digest`` of the items whose ``snapshot_fragment``s these are.
+
+        The canonical encoding of a list is its items' encodings joined by commas in
+        brackets, so the MAC input, and the digest, are byte for byte the same.
+        """
+        return self._mac(_SNAPSHOT_LABEL, b"[" + b",".join(fragments) + b"]").hex()
+
     def encode(self, state: CursorState) -> str:
         payload = _canonical(
             {

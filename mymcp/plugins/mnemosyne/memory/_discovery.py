@@ -41,6 +41,8 @@ class WalkStats:
     candidates: int = 0
     skipped: int = 0
     seen: set[RelativePath] = field(default_factory=set)
+    # Symlinked entries counted as skips, so a later event about one can be accounted.
+    links: set[RelativePath] = field(default_factory=set)
 
     def skip(self, reason: SkipReason) -> None:
         self.skipped += 1
@@ -135,6 +137,7 @@ def _walk(
             # that look like record files are worth reporting.
             if recursive or name.endswith(RECORD_SUFFIX):
                 stats.skip(SkipReason.SYMLINK)
+                stats.links.add((*prefix, name))
         elif is_dir:
             if recursive:
                 _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)

@@ -43,7 +43,6 @@ _LEGACY_ID = re.compile(r"[A-Za-z0-9._-]{1,100}\Z")
 _IDENTIFIER = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?\Z")
 _LANGUAGE = re.compile(r"[a-z]{2,8}(?:-[a-z0-9]{1,8})*\Z")
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
-_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def _is_str(value: object) -> TypeGuard[str]:
@@ -141,7 +140,17 @@ def is_timestamp(value: object) -> bool:
     if not _is_str(value) or _TIMESTAMP.match(value) is None:
         return False
     try:
-        datetime.strptime(value, _TIMESTAMP_FORMAT)
+        # The pattern fixed every field's width; the constructor rejects what strptime
+        # would (month 13, February 30, hour 24, second 60, year 0), at a fraction of
+        # its cost.
+        datetime(
+            int(value[0:4]),
+            int(value[5:7]),
+            int(value[8:10]),
+            int(value[11:13]),
+            int(value[14:16]),
+            int(value[17:19]),
+        )
     except ValueError:
         return False
     return True

@@ -8,11 +8,19 @@ the selection changed since its last complete walk, or walks again:
   and the files in them are as the walk left them, so its result is returned without
   touching the disk. The kernel queues an event before the changing system call
   returns, so an edit made before a call is always seen by that call.
-* Stat walk (everywhere, and whenever the proof is missing: any event, a queue
-  overflow, a directory that could not be watched, a root that changed identity, a
-  multiply linked file, a network filesystem): list the selected directories and stat
-  each candidate; a file is only re-read when its stamp changed, and only re-parsed when
-  its bytes changed.
+* Patch (Linux): events that each name one non-directory entry of a watched directory
+  (a file written, added, removed or renamed, by hand or by this process's own writer)
+  are applied to every proven selection that covers that directory: only the named
+  entries are re-stat'ed, re-read when their stamp changed and re-parsed when their
+  bytes changed. The selection keeps its proof, so such a change costs O(changed files)
+  rather than a walk.
+* Stat walk (everywhere, and whenever the proof is missing: an event that names no
+  single entry (queue overflow, dropped or moved watch, unknown watch, a subdirectory
+  created, removed or renamed, a watched directory's own attributes), a directory that
+  could not be watched, a root that changed identity, a multiply linked file, a network
+  filesystem, a named entry that could not be examined): list the selected directories
+  and stat each candidate; a file is only re-read when its stamp changed, and only
+  re-parsed when its bytes changed.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
 
@@ -31,12 +39,12 @@ from . import _filesystem, _record_format
 from ._discovery import DirectoryHook, WalkStats, log_skip, open_container, walk_candidates
 from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
-from ._paths import RelativePath, location_agrees
+from ._paths import RECORD_SUFFIX, RelativePath, location_agrees
 from ._record_format import MAX_RECORD_BYTES, RecordRejected, SkipReason
 from ._records import MemoryRecord, MemoryRecordV2
 from ._scopes import Scope
-from ._terms import RankCandidate, RecordTerms, extract_record_terms
-from ._watch import Watcher
+from ._terms import RankCandidate, RecordTerms
+from ._watch import Changes, Watcher
 
 __all__ = ["IndexedRecord", "MemoryIndex", "ScanResult"]
 
@@ -88,26 +96,105 @@ class ScanResult:
     records: tuple[IndexedRecord, ...]
     candidates: int = 0
     skipped: int = 0
+    # The selection this result describes (None for a result that is not kept); values
+    # derived from an earlier result of the same selection may be patched, not rebuilt.
+    selection: object = field(default=None, compare=False)
+
+
+# Marks a symlinked entry in an examined directory (counted as a skip, never read).
+_LINK = object()
+_Outcome = IndexedRecord | SkipReason
+
+
+@dataclass(slots=True, eq=False)
+class _View:
+    """What the last complete walk of one selection found, kept current by patches.
+
+    ``members`` holds the outcome of every candidate file, ``selected`` the members that
+    make up the result, ``links`` the symlinked entries counted as skips.
+    """
+
+    key: _Selection
+    members: dict[RelativePath, _Outcome]
+    selected: dict[RelativePath, IndexedRecord]
+    links: set[RelativePath]
+    skipped: int
+    result: ScanResult
+
+    def covers(self, directory: RelativePath) -> bool:
+        """Whether the walk of this selection listed ``directory``."""
+        prefix, recursive, _ = self.key
+        if recursive:
+            return directory[: len(prefix)] == prefix
+        return directory == prefix
+
+    def apply(
+        self, parts: RelativePath, state: object, removed: list[IndexedRecord]
+    ) -> IndexedRecord | None:
+        """Put the examined entry ``parts`` in ``state``; returns a record newly selected.
+
+        ``state`` is None (absent or not a candidate), ``_LINK`` or the file's outcome.
+        A record that leaves the result is appended to ``removed``.
+        """
+        _, recursive, include_legacy = self.key
+        members, selected = self.members, self.selected
+        skipped = self.skipped
+        old = members.pop(parts, None)
+        if isinstance(old, SkipReason):
+            skipped -= 1
+        if parts in self.links:
+            self.links.discard(parts)
+            skipped -= 1
+        before = selected.get(parts)
+        after: IndexedRecord | None = None
+        if state is _LINK:
+            if recursive or parts[-1].endswith(RECORD_SUFFIX):
+                self.links.add(parts)
+                skipped += 1
+        elif isinstance(state, SkipReason):
+            members[parts] = state
+            skipped += 1
+        elif isinstance(state, IndexedRecord):
+            members[parts] = state
+            if include_legacy or isinstance(state.record, MemoryRecordV2):
+                after = state
+        if after is None:
+            selected.pop(parts, None)
+        else:
+            selected[parts] = after  # an existing key keeps its position
+        if before is not None and before is not after:
+            removed.append(before)
+        self.skipped = skipped
+        return after if after is not before else None
 
 
 class MemoryIndex:
     """Cached parse results for one memory root, keyed by root-relative path parts.
 
     ``watch`` (default) uses inotify change notification where available to skip walks
-    while nothing changed; ``watch=False`` always walks. The inotify descriptor is
-    closed by :meth:`close` or when the index is garbage collected.
+    while nothing changed and to patch results when single files changed; ``watch=False``
+    always walks. The inotify descriptor is closed by :meth:`close` or when the index is
+    garbage collected.
     """
 
     def __init__(self, root: Path, *, watch: bool = True) -> None:
         self.root = root
         self._entries: dict[RelativePath, _Entry] = {}
-        # The last result per selection, reused while a fresh walk finds the same records.
-        self._results: dict[_Selection, ScanResult] = {}
-        self._derived: dict[tuple[str, int], tuple[ScanResult, object]] = {}
+        # The last walk per selection, patched by change events and reused while current.
+        self._views: dict[_Selection, _View] = {}
+        # (name, selection) -> (the result a value was built for, the value).
+        self._derived: dict[tuple[str, object], tuple[ScanResult, object]] = {}
+        # selection -> (previous result, patched result, records removed, records added)
+        # of the latest patch, so derived values can follow it without a full diff.
+        self._deltas: dict[
+            object,
+            tuple[ScanResult, ScanResult, tuple[IndexedRecord, ...], tuple[IndexedRecord, ...]],
+        ] = {}
         self._lock = threading.Lock()
         self._watcher = Watcher.create() if watch else None
-        # Bumped on every observed change; a result is served without a walk only while
-        # the generation its fully watched walk started in is still current.
+        # Bumped on every change that only a walk can account for; a result is served
+        # without a walk only while the generation its fully watched walk started in is
+        # still current.
         self._generation = 0
         self._watched: dict[_Selection, int] = {}
         # (st_dev, st_ino) of the root directory as the last walk opened it.
@@ -126,7 +213,7 @@ class MemoryIndex:
     # -- coherence hooks for writers -------------------------------------------------
 
     def invalidate(self, parts: RelativePath) -> None:
-        """Forget whatever is cached for one file; the next call reads it afresh."""
+        """Forget whatever is cached for one file; the next call walks and reads it afresh."""
         with self._lock:
             self._entries.pop(parts, None)
             self._generation += 1
@@ -135,12 +222,15 @@ class MemoryIndex:
         """Record bytes this process just wrote, so the next call need not re-parse them.
 
         The entry stays untrusted: the next call re-reads the file once and compares
-        digests, which still notices a concurrent hand edit.
+        digests, which still notices a concurrent hand edit. With change notification the
+        write's own events make the next call examine exactly this file; without it every
+        call walks anyway, so no walk is forced here.
         """
         with self._lock:
             self._entries.pop(parts, None)
             self._entries[parts] = self._evaluate(parts, stamp, data, trusted=False)
-            self._generation += 1
+            if self._watcher is None:
+                self._generation += 1
 
     def cached_paths(self) -> frozenset[RelativePath]:
         with self._lock:
@@ -166,8 +256,8 @@ class MemoryIndex:
         prefix = (scope.value, *container)
         key = (prefix, recursive, include_legacy)
         stats = WalkStats(scope, candidate_limit)
-        records: list[IndexedRecord] = []
-        append = records.append
+        members: dict[RelativePath, _Outcome] = {}
+        selected: dict[RelativePath, IndexedRecord] = {}
         entries = self._entries
         with self._lock:
             unchanged = self._unchanged(key)
@@ -186,6 +276,7 @@ class MemoryIndex:
             def visit(dir_fd: int, parts: RelativePath, info: os.stat_result | None) -> None:
                 if info is None:
                     stats.skip(SkipReason.UNREADABLE)
+                    members[parts] = SkipReason.UNREADABLE
                     return
                 if info.st_nlink != 1:
                     # A hard link's writes through another directory raise no event here.
@@ -208,10 +299,11 @@ class MemoryIndex:
                     outcome = cached.outcome
                 else:
                     outcome = self._load(dir_fd, parts, info)
+                members[parts] = outcome
                 if isinstance(outcome, SkipReason):
                     stats.skip(outcome)
                 elif include_legacy or isinstance(outcome.record, MemoryRecordV2):
-                    append(outcome)
+                    selected[parts] = outcome
 
             try:
                 walk_candidates(
@@ -226,49 +318,158 @@ class MemoryIndex:
             finally:
                 close_quietly(fd)
             self._prune(prefix, stats.seen, recursive)
-            result = ScanResult(tuple(records), stats.candidates, stats.skipped)
+            result = ScanResult(tuple(selected.values()), stats.candidates, stats.skipped, key)
             if armed[0] and generation == self._generation:
                 self._watched[key] = generation
             else:
                 self._watched.pop(key, None)
             # While nothing changed, hand back the very same result object: consumers
-            # (the recall ranker) key their derived state on its identity.
-            previous = self._results.get(key)
-            if previous is not None and previous == result:
-                return previous
-            if previous is not None:
-                stale = id(previous)
-                for slot in [slot for slot in self._derived if slot[1] == stale]:
-                    del self._derived[slot]
-            elif len(self._results) >= _MAX_REMEMBERED:
-                self._results.clear()
+            # (the recall ranker, listing, duplicate detection) key their derived state on
+            # its identity.
+            previous = self._views.get(key)
+            if previous is not None and previous.result == result:
+                result = previous.result
+            elif previous is None and len(self._views) >= _MAX_REMEMBERED:
+                self._views.clear()
                 self._derived.clear()
+                self._deltas.clear()
                 self._watched = {key: self._watched[key]} if key in self._watched else {}
-            self._results[key] = result
+            self._deltas.pop(key, None)
+            self._views[key] = _View(key, members, selected, stats.links, stats.skipped, result)
             return result
 
     def _unchanged(self, key: _Selection) -> ScanResult | None:
-        """The last result of ``key`` when no change can have happened since its walk."""
+        """The current result of ``key`` when no walk is needed to know it.
+
+        Queued events are consumed first: those naming single entries patch every proven
+        selection, anything else withdraws every proof.
+        """
         watcher = self._watcher
         if watcher is None:
-            return None
-        if watcher.drain():
-            self._generation += 1
-            if watcher.broken:
-                self._drop_watcher()
-            return None
-        previous = self._results.get(key)
-        if previous is None or self._watched.get(key) != self._generation:
             return None
         # The root itself may be reached through a symlink the operator re-pointed, which
         # raises no event in the old tree: the root must still be the directory we watch.
         try:
             info = os.stat(self.root)
         except OSError:
+            identity = None
+        else:
+            identity = (info.st_dev, info.st_ino)
+        changes = watcher.drain()
+        if identity is None or identity != self._root_identity:
+            self._generation += 1
+            if watcher.broken:
+                self._drop_watcher()
             return None
-        if (info.st_dev, info.st_ino) != self._root_identity:
+        if changes is not None:
+            if watcher.broken:
+                self._drop_watcher()
+                return None
+            if changes.rescan or not self._patch(changes):
+                self._generation += 1
+                return None
+        view = self._views.get(key)
+        if view is None or self._watched.get(key) != self._generation:
             return None
-        return previous
+        return view.result
+
+    def _patch(self, changes: Changes) -> bool:
+        """Apply events naming single entries to every proven selection covering them.
+
+        False when some entry cannot be accounted for without a walk (then nothing is
+        guaranteed about the views and the caller withdraws every proof).
+        """
+        generation = self._generation
+        proven = [view for key, view in self._views.items() if self._watched.get(key) == generation]
+        if not proven:
+            return True
+        wanted: dict[RelativePath, list[str]] = {}
+        for directory, name in changes.entries:
+            depth = len(directory)
+            covered = False
+            for view in proven:
+                prefix = view.key[0]
+                if view.covers(directory):
+                    covered = True
+                elif depth < len(prefix) and prefix[:depth] == directory and prefix[depth] == name:
+                    return False  # the selection's own container (or an ancestor) changed
+            if covered:
+                wanted.setdefault(directory, []).append(name)
+        if not wanted:
+            return True
+        examined: list[tuple[RelativePath, object]] = []
+        for directory, names in wanted.items():
+            states = self._examine(directory, names)
+            if states is None:
+                return False
+            examined.extend(states)
+        for view in proven:
+            removed: list[IndexedRecord] = []
+            added: list[IndexedRecord] = []
+            before = (len(view.members), view.skipped)
+            for parts, state in examined:
+                if view.covers(parts[:-1]):
+                    fresh = view.apply(parts, state, removed)
+                    if fresh is not None:
+                        added.append(fresh)
+            if not removed and not added and before == (len(view.members), view.skipped):
+                continue
+            previous = view.result
+            view.result = ScanResult(
+                tuple(view.selected.values()), len(view.members), view.skipped, view.key
+            )
+            self._deltas[view.key] = (previous, view.result, tuple(removed), tuple(added))
+        return True
+
+    def _examine(
+        self, directory: RelativePath, names: list[str]
+    ) -> list[tuple[RelativePath, object]] | None:
+        """The current state of each named entry of one directory; None if a walk must."""
+        if not directory:
+            return []  # the root holds scope directories only, never candidates
+        fd: int | None = None
+        try:
+            scope = Scope(directory[0])
+            fd = _filesystem.open_root(self.root)
+            for name in directory:
+                if fd is None:
+                    return None
+                _state, child = _filesystem.open_child_directory(fd, name)
+                close_quietly(fd)
+                fd = child
+            if fd is None:
+                return None
+            states: list[tuple[RelativePath, object]] = []
+            for name in names:
+                parts = (*directory, name)
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    self._entries.pop(parts, None)
+                    states.append((parts, None))
+                    continue
+                except OSError:
+                    return None
+                if stat.S_ISDIR(info.st_mode):
+                    return None  # its own (queued or imminent) event asks for a walk
+                if stat.S_ISLNK(info.st_mode):
+                    self._entries.pop(parts, None)
+                    log_skip(scope, SkipReason.SYMLINK)
+                    states.append((parts, _LINK))
+                elif not name.endswith(RECORD_SUFFIX):
+                    states.append((parts, None))
+                elif info.st_nlink != 1:
+                    return None  # hard links are only ever served by walks
+                else:
+                    outcome = self._load(fd, parts, info)
+                    if isinstance(outcome, SkipReason):
+                        log_skip(scope, outcome)
+                    states.append((parts, outcome))
+            return states
+        except (MemoryOperationError, ValueError):
+            return None
+        finally:
+            close_quietly(fd)
 
     def _arming_hook(self, armed: list[bool]) -> DirectoryHook:
         def on_directory(fd: int, parts: RelativePath) -> None:
@@ -287,7 +488,7 @@ class MemoryIndex:
                         self._watcher = Watcher.create()
                     self._root_identity = identity
             watcher = self._watcher
-            if watcher is None or not watcher.watch(fd):
+            if watcher is None or not watcher.watch(fd, parts):
                 armed[0] = False
 
         return on_directory
@@ -299,22 +500,43 @@ class MemoryIndex:
         self._watched.clear()
         self._generation += 1
 
-    def derive(self, result: ScanResult, name: str, build: Callable[[ScanResult], _T]) -> _T:
+    def derive(
+        self,
+        result: ScanResult,
+        name: str,
+        build: Callable[[ScanResult], _T],
+        update: Callable[[_T, Sequence[IndexedRecord], Sequence[IndexedRecord]], _T] | None = None,
+    ) -> _T:
         """``build(result)``, computed once per scan result object and reused after that.
 
         Because ``scan`` returns the identical object while a selection is unchanged,
         per-call consumers (recall's eligible-candidate list) are built only after a file
-        changed. Values for replaced results are dropped.
+        changed. With ``update``, a value built for an earlier result of the same
+        selection is carried forward instead: ``update(old value, removed, added)`` gets
+        the records that left and joined the result (by object identity) and must return
+        a new value without changing the old one.
         """
+        selection = result.selection
+        slot_key = (name, id(result) if selection is None else selection)
         with self._lock:
-            slot = self._derived.get((name, id(result)))
+            slot = self._derived.get(slot_key)
             if slot is not None and slot[0] is result:
                 return cast(_T, slot[1])
-        value = build(result)
+            delta = self._deltas.get(selection) if selection is not None else None
+        if slot is not None and update is not None and selection is not None:
+            removed: Sequence[IndexedRecord]
+            added: Sequence[IndexedRecord]
+            if delta is not None and delta[0] is slot[0] and delta[1] is result:
+                removed, added = delta[2], delta[3]
+            else:
+                removed, added = _difference(slot[0].records, result.records)
+            value = update(cast(_T, slot[1]), removed, added)
+        else:
+            value = build(result)
         with self._lock:
-            if len(self._derived) >= _MAX_REMEMBERED:
+            if len(self._derived) >= _MAX_REMEMBERED * 4:
                 self._derived.clear()
-            self._derived[(name, id(result))] = (result, value)
+            self._derived[slot_key] = (result, value)
         return value
 
     def lookup(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
@@ -332,6 +554,7 @@ class MemoryIndex:
                 except OSError:
                     raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
                 if stat.S_ISLNK(info.st_mode):
+                    self._entries.pop(parts, None)
                     log_skip(scope, SkipReason.SYMLINK)
                     return None
                 outcome = self._load(fd, parts, info)
@@ -412,6 +635,17 @@ class MemoryIndex:
             del self._entries[parts]
 
 
+def _difference(
+    old: tuple[IndexedRecord, ...], new: tuple[IndexedRecord, ...]
+) -> tuple[list[IndexedRecord], list[IndexedRecord]]:
+    """Records of ``old`` missing from ``new`` and the reverse, by object identity."""
+    before = {id(item): item for item in old}
+    after = {id(item): item for item in new}
+    removed = [item for key, item in before.items() if key not in after]
+    added = [item for key, item in after.items() if key not in before]
+    return removed, added
+
+
 def _settled(stamp: FileStamp, read_started_ns: int) -> bool:
     return stamp.mtime_ns < read_started_ns - _SETTLE_NS
 
@@ -426,5 +660,6 @@ def _interpret(parts: RelativePath, data: bytes, digest: bytes) -> IndexedRecord
     if not location_agrees(parts, record):
         return SkipReason.PATH_MISMATCH
     relative = "/".join(parts[1:])
-    candidate = RankCandidate(record.id, relative, extract_record_terms(record, relative))
+    # Ranking terms are extracted on the first recall that needs them, not here.
+    candidate = RankCandidate(record.id, relative, record=record)
     return IndexedRecord(parts, scope, record, digest, candidate)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from ._cursor import PAGE_SIZE_MAX, CursorCodec, CursorState, SnapshotItem
 from ._errors import ErrorCode, MemoryOperationError
 from ._identifiers import is_identifier
-from ._index import IndexedRecord, MemoryIndex
+from ._index import IndexedRecord, MemoryIndex, ScanResult
 from ._records import MemoryRecordV2
 from ._references import reference_of
 from ._scopes import Scope, parse_scope
@@ -104,7 +104,7 @@ def _order_key(item: IndexedRecord) -> tuple[Any, ...]:
     return (1, "", False, "", record.id, "/".join(item.parts))
 
 
-def _scan(index: MemoryIndex, selector: ListSelector, limit: int) -> list[IndexedRecord]:
+def _scan(index: MemoryIndex, selector: ListSelector, limit: int) -> ScanResult:
     if selector.namespace_id is None:
         container: tuple[str, ...] = ()
     elif selector.mode is CollectionMode.EXACT:
@@ -114,19 +114,80 @@ def _scan(index: MemoryIndex, selector: ListSelector, limit: int) -> list[Indexe
         container = (selector.namespace_id,)
     # Collectionless and exact-collection listings read one directory level only.
     recursive = selector.mode is CollectionMode.ALL
-    scan = index.scan(
+    return index.scan(
         selector.scope,
         container,
         recursive=recursive,
         candidate_limit=limit,
         include_legacy=selector.namespace_id is None,
     )
-    return sorted(scan.records, key=_order_key)
 
 
 def _identity(item: IndexedRecord) -> str:
     reference = reference_of(item.record, item.scope).to_json()
     return json.dumps(reference, sort_keys=True, separators=(",", ":"))
+
+
+def _snapshot_item(item: IndexedRecord) -> bytes:
+    """The item's encoded part of the snapshot digest (see `CursorCodec.snapshot_fragment`)."""
+    snapshot = SnapshotItem(_identity(item), "/".join(item.parts), item.digest.hex())
+    return CursorCodec.snapshot_fragment(snapshot)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Inventory:
+    """The ordered selection of one scan result and its snapshot digest, built once.
+
+    ``pieces`` maps each item (by object identity) to its sort key and snapshot entry,
+    so the inventory of the next scan result reuses them for every unchanged record.
+    """
+
+    codec: CursorCodec
+    items: tuple[IndexedRecord, ...]
+    snapshot: str
+    ambiguous_ids: frozenset[str]
+    pieces: dict[int, tuple[IndexedRecord, tuple[Any, ...], bytes]]
+
+
+def _inventory(
+    codec: CursorCodec,
+    records: Sequence[IndexedRecord],
+    reuse: Mapping[int, tuple[IndexedRecord, tuple[Any, ...], bytes]],
+) -> _Inventory:
+    pieces: dict[int, tuple[IndexedRecord, tuple[Any, ...], bytes]] = {}
+    for item in records:
+        piece = reuse.get(id(item))
+        if piece is None or piece[0] is not item:
+            piece = (item, _order_key(item), _snapshot_item(item))
+        pieces[id(item)] = piece
+    ordered = sorted(pieces.values(), key=lambda piece: piece[1])
+    snapshot = codec.snapshot_digest_of_fragments([piece[2] for piece in ordered])
+    legacy = Counter(
+        piece[0].record.id for piece in ordered if not isinstance(piece[0].record, MemoryRecordV2)
+    )
+    ambiguous = frozenset(identifier for identifier, count in legacy.items() if count > 1)
+    return _Inventory(codec, tuple(piece[0] for piece in ordered), snapshot, ambiguous, pieces)
+
+
+def _listed(index: MemoryIndex, scan: ScanResult, codec: CursorCodec) -> _Inventory:
+    """The inventory of ``scan``: derived once per scan result, carried across changes."""
+
+    def build(result: ScanResult) -> _Inventory:
+        return _inventory(codec, result.records, {})
+
+    def update(
+        old: _Inventory, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
+    ) -> _Inventory:
+        if old.codec is not codec:
+            return build(scan)
+        gone = {id(item) for item in removed}
+        kept = [item for item in old.items if id(item) not in gone]
+        return _inventory(codec, [*kept, *added], old.pieces)
+
+    inventory = index.derive(scan, "list", build, update)
+    if inventory.codec is not codec:  # another codec's digests are no use here
+        inventory = build(scan)
+    return inventory
 
 
 def _list_item(item: IndexedRecord, ambiguous: bool) -> dict[str, Any]:
@@ -155,10 +216,8 @@ def run_list(
         state = codec.decode(request.cursor)
         if not _same(state.selector, selector_digest):
             raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
-    items = _scan(index, selector, candidate_limit)
-    snapshot = codec.snapshot_digest(
-        [SnapshotItem(_identity(i), "/".join(i.parts), i.digest.hex()) for i in items]
-    )
+    inventory = _listed(index, _scan(index, selector, candidate_limit), codec)
+    items, snapshot = inventory.items, inventory.snapshot
     offset, page_size = 0, request.page_size
     if state is not None:
         if not _same(state.snapshot, snapshot):
@@ -166,10 +225,10 @@ def run_list(
         if state.offset >= len(items):
             raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
         offset, page_size = state.offset, state.page_size
-    legacy_ids = Counter(i.record.id for i in items if not isinstance(i.record, MemoryRecordV2))
+    ambiguous = inventory.ambiguous_ids
     page = items[offset : offset + page_size]
     memories = [
-        _list_item(i, not isinstance(i.record, MemoryRecordV2) and legacy_ids[i.record.id] > 1)
+        _list_item(i, not isinstance(i.record, MemoryRecordV2) and i.record.id in ambiguous)
         for i in page
     ]
     next_offset = offset + page_size

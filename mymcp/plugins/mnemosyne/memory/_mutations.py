@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -32,10 +32,10 @@ from ._identifiers import (
     tag_key,
     utc_now_seconds,
 )
-from ._index import IndexedRecord, MemoryIndex
+from ._index import IndexedRecord, MemoryIndex, ScanResult
 from ._locking import root_lock
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._paths import reference_parts
+from ._paths import RelativePath, reference_parts
 from ._policy import enforce_content_policy
 from ._record_format import serialize_record
 from ._records import (
@@ -317,6 +317,48 @@ def _duplicate_key(record: MemoryRecordV2) -> tuple[Any, ...]:
     )
 
 
+# duplicate key -> the records holding it, by location (usually exactly one).
+_DuplicateMap = dict[tuple[Any, ...], dict[RelativePath, MemoryRecordV2]]
+
+
+def _duplicate_map(scan: ScanResult) -> _DuplicateMap:
+    """Every canonical record of a scan result under its duplicate key."""
+    holders: _DuplicateMap = {}
+    for item in scan.records:
+        if isinstance(item.record, MemoryRecordV2):
+            holders.setdefault(_duplicate_key(item.record), {})[item.parts] = item.record
+    return holders
+
+
+def _patched_duplicate_map(
+    old: _DuplicateMap, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
+) -> _DuplicateMap:
+    """``old`` with the records that left and joined the scan result; ``old`` is kept."""
+    holders = dict(old)
+    copied: set[tuple[Any, ...]] = set()
+
+    def bucket(key: tuple[Any, ...]) -> dict[RelativePath, MemoryRecordV2]:
+        if key not in copied:
+            copied.add(key)
+            holders[key] = dict(holders.get(key, ()))
+        return holders[key]
+
+    for item in removed:
+        if isinstance(item.record, MemoryRecordV2):
+            key = _duplicate_key(item.record)
+            if key in holders:
+                held = bucket(key)
+                if held.get(item.parts) is item.record:
+                    del held[item.parts]
+                if not held:
+                    del holders[key]
+                    copied.discard(key)
+    for item in added:
+        if isinstance(item.record, MemoryRecordV2):
+            bucket(_duplicate_key(item.record))[item.parts] = item.record
+    return holders
+
+
 class MutationService:
     """The five memory mutations over the same index the read service uses.
 
@@ -532,17 +574,15 @@ class MutationService:
             updated_at=now,
             occurred_at=request.occurred_at,
         )
-        key = _duplicate_key(record)
-        duplicates = sorted(
-            (
-                item.record
-                for item in scan.records
-                if isinstance(item.record, MemoryRecordV2) and _duplicate_key(item.record) == key
-            ),
-            key=lambda existing: (existing.lifecycle.archived, existing.id),
-        )
+        # The duplicate map is derived once per scan result and patched after each change,
+        # so detection costs one lookup however many records the container holds.
+        holders = index.derive(scan, "duplicates", _duplicate_map, _patched_duplicate_map)
+        duplicates = holders.get(_duplicate_key(record))
         if duplicates:
-            existing = duplicates[0]
+            existing = min(
+                duplicates.values(),
+                key=lambda existing: (existing.lifecycle.archived, existing.id),
+            )
             status = "existing_archived" if existing.lifecycle.archived else "already_exists"
             return _result(status, existing)
         if not is_memory_id(record.id):

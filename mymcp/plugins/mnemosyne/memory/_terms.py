@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import filterfalse
 
 from ._identifiers import tag_key
 from ._records import MemoryRecord
@@ -20,9 +21,10 @@ __all__ = [
     "tokenize",
 ]
 
-# Runs of characters that are alphanumeric but not the underscore (``\w`` minus ``_``):
-# underscores split tokens, so ``mem_abc`` yields ``mem`` and ``abc``.
-_TOKEN = re.compile(r"[^\W_]+")
+# Runs of characters that are alphanumeric but not the underscore (``\w`` minus ``_``),
+# two or more long: underscores split tokens, so ``mem_abc`` yields ``mem`` and ``abc``;
+# runs are maximal, so a 1-character run never matches and a longer one matches whole.
+_TOKEN = re.compile(r"[^\W_]{2,}")
 
 STOP_WORDS = frozenset(
     {
@@ -34,11 +36,7 @@ STOP_WORDS = frozenset(
 
 def tokenize(text: str) -> tuple[str, ...]:
     """Casefolded tokens in order, without 1-character tokens and stop words."""
-    return tuple(
-        token
-        for token in _TOKEN.findall(text.casefold())
-        if len(token) > 1 and token not in STOP_WORDS
-    )
+    return tuple(filterfalse(STOP_WORDS.__contains__, _TOKEN.findall(text.casefold())))
 
 
 def term_set(text: str) -> frozenset[str]:
@@ -63,12 +61,14 @@ def field_terms(title: str | None, meta: list[str], content: str) -> FieldTerms:
     title_terms = analyze(title) if title else []
     meta_terms = [term for text in meta for term in analyze(text)]
     content_terms = analyze(content)
-    in_title, in_meta = Counter(title_terms), Counter(meta_terms)
-    in_content = Counter(content_terms)
-    tf = {
-        term: (in_title[term], in_meta[term], in_content[term])
-        for term in in_title.keys() | in_meta.keys() | in_content.keys()
-    }
+    # Content holds most terms: count it in one pass, then fold in the few others.
+    tf = {term: (0, 0, count) for term, count in Counter(content_terms).items()}
+    for term, count in Counter(meta_terms).items():
+        held = tf.get(term)
+        tf[term] = (0, count, 0 if held is None else held[2])
+    for term, count in Counter(title_terms).items():
+        held = tf.get(term)
+        tf[term] = (count, 0, 0) if held is None else (count, held[1], held[2])
     return FieldTerms(tf, (len(title_terms), len(meta_terms), len(content_terms)))
 
 
@@ -92,13 +92,44 @@ class RecordTerms:
     fields: FieldTerms
 
 
-@dataclass(frozen=True, slots=True)
 class RankCandidate:
-    """The record side of ranking: identity for tie-breaks plus cached terms."""
+    """The record side of ranking: identity for tie-breaks plus cached terms.
 
-    id: str
-    path: str
-    terms: RecordTerms
+    Built either with its terms, or with the record they are extracted from on first
+    use: only recall needs terms, so listing, inspecting and remembering never pay for
+    tokenising a record. Compares by identity (a changed file is a new candidate).
+    """
+
+    __slots__ = ("_record", "_terms", "id", "path")
+
+    def __init__(
+        self,
+        id: str,
+        path: str,
+        terms: RecordTerms | None = None,
+        *,
+        record: MemoryRecord | None = None,
+    ) -> None:
+        if (terms is None) == (record is None):
+            raise ValueError("give a candidate either its terms or its record")
+        self.id = id
+        self.path = path
+        self._terms = terms
+        self._record = record
+
+    @property
+    def terms(self) -> RecordTerms:
+        terms = self._terms
+        if terms is None:
+            record = self._record
+            assert record is not None
+            # Racing threads may both extract; they compute equal values.
+            terms = self._terms = extract_record_terms(record, self.path)
+            self._record = None
+        return terms
+
+    def __repr__(self) -> str:
+        return f"RankCandidate(id={self.id!r}, path={self.path!r})"
 
 
 def extract_record_terms(record: MemoryRecord, scope_relative_path: str) -> RecordTerms:

@@ -30,6 +30,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import chain
 
 from ._stem import porter_stem
 
@@ -160,11 +161,26 @@ def _analyze_word(word: str) -> list[tuple[str, str]]:
     return pairs
 
 
+# On ASCII text the word patterns reduce to these (no marks, no uppercase after casefold,
+# ``[^\W_]`` is ``[a-z0-9]``); the Unicode classes cost several times more per character.
+_ASCII_RUN = re.compile(r"[a-z0-9]+(?:[-._:][a-z0-9]+)*")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_ASCII_CONNECTED = re.compile(r"[a-z0-9][-._:][a-z0-9]")
+
+
 def query_terms(text: str) -> list[tuple[str, str]]:
     """(surface, term) pairs in text order; the surface is the casefolded word as written."""
+    folded = text.casefold()
+    if folded.isascii():
+        return _ascii_query_terms(folded)
+    return _unicode_query_terms(folded)
+
+
+def _unicode_query_terms(folded: str) -> list[tuple[str, str]]:
+    """``query_terms`` of any casefolded text (the general path)."""
     pairs: list[tuple[str, str]] = []
     patterns = word_patterns()
-    for match in patterns.run.finditer(text.casefold()):
+    for match in patterns.run.finditer(folded):
         run = match.group()
         words = patterns.word.findall(run)
         for word in words:
@@ -174,6 +190,41 @@ def query_terms(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _ascii_query_terms(folded: str) -> list[tuple[str, str]]:
+    """``query_terms`` of casefolded ASCII text, with the same result."""
+    pairs: list[tuple[str, str]] = []
+    for run in _ASCII_RUN.findall(folded):
+        if run.isalnum():  # a single word, no connector: no compound either
+            pairs.extend(_word_pairs(run))
+            continue
+        words = _ASCII_WORD.findall(run)
+        for word in words:
+            pairs.extend(_word_pairs(word))
+        if len(run) <= _COMPOUND_MAX:  # a connector always joins two or more words
+            pairs.append((run, _fold_compound(run)))
+    return pairs
+
+
+@lru_cache(maxsize=65_536)
+def _ascii_word_terms(word: str) -> tuple[str, ...]:
+    return tuple(term for _, term in _analyze_word(word))
+
+
 def analyze(text: str) -> list[str]:
     """Index terms of ``text`` in order, with repeats (term frequency counts)."""
-    return [term for _, term in query_terms(text)]
+    folded = text.casefold()
+    if not folded.isascii():
+        return [term for _, term in _unicode_query_terms(folded)]
+    if _ASCII_CONNECTED.search(folded) is None:
+        # Every run is one word: the whole analysis runs in C over memoised words.
+        return list(chain.from_iterable(map(_ascii_word_terms, _ASCII_WORD.findall(folded))))
+    terms: list[str] = []
+    extend = terms.extend
+    for run in _ASCII_RUN.findall(folded):
+        if run.isalnum():
+            extend(_ascii_word_terms(run))
+            continue
+        extend(chain.from_iterable(map(_ascii_word_terms, _ASCII_WORD.findall(run))))
+        if len(run) <= _COMPOUND_MAX:
+            terms.append(_fold_compound(run))
+    return terms

@@ -2,8 +2,13 @@
 
 The index may skip its stat walk only while it can prove nothing under the walked
 directories changed. This module supplies that proof: every directory a walk opens is
-watched *before* it is listed, and any queued event says "walk again". It never decides
-what changed; the stat walk stays the single source of answers.
+watched *before* it is listed, and :meth:`Watcher.drain` reports what the queued events
+name. An event about one named non-directory entry of a watched directory becomes a
+``(directory parts, name)`` pair the index re-examines by itself (re-stat, re-read); any
+event it cannot attribute that way (a queue overflow, a dropped or moved watch, an
+unknown watch descriptor, a subdirectory created, removed or renamed, a change to a
+watched directory itself) asks for a full walk. It never decides what the entry now
+holds; the index's stat and read of it stay the source of answers.
 
 Everything here is best effort and fails towards walking: no Linux, no libc through
 ``ctypes``, no ``/proc``, a full watch table (ENOSPC), a queue overflow or a filesystem
@@ -19,9 +24,12 @@ import os
 import struct
 import sys
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Watcher", "load_libc"]
+from ._paths import RelativePath
+
+__all__ = ["Changes", "Watcher", "load_libc"]
 
 # <sys/inotify.h>
 IN_MODIFY = 0x00000002
@@ -35,6 +43,7 @@ IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
 IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
+IN_ISDIR = 0x40000000
 IN_ONLYDIR = 0x01000000
 IN_DONT_FOLLOW = 0x02000000
 IN_EXCL_UNLINK = 0x04000000
@@ -60,6 +69,22 @@ WATCH_MASK = (
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _READ_SIZE = 64 * 1024
+# Events that say something happened to a watched directory as a whole, or to the queue.
+_RESCAN_MASK = IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one drain of the event queue saw.
+
+    ``entries`` are the (watched directory parts, entry name) pairs named by events about
+    non-directory entries; ``rescan`` is set when some event cannot be attributed to one
+    such entry, so only a full walk can tell what changed.
+    """
+
+    rescan: bool = False
+    entries: set[tuple[RelativePath, str]] = field(default_factory=set)
+
 
 # statfs f_type of local filesystems, where every change goes through this kernel and
 # so raises inotify events. Anything else (NFS, SMB, FUSE, 9p, Ceph, ...) can change
@@ -112,15 +137,16 @@ class Watcher:
     """One inotify instance watching the directories of one memory root.
 
     Callers serialise all use (the index does, under its lock). ``watch`` arms a
-    directory from an open descriptor, ``drain`` consumes the queue and says whether
-    anything happened. The descriptor is closed by :meth:`close` or, at the latest, when
-    the watcher is garbage collected.
+    directory from an open descriptor, ``drain`` consumes the queue and reports which
+    entries the events named (or that a walk is needed). The descriptor is closed by
+    :meth:`close` or, at the latest, when the watcher is garbage collected.
     """
 
     def __init__(self, libc: Any, fd: int) -> None:
         self._libc = libc
         self._fd = fd
-        self._watches: set[int] = set()
+        # Watch descriptor -> root-relative parts of the directory it was placed on.
+        self._watches: dict[int, RelativePath] = {}
         self._local_devices: dict[int, bool] = {}
         self._finalizer = weakref.finalize(self, _close, fd)
         self.broken = False
@@ -152,8 +178,9 @@ class Watcher:
         self._watches.clear()
         self._finalizer()
 
-    def watch(self, dir_fd: int) -> bool:
-        """Watch the directory open as ``dir_fd``; False when it cannot be (walk each call).
+    def watch(self, dir_fd: int, parts: RelativePath = ()) -> bool:
+        """Watch the directory open as ``dir_fd`` (at ``parts`` under the root); False when
+        it cannot be (walk each call).
 
         The watch is placed through ``/proc/self/fd``: the magic link names exactly the
         directory we opened without following symlinks, so no lookup by path can be raced
@@ -177,46 +204,58 @@ class Watcher:
         if wd < 0:
             # ENOSPC (max_user_watches), ENOENT (no /proc), EACCES, ...: not armed.
             return False
-        self._watches.add(wd)
+        # Re-watching a directory returns the same descriptor; the latest parts win.
+        self._watches[wd] = parts
         return True
 
-    def drain(self) -> bool:
-        """Consume every queued event; True when there was at least one.
+    def drain(self) -> Changes | None:
+        """Consume every queued event; None when there was none.
 
         Watches the kernel dropped (IN_IGNORED) or that followed a directory elsewhere
         (IN_MOVE_SELF) are forgotten so the next walk re-arms what it visits. A read
-        failure other than "nothing queued" marks the watcher broken.
+        failure other than "nothing queued" marks the watcher broken (and asks for a
+        rescan).
         """
         if self.broken:
-            return True
-        seen = False
+            return Changes(rescan=True)
+        changes: Changes | None = None
         while True:
             try:
                 data = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:
-                return seen
+                return changes
             except InterruptedError:
                 continue
             except OSError:
                 self.broken = True
-                return True
+                return Changes(rescan=True)
             if not data:
-                return seen
-            seen = True
-            self._forget_dropped(data)
+                return changes
+            if changes is None:
+                changes = Changes()
+            self._collect(data, changes)
 
-    def _forget_dropped(self, data: bytes) -> None:
+    def _collect(self, data: bytes, changes: Changes) -> None:
         offset, size = 0, _EVENT.size
+        watches = self._watches
         while offset + size <= len(data):
             wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+            name = data[offset + size : offset + size + length].rstrip(b"\0")
             offset += size + length
             if mask & IN_IGNORED:
-                self._watches.discard(wd)
-            elif mask & (IN_MOVE_SELF | IN_DELETE_SELF) and wd in self._watches:
+                watches.pop(wd, None)
+            elif mask & (IN_MOVE_SELF | IN_DELETE_SELF) and wd in watches:
                 # The kernel sends IN_IGNORED after a deletion; a moved directory keeps
                 # its watch wherever it went, so drop it ourselves.
-                self._watches.discard(wd)
+                del watches[wd]
                 self._libc.inotify_rm_watch(self._fd, wd)
+            parts = watches.get(wd)
+            if mask & _RESCAN_MASK or parts is None or not name:
+                # The queue, a watch or a directory as a whole changed (or an event about
+                # the directory itself, e.g. its permissions): only a walk can tell.
+                changes.rescan = True
+            else:
+                changes.entries.add((parts, os.fsdecode(name)))
 
     def _is_local(self, dir_fd: int) -> bool:
         # struct statfs starts with f_type (a C long on every Linux ABI that matters; on

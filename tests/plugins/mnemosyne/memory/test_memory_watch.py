@@ -101,7 +101,8 @@ def test_same_size_edit_within_the_same_mtime_tick_is_seen(
     assert path.stat().st_size == before.st_size
     assert _ids(index) == {"bbbb"}
     assert _ids(index) == {"bbbb"}
-    assert len(walks) == 2
+    # The edit's own events name the file: it is re-read without walking the root.
+    assert len(walks) == 1
 
 
 def test_record_in_a_namespace_created_after_arming_is_seen(
@@ -119,7 +120,8 @@ def test_record_in_a_namespace_created_after_arming_is_seen(
     walked = len(walks)
     write(v1(memory_id="new"), "project/fresh/coll/new.json")
     assert _ids(index) == {"old", "new"}
-    assert len(walks) == walked + 1
+    # Seen through the watch the walk placed on the new directory, without a walk.
+    assert len(walks) == walked
     (root / "project" / "fresh" / "coll" / "new.json").write_text(json.dumps(v1(memory_id="newer")))
     assert _ids(index) == {"old", "newer"}
 

@@ -1,0 +1,540 @@
+"""Incremental upkeep of the memory index: single-file changes without a walk (decision D9).
+
+Three mechanisms, each checked for "no full walk" and for the right answer:
+
+* change events that name one entry patch every proven selection (``MemoryIndex._patch``);
+* listing derives its ordered inventory and snapshot digest once per scan result;
+* remember's duplicate map is derived once and patched after every change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
+    MemoryIndex,
+    MemoryOperationError,
+    MemoryService,
+    MutationService,
+    Scope,
+    _filesystem,
+    _index,
+    _listing,
+    _mutations,
+    _record_format,
+    _terms,
+    _tokenize,
+    reference_of,
+)
+from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
+from mymcp.plugins.mnemosyne.memory._identifiers import is_timestamp
+
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts full walks; patches and the fast path never call ``walk_candidates``."""
+    calls: list[int] = []
+    real = _index.walk_candidates
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(_index, "walk_candidates", counting)
+    return calls
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"read": 0, "parse": 0}
+    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
+
+    def counting_read(*args: Any) -> Any:
+        counts["read"] += 1
+        return real_read(*args)
+
+    def counting_parse(data: bytes) -> Any:
+        counts["parse"] += 1
+        return real_parse(data)
+
+    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
+    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
+    return counts
+
+
+def _scan(
+    index: MemoryIndex, namespace: str | None = None, *, limit: int = 10_000
+) -> _index.ScanResult:
+    container = () if namespace is None else (namespace,)
+    return index.scan(
+        Scope.PROJECT, container, recursive=True, candidate_limit=limit, include_legacy=True
+    )
+
+
+def _ids(index: MemoryIndex, namespace: str | None = None) -> set[str]:
+    return {item.record.id for item in _scan(index, namespace).records}
+
+
+def _armed(root: Path) -> MemoryIndex:
+    index = MemoryIndex(root)
+    assert index.watching
+    return index
+
+
+# -- incremental event handling ---------------------------------------------------------
+
+
+@linux_only
+def test_one_file_edited_added_deleted_and_renamed_without_a_walk(
+    root: Path, write: Writer, v1: Factory, walks: list[int], reads: dict[str, int]
+) -> None:
+    for number in range(20):
+        write(v1(memory_id=f"n{number}"), f"project/ns/{number}.json")
+    index = _armed(root)
+    assert _ids(index) == {f"n{number}" for number in range(20)}
+    assert len(walks) == 1
+    before = dict(reads)
+    expected = {f"n{number}" for number in range(20)}
+
+    write(v1(memory_id="edited"), "project/ns/3.json")  # edit in place
+    expected = expected - {"n3"} | {"edited"}
+    assert _ids(index) == expected
+    write(v1(memory_id="added"), "project/ns/new.json")  # add
+    expected |= {"added"}
+    assert _ids(index) == expected
+    (root / "project/ns/4.json").unlink()  # delete
+    expected -= {"n4"}
+    assert _ids(index) == expected
+    (root / "project/ns/5.json").rename(root / "project/ns/renamed.json")  # rename
+    assert _ids(index) == expected
+    assert len(walks) == 1
+    # Only the named files were read: the edit, the addition and the renamed file.
+    assert reads["read"] - before["read"] == 3
+    assert index.cached_paths() >= {("project", "ns", "renamed.json")}
+    assert ("project", "ns", "5.json") not in index.cached_paths()
+    assert ("project", "ns", "4.json") not in index.cached_paths()
+    # The patched result is exactly what a fresh walk finds.
+    fresh = MemoryIndex(root, watch=False)
+    assert {i.record.id for i in _scan(fresh).records} == expected
+    assert _scan(fresh).candidates == _scan(index).candidates == 20
+
+
+@linux_only
+def test_a_file_moved_between_watched_directories_is_patched(
+    root: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    write(v1(memory_id="mover"), "project/one/m.json")
+    write(v1(memory_id="stay"), "project/two/s.json")
+    index = _armed(root)
+    assert _ids(index) == {"mover", "stay"}
+    assert _ids(index, "one") == {"mover"}
+    assert _ids(index, "two") == {"stay"}
+    walked = len(walks)
+    (root / "project/one/m.json").rename(root / "project/two/m.json")
+    # Every proven selection is patched: scope-wide and both namespaces.
+    assert _ids(index) == {"mover", "stay"}
+    assert _ids(index, "one") == set()
+    assert _ids(index, "two") == {"mover", "stay"}
+    assert len(walks) == walked
+
+
+@linux_only
+def test_unrelated_entries_keep_the_very_same_result(
+    root: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    write(v1(memory_id="one"), "project/ns/one.json")
+    index = _armed(root)
+    first = _scan(index)
+    (root / "project/ns/notes.txt").write_text("not a record")
+    (root / "project/ns/.mem_x.0123.tmp").write_text("a writer's temp file")
+    (root / "project/ns/.mem_x.0123.tmp").unlink()
+    assert _scan(index) is first
+    assert len(walks) == 1
+
+
+@linux_only
+def test_breaking_and_symlinking_a_file_are_skips_without_a_walk(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    write(v1(memory_id="good"), "project/ns/good.json")
+    write(v1(memory_id="other"), "project/ns/other.json")
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(v1(memory_id="outside")))
+    index = _armed(root)
+    assert _ids(index) == {"good", "other"}
+    (root / "project/ns/good.json").write_text("{broken")
+    assert _ids(index) == {"other"}
+    (root / "project/ns/other.json").unlink()
+    (root / "project/ns/other.json").symlink_to(outside)
+    assert _ids(index) == set()
+    patched = _scan(index)
+    assert len(walks) == 1
+    # Counts agree with a fresh walk: one candidate (broken), two skips (it and the link).
+    fresh = _scan(MemoryIndex(root, watch=False))
+    assert (patched.candidates, patched.skipped) == (fresh.candidates, fresh.skipped) == (1, 2)
+    walked = len(walks)
+    (root / "project/ns/other.json").unlink()
+    write(v1(memory_id="back"), "project/ns/good.json")
+    assert _ids(index) == {"back"}
+    assert _scan(index).skipped == 0
+    assert len(walks) == walked
+
+
+@linux_only
+def test_candidate_limit_still_fails_closed_after_a_patch(
+    root: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    for number in range(3):
+        write(v1(memory_id=f"n{number}"), f"project/{number}.json")
+    index = _armed(root)
+    assert len(_scan(index, limit=3).records) == 3
+    write(v1(memory_id="n3"), "project/3.json")
+    with pytest.raises(MemoryOperationError) as caught:
+        _scan(index, limit=3)
+    assert caught.value.code.value == "candidate_limit_exceeded"
+    assert len(_scan(index, limit=4).records) == 4
+    assert len(walks) == 1
+
+
+@linux_only
+def test_events_a_patch_cannot_attribute_fall_back_to_a_walk(
+    root: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    write(v1(memory_id="one"), "project/ns/one.json")
+    index = _armed(root)
+    assert _ids(index, "ns") == {"one"}
+    # The selection's own container replaced: named in its parent, but not a file event.
+    (root / "project/ns").rename(root / "project/gone")
+    (root / "project/ns").mkdir()
+    assert _ids(index, "ns") == set()
+    assert len(walks) == 2
+    # A hard-linked record can change through another directory: always walked.
+    write(v1(memory_id="linked"), "project/ns/l.json")
+    os.link(root / "project/ns/l.json", root / "elsewhere.json")
+    assert _ids(index, "ns") == {"linked"}
+    assert _ids(index, "ns") == {"linked"}
+    assert len(walks) == 4
+
+
+@linux_only
+def test_own_writes_are_patched_not_walked(root: Path, walks: list[int]) -> None:
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000)
+    arguments = _remember_args(content="first")
+    assert writes.remember(arguments).payload["status"] == "remembered"
+    walked = len(walks)
+    for number in range(5):
+        outcome = writes.remember(_remember_args(content=f"note {number}"))
+        assert outcome.payload["status"] == "remembered"
+    assert writes.remember(arguments).payload["status"] == "already_exists"
+    listed = reads.list({"scope": "project", "namespace_id": "ns", "collection_id": None})
+    assert listed.payload["page"]["total_count"] == 6
+    assert len(walks) == walked + 1  # the listing's own selection, walked once
+
+
+# -- listing: derived once per scan result ---------------------------------------------
+
+
+@pytest.fixture
+def snapshot_items(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = _listing._snapshot_item
+
+    def counting(item: Any) -> Any:
+        calls.append(1)
+        return real(item)
+
+    monkeypatch.setattr(_listing, "_snapshot_item", counting)
+    return calls
+
+
+def _page(service: MemoryService, **arguments: Any) -> dict[str, Any]:
+    outcome = service.list({"scope": "project", **arguments})
+    assert not outcome.is_error, outcome.payload
+    return outcome.payload
+
+
+def _error(service: MemoryService, **arguments: Any) -> str:
+    outcome = service.list({"scope": "project", **arguments})
+    assert outcome.is_error
+    return str(outcome.payload["code"])
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "stat-walk"])
+def test_listing_inventory_is_reused_and_follows_every_change(
+    root: Path,
+    write: Writer,
+    v2: Factory,
+    snapshot_items: list[int],
+    watch: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if watch and not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux only")
+    if not watch:
+        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+    bodies = [v2(namespace="ns", memory_id=f"mem_{n:032x}", content=f"c{n}") for n in range(7)]
+    paths = [write(body) for body in bodies]
+    service = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    first = _page(service, page_size=2)
+    assert len(snapshot_items) == 7
+    cursor = first["page"]["next_cursor"]
+    second = _page(service, cursor=cursor)
+    again = _page(service, page_size=2)
+    assert again == first
+    assert [m["reference"]["id"] for m in second["memories"]] == [b["id"] for b in bodies[2:4]]
+    assert len(snapshot_items) == 7  # nothing changed: no per-item work at all
+    # Same identity and path, different file bytes: the snapshot changes.
+    write(v2(namespace="ns", memory_id=bodies[5]["id"], content="edited"))
+    assert _error(service, cursor=cursor) == "stale_cursor"
+    assert len(snapshot_items) == 8  # only the edited record was re-described
+    fresh = _page(service, page_size=2)
+    assert fresh["page"]["next_cursor"] != cursor
+    assert _page(service, cursor=fresh["page"]["next_cursor"])["page"]["number"] == 2
+    # Deleted: fewer items, stale again; a cursor beyond the end is invalid, not stale.
+    paths[6].unlink()
+    assert _error(service, cursor=fresh["page"]["next_cursor"]) == "stale_cursor"
+    tail = _page(service, page_size=3)
+    assert tail["page"]["total_count"] == 6
+    assert len(snapshot_items) == 8
+
+
+def test_listing_inventory_of_another_codec_is_not_reused(
+    root: Path, write: Writer, v2: Factory
+) -> None:
+    write(v2(namespace="ns"))
+    index = MemoryIndex(root, watch=False)
+    first, second = CursorCodec.generate(), CursorCodec.generate()
+    scan = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
+    one = _listing._listed(index, scan, first)
+    two = _listing._listed(index, scan, second)
+    assert one.snapshot != two.snapshot
+    # Byte for byte the contract's digest: HMAC over the ordered (identity, path, sha256).
+    (item,) = scan.records
+    identity = json.dumps(
+        reference_of(item.record, item.scope).to_json(), sort_keys=True, separators=(",", ":")
+    )
+    expected = [SnapshotItem(identity, "/".join(item.parts), item.digest.hex())]
+    assert one.snapshot == first.snapshot_digest(expected)
+    assert _listing._listed(index, scan, first).snapshot == one.snapshot
+
+
+# -- derive: carried forward across results --------------------------------------------
+
+
+def test_derive_carries_a_value_forward_with_the_exact_difference(
+    root: Path, write: Writer, v1: Factory
+) -> None:
+    write(v1(memory_id="a"), "project/a.json")
+    write(v1(memory_id="b"), "project/b.json")
+    index = MemoryIndex(root, watch=False)
+    builds: list[int] = []
+    updates: list[tuple[set[str], set[str]]] = []
+
+    def build(result: _index.ScanResult) -> frozenset[str]:
+        builds.append(1)
+        return frozenset(item.record.id for item in result.records)
+
+    def update(old: frozenset[str], removed: Any, added: Any) -> frozenset[str]:
+        gone = {item.record.id for item in removed}
+        new = {item.record.id for item in added}
+        updates.append((gone, new))
+        return (old - gone) | new
+
+    first = _scan(index)
+    assert index.derive(first, "ids", build, update) == {"a", "b"}
+    assert index.derive(first, "ids", build, update) == {"a", "b"}
+    write(v1(memory_id="b2"), "project/b.json")
+    write(v1(memory_id="c"), "project/c.json")
+    second = _scan(index)
+    assert index.derive(second, "ids", build, update) == {"a", "b2", "c"}
+    assert builds == [1]
+    assert updates == [({"b"}, {"b2", "c"})]
+    # An older result of the same selection is carried there too, by its difference.
+    assert index.derive(first, "ids", build, update) == {"a", "b"}
+    assert builds == [1]
+    assert updates[-1] == ({"b2", "c"}, {"b"})
+
+
+# -- remember: the duplicate map ----------------------------------------------------------
+
+
+def _remember_args(**overrides: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "scope": "project",
+        "namespace": {"kind": "project", "id": "ns", "label": None},
+        "collection": None,
+        "kind": "decision",
+        "language": "en",
+        "title": "Title",
+        "content": "Content.",
+        "tags": ["one", "Two"],
+        "origin": "explicit_user_statement",
+    }
+    arguments.update(overrides)
+    return arguments
+
+
+@pytest.fixture
+def duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = _mutations._duplicate_key
+
+    def counting(record: Any) -> Any:
+        calls.append(1)
+        return real(record)
+
+    monkeypatch.setattr(_mutations, "_duplicate_key", counting)
+    return calls
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "stat-walk"])
+def test_duplicate_map_stays_coherent_across_mutations_and_hand_edits(
+    root: Path,
+    write: Writer,
+    v2: Factory,
+    duplicate_keys: list[int],
+    watch: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if watch and not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux only")
+    if not watch:
+        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+    for number in range(30):
+        write(v2(namespace="ns", content=f"filler {number}"))
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000)
+
+    def remember(**overrides: Any) -> dict[str, Any]:
+        return writes.remember(_remember_args(**overrides)).payload
+
+    def change(tool: str, reference: dict[str, Any], revision: int, **extra: Any) -> None:
+        arguments = {"reference": reference, "expected_revision": revision, **extra}
+        payload = getattr(writes, tool)(arguments).payload
+        assert payload["status"] in ("revised", "archived", "restored", "forgotten"), payload
+
+    created = remember()
+    assert created["status"] == "remembered"
+    reference = created["reference"]
+    built = len(duplicate_keys)
+    assert built >= 30  # the map is built once, over the whole container
+    # Tags compare casefolded and unordered.
+    assert remember(tags=["two", "ONE"]) == {**created, "status": "already_exists"}
+    assert len(duplicate_keys) - built <= 4  # later calls: a handful of keys, not 30
+    change("archive", reference, 1)
+    assert remember()["status"] == "existing_archived"
+    change("restore", reference, 2)
+    assert remember()["status"] == "already_exists"
+    revised = {"namespace_label": None, "title": "Title", "content": "Revised.", "tags": []}
+    change("revise", reference, 3, **revised)
+    assert remember(content="Revised.", tags=[])["status"] == "already_exists"
+    second = remember()  # the original text is free again
+    assert second["status"] == "remembered"
+    assert remember()["reference"] == second["reference"]
+    change("archive", reference, 4)
+    change("forget", reference, 5)
+    assert remember(content="Revised.", tags=[])["status"] == "remembered"
+    # Hand edits: a duplicate written by hand is found, one deleted by hand is not.
+    by_hand = v2(namespace="ns", kind="decision", title="By hand", content="Hand.", tags=[])
+    path = write(by_hand)
+    found = remember(title="By hand", content="Hand.", tags=[])
+    assert found["status"] == "already_exists"
+    assert found["reference"]["id"] == by_hand["id"]
+    path.unlink()
+    assert remember(title="By hand", content="Hand.", tags=[])["status"] == "remembered"
+    if watch:
+        assert len(duplicate_keys) - built <= 40  # never a rebuild over all records
+
+
+# -- faster tokenisation, same terms ----------------------------------------------------
+
+_ASCII_TEXT = st.text(
+    alphabet=st.sampled_from(string.ascii_letters + string.digits + "-._: \n,;!?'\"()/_"),
+    max_size=120,
+)
+
+
+@given(_ASCII_TEXT)
+def test_ascii_tokenisation_matches_the_general_path(text: str) -> None:
+    folded = text.casefold()
+    general = _tokenize._unicode_query_terms(folded)
+    assert _tokenize.query_terms(text) == general
+    assert _tokenize.analyze(text) == [term for _, term in general]
+
+
+@given(st.text(max_size=80))
+def test_reference_tokens_keep_their_definition(text: str) -> None:
+    import re
+
+    words = re.findall(r"[^\W_]+", text.casefold())
+    expected = tuple(w for w in words if len(w) > 1 and w not in _terms.STOP_WORDS)
+    assert _terms.tokenize(text) == expected
+
+
+def test_ascii_tokenisation_handles_compounds_and_long_words() -> None:
+    text = "ADR-12 v3.11.2 il6 " + "x" * 50 + " " + "-".join(["ab"] * 40) + " end."
+    folded = text.casefold()
+    assert _tokenize.query_terms(text) == _tokenize._unicode_query_terms(folded)
+    rng = random.Random(5)
+    for _ in range(200):
+        sample = "".join(rng.choice("ab1-.: ") for _ in range(rng.randint(0, 30)))
+        assert _tokenize.analyze(sample) == [
+            term for _, term in _tokenize._unicode_query_terms(sample.casefold())
+        ]
+
+
+def test_candidate_terms_are_extracted_on_first_use(root: Path, write: Writer, v2: Factory) -> None:
+    write(v2(title="Lazy title", content="Lazy content."))
+    index = MemoryIndex(root, watch=False)
+    (item,) = _scan(index).records
+    assert item.candidate._terms is None  # listing and remember never tokenise
+    assert "lazi" in item.terms.fields.tf
+    assert item.candidate.terms is item.terms
+    with pytest.raises(ValueError, match="either its terms or its record"):
+        _terms.RankCandidate("id", "path")
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("2026-02-28T23:59:59Z", True),
+        ("2024-02-29T00:00:00Z", True),
+        ("2026-02-29T00:00:00Z", False),
+        ("2026-13-01T00:00:00Z", False),
+        ("2026-01-01T24:00:00Z", False),
+        ("2026-01-01T00:60:00Z", False),
+        ("2026-01-01T00:00:60Z", False),
+        ("0000-01-01T00:00:00Z", False),
+        ("2026-1-01T00:00:00Z", False),
+    ],
+)
+def test_timestamps_are_validated_without_strptime(value: str, valid: bool) -> None:
+    assert is_timestamp(value) is valid
+
+
+@given(
+    st.lists(st.tuples(st.text(max_size=30), st.text(max_size=30), st.text(max_size=8)), max_size=6)
+)
+def test_snapshot_fragments_give_the_same_digest(triples: list[tuple[str, str, str]]) -> None:
+    codec = CursorCodec(b"k" * 32, "0" * 32)
+    items = [SnapshotItem(*triple) for triple in triples]
+    fragments = [codec.snapshot_fragment(item) for item in items]
+    assert codec.snapshot_digest_of_fragments(fragments) == codec.snapshot_digest(items)
