@@ -64,6 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging() -> None:
+    """INFO to stderr. Thread and process fields are never formatted, so skip collecting
+    them: every request writes two log records, and this is the cheap part to save."""
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging.basicConfig(level=logging.INFO)
+
+
 def _fail(exc: MyMCPError) -> int:
     print(f"mymcp: error: {exc.message} (code={exc.code})", file=sys.stderr)
     return EXIT_FAILURE
@@ -76,7 +85,7 @@ def serve(binding: BindingPolicy | None = None) -> int:
     from mymcp.app import create_host_app
     from mymcp.runtime.bootstrap import build_host, production_binding
 
-    logging.basicConfig(level=logging.INFO)
+    _configure_logging()
     try:
         host = build_host(binding=binding or production_binding)
     except MyMCPError as exc:
@@ -91,7 +100,7 @@ def serve(binding: BindingPolicy | None = None) -> int:
 def _check() -> int:
     from mymcp.runtime.bootstrap import build_host
 
-    logging.basicConfig(level=logging.INFO)
+    _configure_logging()
     try:
         host = build_host()
     except MyMCPError as exc:
@@ -174,7 +183,7 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
 
     from mymcp.config import load_host_configuration, validate_semantics
 
-    logging.basicConfig(level=logging.INFO)
+    _configure_logging()
     try:
         configuration = load_host_configuration()
         validate_semantics(configuration)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOp
 
 _ALLOW = "GET, POST, DELETE"
 _log = logging.getLogger("mcp")
+# Only protocol-shaped method names and ids are logged; anything else is client text.
+_LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
+_LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 class RequestAuthenticator(Protocol):
@@ -243,14 +247,14 @@ def _transport_error(message: str) -> dict[str, Any]:
 
 
 def _loggable_method(method: str) -> str:
-    if len(method) <= 64 and all(c.isalnum() or c in "/_.-" for c in method):
+    if len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method):
         return method
     return "<other>"
 
 
 def _loggable_id(request_id: object) -> str:
     text = str(request_id)
-    if len(text) <= 64 and all(c.isalnum() or c in "_.-" for c in text):
+    if len(text) <= 64 and _LOGGABLE_ID.fullmatch(text):
         return text
     return "<opaque>"
 

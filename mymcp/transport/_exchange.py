@@ -18,10 +18,16 @@ __all__ = [
     "read_headers",
     "send_empty",
     "send_json",
+    "is_visible_ascii",
     "single_ascii",
 ]
 
 MAX_BODY_BYTES = 1 << 20
+
+
+def is_visible_ascii(value: str) -> bool:
+    """Non-empty and only 0x21-0x7E: ASCII, printable (no controls, no DEL), no space."""
+    return bool(value) and value.isascii() and value.isprintable() and " " not in value
 
 
 @dataclass(slots=True)
@@ -72,7 +78,7 @@ def single_ascii(values: list[str]) -> str | _Malformed | None:
     """None when absent, the value when exactly one visible-ASCII value, else MALFORMED."""
     if not values:
         return None
-    if len(values) > 1 or not values[0] or not all(0x21 <= ord(c) <= 0x7E for c in values[0]):
+    if len(values) > 1 or not is_visible_ascii(values[0]):
         return MALFORMED
     return values[0]
 

@@ -8,6 +8,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mymcp.transport._exchange import is_visible_ascii
+
 __all__ = ["DEFAULT_SESSION_LIMIT", "Session", "SessionStore", "is_session_id_shape"]
 
 DEFAULT_SESSION_LIMIT = 1024
@@ -16,7 +18,7 @@ _MAX_SESSION_ID_LENGTH = 256
 
 def is_session_id_shape(value: str) -> bool:
     """Visible ASCII only (0x21-0x7E), bounded; anything else is a malformed header."""
-    return 0 < len(value) <= _MAX_SESSION_ID_LENGTH and all(0x21 <= ord(ch) <= 0x7E for ch in value)
+    return len(value) <= _MAX_SESSION_ID_LENGTH and is_visible_ascii(value)
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Mnemosyne's memory domain: records, discovery, recall, listing and inspection.
+"""Mnemosyne's memory domain: records, index, recall, listing, inspection and mutations.
 
 Pure domain code with no MCP or HTTP types. The service takes raw tool arguments and
 returns JSON-ready results; everything else here is the vocabulary it is built from.
@@ -26,8 +26,11 @@ from ._identifiers import (
     utc_now_seconds,
 )
 from ._index import IndexedRecord, MemoryIndex, ScanResult
+from ._locking import LOCK_FILE_NAME, root_lock
+from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
 from ._paths import RelativePath, reference_parts
+from ._policy import PolicyReason, enforce_content_policy, find_disallowed
 from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
 from ._record_format import (
     MAX_RECORD_BYTES,
@@ -52,29 +55,43 @@ from ._references import MemoryReference, V1Reference, V2Reference, parse_refere
 from ._scopes import KIND_GUIDANCE, MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at
 from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
 from ._terms import RecordTerms, tokenize
+from ._writer import RecordWriter, ensure_root, file_digest
 
 __all__ = [
-    "Bm25Parameters",
-    "Bm25Ranker",
-    "default_ranker",
     "CANDIDATE_LIMIT_DEFAULT",
     "CANDIDATE_LIMIT_MAX",
     "CONTENT_MAX",
+    "KIND_GUIDANCE",
     "LABEL_MAX",
+    "LOCK_FILE_NAME",
+    "MAX_RECORD_BYTES",
+    "MEMORY_KINDS",
+    "NAMESPACE_KINDS",
     "ORIGINS",
     "PUBLIC_ORIGINS",
     "RECORDED_VIA",
     "TITLE_MAX",
-    "KIND_GUIDANCE",
-    "MAX_RECORD_BYTES",
-    "MEMORY_KINDS",
-    "NAMESPACE_KINDS",
+    "Bm25Parameters",
+    "Bm25Ranker",
     "Collection",
     "CursorCodec",
+    "default_ranker",
+    "enforce_content_policy",
+    "ensure_root",
+    "error_payload",
     "ErrorCode",
     "ErrorStatus",
+    "file_digest",
     "FileStamp",
+    "find_disallowed",
+    "format_timestamp",
     "IndexedRecord",
+    "IndexProvider",
+    "is_identifier",
+    "is_legacy_id",
+    "is_memory_id",
+    "is_timestamp",
+    "kind_requires_occurred_at",
     "Lifecycle",
     "MemoryIndex",
     "MemoryOperationError",
@@ -83,28 +100,9 @@ __all__ = [
     "MemoryRecordV2",
     "MemoryReference",
     "MemoryService",
+    "MutationService",
     "Namespace",
-    "Provenance",
-    "RankCandidate",
-    "RankedHit",
-    "Ranker",
-    "RecallQuery",
-    "RecordRejected",
-    "RecordTerms",
-    "RelativePath",
-    "ScanResult",
-    "Scope",
-    "SkipReason",
-    "ToolOutcome",
-    "V1Reference",
-    "V2Reference",
-    "error_payload",
-    "format_timestamp",
-    "is_identifier",
-    "is_legacy_id",
-    "is_memory_id",
-    "is_timestamp",
-    "kind_requires_occurred_at",
+    "new_memory_id",
     "normalize_bounded_text",
     "normalize_language",
     "normalize_tag",
@@ -112,31 +110,28 @@ __all__ = [
     "normalize_text",
     "parse_record",
     "parse_reference",
+    "PolicyReason",
+    "Provenance",
+    "RankCandidate",
+    "RankedHit",
+    "Ranker",
+    "RecallQuery",
+    "RecordRejected",
+    "RecordTerms",
+    "RecordWriter",
     "reference_of",
     "reference_parts",
     "reference_rank",
+    "RelativePath",
+    "root_lock",
+    "ScanResult",
+    "Scope",
     "serialize_record",
+    "SkipReason",
     "tag_key",
     "tokenize",
+    "ToolOutcome",
     "utc_now_seconds",
-]
-
-# -- mutations: content policy, locking, durable writes and the mutation service ---------
-from ._locking import LOCK_FILE_NAME, root_lock
-from ._mutations import IndexProvider, MutationService, new_memory_id
-from ._policy import PolicyReason, enforce_content_policy, find_disallowed
-from ._writer import RecordWriter, ensure_root, file_digest
-
-__all__ += [
-    "LOCK_FILE_NAME",
-    "IndexProvider",
-    "MutationService",
-    "PolicyReason",
-    "RecordWriter",
-    "enforce_content_policy",
-    "ensure_root",
-    "file_digest",
-    "find_disallowed",
-    "new_memory_id",
-    "root_lock",
+    "V1Reference",
+    "V2Reference",
 ]
