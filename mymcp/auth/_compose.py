@@ -31,7 +31,6 @@ from mymcp.auth._discovery import (
     default_http_client,
     discover_jwks_uri,
     fetch_bounded,
-    is_valid_issuer,
 )
 from mymcp.auth._evidence import AUTHORIZATION_SOURCE, RouteKey
 from mymcp.auth._jwks import MAX_JWKS_BYTES, VerificationKey, parse_jwks
@@ -39,7 +38,7 @@ from mymcp.auth._oauth import OAUTH_JWT_TYPE, Clock, OAuthJwtAdapter
 from mymcp.auth._operator_bearer import OPERATOR_BEARER_TYPE, OperatorBearerAdapter
 from mymcp.auth._router import AuthenticationAdapter, Authenticator, OAuthChallenge, RoutedAdapter
 from mymcp.auth._verifier_file import VerifierSourceError, load_verifier
-from mymcp.config import AdapterDeclaration, AuthenticationSettings, ServerSettings
+from mymcp.config import AdapterDeclaration, AuthenticationSettings, ServerSettings, is_issuer
 from mymcp.errors import HostAuthenticationCompositionError
 
 __all__ = ["build_authenticator", "derive_resource"]
@@ -133,7 +132,7 @@ def _refetch_keys(factory: HttpClientFactory, jwks_uri: str) -> Mapping[str, Ver
 def _oauth(
     issuer: str, server: ServerSettings, factory: HttpClientFactory, clock: Clock | None
 ) -> tuple[OAuthJwtAdapter, OAuthChallenge]:
-    if not is_valid_issuer(issuer):
+    if not is_issuer(issuer):
         raise _Failure("oauth_configuration")
     resource, metadata_url = derive_resource(server)
     try:

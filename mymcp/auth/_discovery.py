@@ -12,7 +12,6 @@ SSL_CERT_DIR), no environment proxies, no redirects, HTTP 200 only, identity enc
 
 from __future__ import annotations
 
-import re
 import ssl
 import time
 from collections.abc import Callable
@@ -31,7 +30,6 @@ __all__ = [
     "default_http_client",
     "discover_jwks_uri",
     "fetch_bounded",
-    "is_valid_issuer",
     "metadata_urls",
 ]
 
@@ -42,9 +40,6 @@ _CHUNK = 16384
 
 HttpClientFactory = Callable[[ssl.SSLContext], httpx.Client]
 """Builds the client for one fetch session from the verified TLS context MyMCP made."""
-
-_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
 
 
 class DiscoveryError(Exception):
@@ -81,31 +76,6 @@ def _split_https(text: str) -> SplitResult | None:
     if port not in (None, 443) or parts.netloc not in (host, f"{host}:443"):
         return None
     return parts
-
-
-def _is_dns_host(host: str) -> bool:
-    if "." not in host or host == "localhost" or host.endswith(".localhost"):
-        return False
-    labels = host.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
-        return False
-    return not all(label.isdigit() for label in labels)
-
-
-def is_valid_issuer(issuer: str) -> bool:
-    """The contract's issuer grammar (reference section 2.2)."""
-    parts = _split_https(issuer)
-    if parts is None or parts.query or "?" in issuer or not _is_dns_host(parts.hostname or ""):
-        return False
-    path = parts.path
-    if path in ("", "/"):
-        return True
-    if path.endswith("/"):
-        return False
-    return all(
-        _SEGMENT.fullmatch(segment) and segment not in (".", "..")
-        for segment in path[1:].split("/")
-    )
 
 
 def is_valid_jwks_uri(uri: str, issuer: str) -> bool:

@@ -9,6 +9,7 @@ from mymcp.config._grammar import (
     OAUTH_JWT_ADAPTER_TYPE,
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
+    is_issuer,
 )
 from mymcp.config._loader import (
     load_host_configuration,
@@ -47,6 +48,7 @@ __all__ = [
     "PluginDeclaration",
     "ServerSettings",
     "config_path",
+    "is_issuer",
     "load_host_configuration",
     "parse_host_configuration",
     "validate_semantics",

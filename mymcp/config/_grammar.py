@@ -75,6 +75,7 @@ def fail(where: str, code: str = "invalid_schema") -> NoReturn:
 
 _ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 _DNS_LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_PATH_SEGMENT: Final = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
 _PATH_FORBIDDEN: Final = frozenset("\x00~$%")
 
 
@@ -124,4 +125,9 @@ def is_issuer(value: object) -> bool:
         return False
     if not slash or not path:
         return True  # no path, or exactly "/"
-    return all(segment not in ("", ".", "..") for segment in path.split("/"))
+    # RFC 3986 path characters only: no backslash, quote or bracket that another URL
+    # parser might read differently.
+    return all(
+        segment not in (".", "..") and _PATH_SEGMENT.fullmatch(segment) is not None
+        for segment in path.split("/")
+    )

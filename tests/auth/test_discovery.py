@@ -8,9 +8,9 @@ from mymcp.auth._discovery import (
     default_http_client,
     discover_jwks_uri,
     fetch_bounded,
-    is_valid_issuer,
     metadata_urls,
 )
+from mymcp.config import is_issuer
 from tests.auth.helpers import ISSUER, JWKS_URI, FakeIssuer
 
 
@@ -27,7 +27,7 @@ from tests.auth.helpers import ISSUER, JWKS_URI, FakeIssuer
     ],
 )
 def test_valid_issuers(issuer: str) -> None:
-    assert is_valid_issuer(issuer)
+    assert is_issuer(issuer)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_valid_issuers(issuer: str) -> None:
     ],
 )
 def test_invalid_issuers(issuer: str) -> None:
-    assert not is_valid_issuer(issuer)
+    assert not is_issuer(issuer)
 
 
 def test_metadata_urls() -> None:
