@@ -25,20 +25,20 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import http.client
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from mcp_client import McpClient, mcp_server  # noqa: E402
 
 from mymcp.plugins.mnemosyne.memory import (  # noqa: E402
     CONTENT_MAX,
@@ -57,11 +57,8 @@ from mymcp.plugins.mnemosyne.memory import (  # noqa: E402
     reference_rank,
     serialize_record,
 )
-from tests.e2e.server import Sandbox, serve  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "bench" / "recall" / "scifact"
-PROTOCOL = "2025-11-25"
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def _load_score_module(dataset: Path) -> Any:
@@ -159,76 +156,15 @@ def run_in_process(
     return run, samples
 
 
-class McpClient:
-    """A minimal keep-alive MCP client over one HTTP/1.1 connection."""
-
-    def __init__(self, port: int) -> None:
-        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self._headers = dict(HEADERS)
-        self._next = 0
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._next += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next, "method": method}
-        if params is not None:
-            message["params"] = params
-        self._connection.request("POST", "/mcp", json.dumps(message), self._headers)
-        response = self._connection.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise SystemExit(f"HTTP {response.status}: {body[:300]!r}")
-        session = response.getheader("mcp-session-id")
-        if session:
-            self._headers["mcp-session-id"] = session
-            self._headers["mcp-protocol-version"] = PROTOCOL
-        return _decode(body, response.getheader("content-type") or "")
-
-    def recall(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = self.call("tools/call", {"name": "memory_recall", "arguments": arguments})
-        if "result" not in result:
-            raise SystemExit(f"recall failed: {result}")
-        structured: dict[str, Any] = result["result"]["structuredContent"]
-        return structured
-
-    def close(self) -> None:
-        self._connection.close()
-
-
-def _decode(body: bytes, content_type: str) -> dict[str, Any]:
-    if content_type.startswith("text/event-stream"):
-        for line in body.decode().splitlines():
-            if line.startswith("data:"):
-                decoded: dict[str, Any] = json.loads(line[5:])
-                return decoded
-        raise SystemExit("empty event stream")
-    parsed: dict[str, Any] = json.loads(body)
-    return parsed
-
-
-@contextmanager
-def http_server(root: Path) -> Iterator[McpClient]:
-    with tempfile.TemporaryDirectory(prefix="mymcp-bench-") as tmp:
-        sandbox = Sandbox(Path(tmp))
-        sandbox.home.mkdir(mode=0o700)
-        sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
-        with serve(sandbox, {"MNEMOSYNE_MEMORY_ROOT": str(root)}) as server:
-            client = McpClient(server.port)
-            try:
-                client.call("initialize", {"protocolVersion": PROTOCOL})
-                yield client
-            finally:
-                client.close()
-
-
 def run_over_http(
     client: McpClient, queries: Sequence[dict[str, Any]], ids: Mapping[str, str]
 ) -> tuple[dict[str, list[str]], list[float]]:
-    client.recall({"query": "warm up", "scope": "knowledge"})
+    client.tool("memory_recall", {"query": "warm up", "scope": "knowledge"})
     run: dict[str, list[str]] = {}
     samples: list[float] = []
     for query in queries:
         started = time.perf_counter()
-        payload = client.recall(_arguments(query))
+        payload = client.tool("memory_recall", _arguments(query))
         samples.append((time.perf_counter() - started) * 1000)
         run[str(query["id"])] = [ids[item["id"]] for item in payload["memories"]]
     return run, samples
@@ -267,7 +203,7 @@ def main() -> None:
         print(f"wrote {len(ids)} records in {time.perf_counter() - started:.1f}s")
         default_run, default_ms = run_in_process(root, queries, _default_ranker(), ids)
         reference_run, reference_ms = run_in_process(root, queries, reference_rank, ids)
-        with http_server(root) as client:
+        with mcp_server(root) as client:
             http_run, http_ms = run_over_http(client, queries, ids)
         if http_run != default_run:
             differing = sum(http_run[q] != default_run[q] for q in default_run)
@@ -281,7 +217,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mymcp-recall-") as tmp:
         root = Path(tmp) / "memory"
         ids = write_corpus(root, docs[: args.latency_records], args.namespace)
-        with http_server(root) as client:
+        with mcp_server(root) as client:
             _, small_http = _repeat(
                 lambda: run_over_http(client, queries, ids), args.latency_rounds
             )
