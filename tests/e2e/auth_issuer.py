@@ -7,8 +7,8 @@ the issuer keeps its public name: a private test CA signs a certificate for
 hostname verification still use the public name. The production code builds its TLS
 context from the system trust store, so the test points `SSL_CERT_FILE` at the CA.
 
-The same approach as `tests/auth/test_oauth_tls.py`, factored out for the end-to-end
-tests, plus helpers to publish JWKs and mint (or forge) compact JWS access tokens.
+Used by the discovery tests in `tests/auth/test_oauth_tls.py` and the end-to-end tests,
+with helpers to publish JWKs and mint (or forge) compact JWS access tokens.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -33,7 +34,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import NameOID
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from tests.auth import helpers as auth_helpers
 
 __all__ = [
     "HOSTNAME",
@@ -48,12 +50,11 @@ __all__ = [
     "mint",
     "public_jwk",
     "running_issuer",
+    "self_signed_ca",
 ]
 
 HOSTNAME = "idp.mymcp.test"
 ISSUER = f"https://{HOSTNAME}/realms/e2e"
-METADATA_PATH = "/.well-known/oauth-authorization-server/realms/e2e"  # RFC 8414 insertion
-JWKS_PATH = "/realms/e2e/protocol/certs"
 LOOPBACK = "127.0.0.1"
 
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
@@ -73,12 +74,13 @@ def _certificate(
     signer: ec.EllipticCurvePrivateKey,
     *,
     ca: bool,
+    ca_name: str = "MyMCP e2e test CA",
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(subject))
-        .issuer_name(_name("MyMCP e2e test CA"))
+        .issuer_name(_name(ca_name))
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -97,17 +99,15 @@ def _certificate(
     return builder.sign(signer, hashes.SHA256())
 
 
+def self_signed_ca(common_name: str) -> x509.Certificate:
+    """A throwaway CA certificate that signs nothing the issuer serves (an untrusted CA)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return _certificate(common_name, key.public_key(), key, ca=True, ca_name=common_name)
+
+
 def public_jwk(private_key: PrivateKey, kid: str) -> dict[str, object]:
     """The public JWK an identity provider would publish for `private_key`."""
-    public = private_key.public_key()
-    if isinstance(public, rsa.RSAPublicKey):
-        body = RSAAlgorithm.to_jwk(public, as_dict=True)
-    elif isinstance(public, ec.EllipticCurvePublicKey):
-        body = ECAlgorithm.to_jwk(public, as_dict=True)
-    else:
-        body = OKPAlgorithm.to_jwk(public, as_dict=True)
-    body = {key: value for key, value in body.items() if key != "key_ops"}
-    return {**body, "kid": kid, "use": "sig"}
+    return auth_helpers.public_jwk(private_key, kid, use="sig")
 
 
 def access_claims(audience: str, **overrides: object) -> dict[str, object]:
@@ -161,17 +161,26 @@ class LocalIssuer:
 
     port: int
     ca_file: Path
+    issuer: str = ISSUER
     keys: list[dict[str, object]] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
+    # (path, Host, User-Agent, Accept) of every request, in order.
+    seen: list[tuple[str, str, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def jwks_path(self) -> str:
+        return f"{urlsplit(self.issuer).path}/certs"
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [path for path, *_ in self.seen]
 
     def publish(self, jwk: dict[str, object]) -> None:
         with self.lock:
             self.keys.append(jwk)
 
     def jwks_fetches(self) -> int:
-        with self.lock:
-            return self.requests.count(JWKS_PATH)
+        return self.paths().count(self.jwks_path)
 
 
 def _write_tls_material(directory: Path) -> tuple[Path, Path]:
@@ -195,20 +204,44 @@ def _write_tls_material(directory: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def running_issuer(directory: Path, keys: list[dict[str, object]]) -> Iterator[LocalIssuer]:
-    """Serve RFC 8414 metadata and a JWKS over TLS on 127.0.0.1 until the block ends."""
+def running_issuer(
+    directory: Path,
+    keys: list[dict[str, object]],
+    *,
+    issuer: str = ISSUER,
+    openid_only: bool = False,
+) -> Iterator[LocalIssuer]:
+    """Serve issuer metadata and a JWKS over TLS on 127.0.0.1 until the block ends.
+
+    Metadata is at the RFC 8414 path, or with `openid_only` only at the OpenID Connect
+    path (the RFC 8414 one answers 404), so discovery's fallback can be tested.
+    """
     ca_file, chain = _write_tls_material(directory)
-    state = LocalIssuer(port=0, ca_file=ca_file, keys=list(keys))
+    state = LocalIssuer(port=0, ca_file=ca_file, issuer=issuer, keys=list(keys))
+    issuer_path = urlsplit(issuer).path
+    metadata_path = (
+        f"{issuer_path}/.well-known/openid-configuration"
+        if openid_only
+        else f"/.well-known/oauth-authorization-server{issuer_path}"
+    )
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            headers = self.headers
             with state.lock:
-                state.requests.append(self.path)
+                state.seen.append(
+                    (
+                        self.path,
+                        headers.get("Host", ""),
+                        headers.get("User-Agent", ""),
+                        headers.get("Accept", ""),
+                    )
+                )
                 snapshot = list(state.keys)
             body: object
-            if self.path == METADATA_PATH:
-                body = {"issuer": ISSUER, "jwks_uri": f"https://{HOSTNAME}{JWKS_PATH}"}
-            elif self.path == JWKS_PATH:
+            if self.path == metadata_path:
+                body = {"issuer": issuer, "jwks_uri": f"https://{HOSTNAME}{state.jwks_path}"}
+            elif self.path == state.jwks_path:
                 body = {"keys": snapshot}
             else:
                 self.send_response(404)
