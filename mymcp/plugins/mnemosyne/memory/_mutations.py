@@ -13,57 +13,42 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from ._duplicates import duplicate_key, duplicate_map, patched_duplicate_map
 from ._errors import ErrorCode, MemoryOperationError
 from ._identifiers import (
-    CONTENT_MAX,
-    LABEL_MAX,
-    TITLE_MAX,
-    is_identifier,
     is_memory_id,
-    is_timestamp,
-    normalize_bounded_text,
-    normalize_language,
-    normalize_tags,
-    tag_key,
     utc_now_seconds,
 )
-from ._index import IndexedRecord, MemoryIndex, ScanResult
+from ._index import IndexedRecord, MemoryIndex
 from ._locking import root_lock
+from ._mutation_arguments import (
+    RememberRequest,
+    parse_lifecycle_arguments,
+    parse_remember_arguments,
+    parse_revise_arguments,
+    tag_fields,
+)
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._paths import RelativePath, reference_parts
+from ._paths import reference_parts
 from ._policy import enforce_content_policy
 from ._record_format import serialize_record
 from ._records import (
     LIFECYCLE_STATES,
     PUBLIC_ORIGINS,
-    Collection,
     Lifecycle,
     MemoryRecordV2,
-    Namespace,
     Provenance,
 )
-from ._references import V2Reference, parse_reference
-from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at, parse_scope
+from ._references import V2Reference
+from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope
 from ._writer import RecordWriter, ensure_root
 
 __all__ = ["IndexProvider", "MutationService", "new_memory_id"]
 
-_REMEMBER_REQUIRED: Final = frozenset(
-    {"scope", "namespace", "collection", "kind", "language", "title", "content", "tags", "origin"}
-)
-_REMEMBER_ALLOWED: Final = _REMEMBER_REQUIRED | {"occurred_at"}
-_REVISE_REQUIRED: Final = frozenset(
-    {"reference", "expected_revision", "namespace_label", "title", "content", "tags"}
-)
-_REVISE_ALLOWED: Final = _REVISE_REQUIRED | {"collection_label"}
-_LIFECYCLE_KEYS: Final = frozenset({"reference", "expected_revision"})
-_NAMESPACE_KEYS: Final = frozenset({"kind", "id", "label"})
-_COLLECTION_KEYS: Final = frozenset({"id", "label"})
 _MAX_CANDIDATE_LIMIT: Final = 1_000_000
 
 
@@ -76,172 +61,6 @@ class IndexProvider(Protocol):
 def new_memory_id() -> str:
     """A fresh canonical id: ``mem_`` and the 32 hex digits of a random UUID."""
     return "mem_" + uuid.uuid4().hex
-
-
-def _invalid(code: ErrorCode) -> MemoryOperationError:
-    return MemoryOperationError(code)
-
-
-# -- argument parsing -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RememberRequest:
-    scope: Scope
-    namespace: Namespace
-    collection: Collection | None
-    kind: str
-    language: str
-    title: str | None
-    content: str
-    tags: tuple[str, ...]
-    origin: str
-    occurred_at: str | None
-
-
-def _optional_text(value: object, maximum: int, code: ErrorCode) -> str | None:
-    if value is None:
-        return None
-    text = normalize_bounded_text(value, maximum)
-    if text is None:
-        raise _invalid(code)
-    return text
-
-
-def _required_text(value: object, maximum: int, code: ErrorCode) -> str:
-    text = normalize_bounded_text(value, maximum)
-    if text is None:
-        raise _invalid(code)
-    return text
-
-
-def _tags(value: object) -> tuple[str, ...]:
-    tags = normalize_tags(value, minimum=0)
-    if tags is None:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    return tags
-
-
-def _parse_namespace(value: object, scope: Scope) -> Namespace:
-    code = ErrorCode.INVALID_NAMESPACE
-    if type(value) is not dict or value.keys() != _NAMESPACE_KEYS:
-        raise _invalid(code)
-    kind, identifier = value["kind"], value["id"]
-    if type(kind) is not str or kind not in NAMESPACE_KINDS[scope] or not is_identifier(identifier):
-        raise _invalid(code)
-    return Namespace(kind, identifier, _optional_text(value["label"], LABEL_MAX, code))
-
-
-def _parse_collection(value: object) -> Collection | None:
-    if value is None:
-        return None
-    code = ErrorCode.INVALID_COLLECTION
-    if type(value) is not dict or value.keys() != _COLLECTION_KEYS:
-        raise _invalid(code)
-    if not is_identifier(value["id"]):
-        raise _invalid(code)
-    return Collection(value["id"], _optional_text(value["label"], LABEL_MAX, code))
-
-
-def parse_remember_arguments(arguments: object) -> RememberRequest:
-    """Validate and normalise the nine required fields plus the event-only occurred_at."""
-    if type(arguments) is not dict or not arguments.keys() >= _REMEMBER_REQUIRED:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    if not arguments.keys() <= _REMEMBER_ALLOWED:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    scope = parse_scope(arguments["scope"])
-    if scope is None:
-        raise _invalid(ErrorCode.INVALID_SCOPE)
-    namespace = _parse_namespace(arguments["namespace"], scope)
-    collection = _parse_collection(arguments["collection"])
-    kind = arguments["kind"]
-    if type(kind) is not str or kind not in MEMORY_KINDS[scope]:
-        raise _invalid(ErrorCode.INVALID_KIND)
-    language = normalize_language(arguments["language"])
-    if language is None:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    title = _optional_text(arguments["title"], TITLE_MAX, ErrorCode.INVALID_RECORD)
-    content = _required_text(arguments["content"], CONTENT_MAX, ErrorCode.INVALID_RECORD)
-    tags = _tags(arguments["tags"])
-    occurred_at = arguments.get("occurred_at")
-    if kind_requires_occurred_at(kind):
-        if not is_timestamp(occurred_at):
-            raise _invalid(ErrorCode.INVALID_RECORD)
-    elif "occurred_at" in arguments:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    origin = arguments["origin"]
-    if type(origin) is not str or origin not in PUBLIC_ORIGINS:
-        raise _invalid(ErrorCode.INVALID_ORIGIN)
-    return RememberRequest(
-        scope, namespace, collection, kind, language, title, content, tags, origin, occurred_at
-    )
-
-
-def _parse_target(arguments: object) -> tuple[V2Reference, int]:
-    """The canonical reference and positive expected revision every change names."""
-    if type(arguments) is not dict:
-        raise _invalid(ErrorCode.INVALID_REFERENCE)
-    reference = parse_reference(arguments.get("reference"))
-    if not isinstance(reference, V2Reference):  # legacy records are read-only
-        raise _invalid(ErrorCode.INVALID_REFERENCE)
-    revision = arguments.get("expected_revision")
-    if type(revision) is not int or revision < 1:
-        raise _invalid(ErrorCode.INVALID_EXPECTED_REVISION)
-    return reference, revision
-
-
-def parse_lifecycle_arguments(arguments: object) -> tuple[V2Reference, int]:
-    """Exactly ``{reference, expected_revision}`` for archive, restore and forget."""
-    reference, revision = _parse_target(arguments)
-    assert type(arguments) is dict  # checked by _parse_target
-    if arguments.keys() != _LIFECYCLE_KEYS:
-        # The request is anything but the exact reference-plus-revision shape.
-        raise _invalid(ErrorCode.INVALID_REFERENCE)
-    return reference, revision
-
-
-@dataclass(frozen=True, slots=True)
-class ReviseRequest:
-    reference: V2Reference
-    expected_revision: int
-    namespace_label: str | None
-    collection_label: str | None
-    title: str | None
-    content: str
-    tags: tuple[str, ...]
-
-
-def parse_revise_arguments(arguments: object) -> ReviseRequest:
-    """The complete replacement of a record's mutable text."""
-    reference, revision = _parse_target(arguments)
-    assert type(arguments) is dict
-    if not _REVISE_REQUIRED <= arguments.keys() <= _REVISE_ALLOWED:
-        raise _invalid(ErrorCode.INVALID_RECORD)
-    namespace_label = _optional_text(
-        arguments["namespace_label"], LABEL_MAX, ErrorCode.INVALID_RECORD
-    )
-    if reference.collection_id is None:
-        # No collection to label: the member may be omitted or explicitly null only.
-        if arguments.get("collection_label") is not None:
-            raise _invalid(ErrorCode.INVALID_COLLECTION)
-        collection_label = None
-    else:
-        if "collection_label" not in arguments:
-            raise _invalid(ErrorCode.INVALID_COLLECTION)
-        collection_label = _optional_text(
-            arguments["collection_label"], LABEL_MAX, ErrorCode.INVALID_COLLECTION
-        )
-    title = _optional_text(arguments["title"], TITLE_MAX, ErrorCode.INVALID_RECORD)
-    content = _required_text(arguments["content"], CONTENT_MAX, ErrorCode.INVALID_RECORD)
-    tags = _tags(arguments["tags"])
-    return ReviseRequest(
-        reference, revision, namespace_label, collection_label, title, content, tags
-    )
-
-
-def _tag_fields(field: str, tags: tuple[str, ...]) -> Iterator[tuple[str, str | None]]:
-    for tag in tags:
-        yield field, tag
 
 
 # -- logging --------------------------------------------------------------------------
@@ -305,60 +124,6 @@ def _reference(record: MemoryRecordV2) -> V2Reference:
     return V2Reference(record.scope, record.namespace.id, record.collection_id, record.id)
 
 
-def _duplicate_key(record: MemoryRecordV2) -> tuple[Any, ...]:
-    # Scope, namespace id and collection id are fixed by the scanned location.
-    return (
-        record.namespace.kind,
-        record.kind,
-        record.occurred_at,
-        record.title,
-        record.content,
-        tuple(sorted(tag_key(tag) for tag in record.tags)),
-    )
-
-
-# duplicate key -> the records holding it, by location (usually exactly one).
-_DuplicateMap = dict[tuple[Any, ...], dict[RelativePath, MemoryRecordV2]]
-
-
-def _duplicate_map(scan: ScanResult) -> _DuplicateMap:
-    """Every canonical record of a scan result under its duplicate key."""
-    holders: _DuplicateMap = {}
-    for item in scan.records:
-        if isinstance(item.record, MemoryRecordV2):
-            holders.setdefault(_duplicate_key(item.record), {})[item.parts] = item.record
-    return holders
-
-
-def _patched_duplicate_map(
-    old: _DuplicateMap, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
-) -> _DuplicateMap:
-    """``old`` with the records that left and joined the scan result; ``old`` is kept."""
-    holders = dict(old)
-    copied: set[tuple[Any, ...]] = set()
-
-    def bucket(key: tuple[Any, ...]) -> dict[RelativePath, MemoryRecordV2]:
-        if key not in copied:
-            copied.add(key)
-            holders[key] = dict(holders.get(key, ()))
-        return holders[key]
-
-    for item in removed:
-        if isinstance(item.record, MemoryRecordV2):
-            key = _duplicate_key(item.record)
-            if key in holders:
-                held = bucket(key)
-                if held.get(item.parts) is item.record:
-                    del held[item.parts]
-                if not held:
-                    del holders[key]
-                    copied.discard(key)
-    for item in added:
-        if isinstance(item.record, MemoryRecordV2):
-            bucket(_duplicate_key(item.record))[item.parts] = item.record
-    return holders
-
-
 class MutationService:
     """The five memory mutations over the same index the read service uses.
 
@@ -407,7 +172,7 @@ class MutationService:
                     ("collection", None if col is None else col.label),
                     ("title", request.title),
                     ("content", request.content),
-                    *_tag_fields("tags", request.tags),
+                    *tag_fields("tags", request.tags),
                 ]
             )
             index = self._indexes.current_index()
@@ -431,7 +196,7 @@ class MutationService:
                     ("collection_label", request.collection_label),
                     ("title", request.title),
                     ("content", request.content),
-                    *_tag_fields("tags", request.tags),
+                    *tag_fields("tags", request.tags),
                 ]
             )
 
@@ -474,7 +239,7 @@ class MutationService:
             with self._locked_existing(index):
                 found, record = self._current(index, reference, expected)
                 if not record.lifecycle.archived:
-                    raise _invalid(ErrorCode.NOT_ARCHIVED)
+                    raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
                 RecordWriter(index).delete(found.parts, found.digest)
             return {"status": "forgotten", "reference": reference.to_json()}
 
@@ -505,7 +270,7 @@ class MutationService:
     def _locked_existing(self, index: MemoryIndex) -> AbstractContextManager[None]:
         """The root lock, or not_found at once when there is no root to change at all."""
         if not os.path.lexists(index.root):
-            raise _invalid(ErrorCode.NOT_FOUND)
+            raise MemoryOperationError(ErrorCode.NOT_FOUND)
         return root_lock(index.root)
 
     def _current(
@@ -513,10 +278,10 @@ class MutationService:
     ) -> tuple[IndexedRecord, MemoryRecordV2]:
         found = index.lookup(reference_parts(reference), reference.scope)
         if found is None or not isinstance(found.record, MemoryRecordV2):
-            raise _invalid(ErrorCode.NOT_FOUND)
+            raise MemoryOperationError(ErrorCode.NOT_FOUND)
         # A stale revision conflicts before any state or no-op decision.
         if found.record.lifecycle.revision != expected:
-            raise _invalid(ErrorCode.REVISION_CONFLICT)
+            raise MemoryOperationError(ErrorCode.REVISION_CONFLICT)
         return found, found.record
 
     def _change(
@@ -576,8 +341,8 @@ class MutationService:
         )
         # The duplicate map is derived once per scan result and patched after each change,
         # so detection costs one lookup however many records the container holds.
-        holders = index.derive(scan, "duplicates", _duplicate_map, _patched_duplicate_map)
-        duplicates = holders.get(_duplicate_key(record))
+        holders = index.derive(scan, "duplicates", duplicate_map, patched_duplicate_map)
+        duplicates = holders.get(duplicate_key(record))
         if duplicates:
             existing = min(
                 duplicates.values(),
@@ -586,7 +351,7 @@ class MutationService:
             status = "existing_archived" if existing.lifecycle.archived else "already_exists"
             return _result(status, existing)
         if not is_memory_id(record.id):
-            raise _invalid(ErrorCode.INTERNAL_ERROR)
+            raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
         return _result("remembered", record)
 

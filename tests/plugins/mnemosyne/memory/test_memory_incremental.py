@@ -29,6 +29,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     MutationService,
     Scope,
+    _duplicates,
     _filesystem,
     _index,
     _listing,
@@ -395,13 +396,15 @@ def _remember_args(**overrides: Any) -> dict[str, Any]:
 @pytest.fixture
 def duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = _mutations._duplicate_key
+    real = _duplicates.duplicate_key
 
     def counting(record: Any) -> Any:
         calls.append(1)
         return real(record)
 
-    monkeypatch.setattr(_mutations, "_duplicate_key", counting)
+    # Both the map builders and the remember lookup compute keys.
+    monkeypatch.setattr(_duplicates, "duplicate_key", counting)
+    monkeypatch.setattr(_mutations, "duplicate_key", counting)
     return calls
 
 

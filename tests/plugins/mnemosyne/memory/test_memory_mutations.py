@@ -25,7 +25,7 @@ from mymcp.plugins.mnemosyne.memory import (
     error_payload,
     parse_record,
 )
-from mymcp.plugins.mnemosyne.memory._mutations import parse_remember_arguments
+from mymcp.plugins.mnemosyne.memory._mutation_arguments import parse_remember_arguments
 
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"
 
