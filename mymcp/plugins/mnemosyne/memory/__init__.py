@@ -25,7 +25,7 @@ from ._identifiers import (
     tag_key,
     utc_now_seconds,
 )
-from ._index import IndexedRecord, MemoryIndex, ScanResult
+from ._index import MemoryIndex
 from ._locking import LOCK_FILE_NAME, root_lock
 from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
@@ -52,6 +52,7 @@ from ._records import (
     Provenance,
 )
 from ._references import MemoryReference, V1Reference, V2Reference, parse_reference, reference_of
+from ._scan import IndexedRecord, ScanResult
 from ._scopes import KIND_GUIDANCE, MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at
 from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
 from ._terms import RecordTerms, tokenize

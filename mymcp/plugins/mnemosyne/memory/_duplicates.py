@@ -8,11 +8,11 @@ from typing import Any
 from ._identifiers import (
     tag_key,
 )
-from ._index import IndexedRecord, ScanResult
 from ._paths import RelativePath
 from ._records import (
     MemoryRecordV2,
 )
+from ._scan import IndexedRecord, ScanResult
 
 __all__ = ["DuplicateMap", "duplicate_key", "duplicate_map", "patched_duplicate_map"]
 

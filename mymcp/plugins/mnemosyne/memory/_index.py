@@ -31,22 +31,31 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast
 
-from . import _filesystem, _record_format
+from . import _filesystem
 from ._discovery import DirectoryHook, WalkStats, log_skip, open_container, walk_candidates
 from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
-from ._paths import RECORD_SUFFIX, RelativePath, location_agrees
-from ._record_format import MAX_RECORD_BYTES, RecordRejected, SkipReason
-from ._records import MemoryRecord, MemoryRecordV2
+from ._paths import RECORD_SUFFIX, RelativePath
+from ._record_format import MAX_RECORD_BYTES, SkipReason
+from ._records import MemoryRecordV2
+from ._scan import (
+    LINK,
+    IndexedRecord,
+    Outcome,
+    ScanResult,
+    Selection,
+    SelectionView,
+    difference,
+    interpret,
+)
 from ._scopes import Scope
-from ._terms import RankCandidate, RecordTerms
 from ._watch import Changes, Watcher
 
-__all__ = ["IndexedRecord", "MemoryIndex", "ScanResult"]
+__all__ = ["MemoryIndex"]
 
 # A stamp only proves "unchanged" once the file's mtime is safely older than the moment we
 # read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
@@ -55,26 +64,6 @@ _SETTLE_NS = 2_000_000_000
 # Selections whose last scan result is kept for reuse (namespaces, collections, scopes).
 _MAX_REMEMBERED = 64
 _T = TypeVar("_T")
-_Selection = tuple[RelativePath, bool, bool]
-
-
-@dataclass(frozen=True, slots=True)
-class IndexedRecord:
-    """A valid record at its location, with its file digest and cached recall terms."""
-
-    parts: RelativePath
-    scope: Scope
-    record: MemoryRecord
-    digest: bytes
-    candidate: RankCandidate
-
-    @property
-    def terms(self) -> RecordTerms:
-        return self.candidate.terms
-
-    @property
-    def scope_relative_path(self) -> str:
-        return self.candidate.path
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,89 +72,6 @@ class _Entry:
     trusted: bool
     digest: bytes | None
     outcome: IndexedRecord | SkipReason
-
-
-@dataclass(frozen=True, slots=True)
-class ScanResult:
-    """Valid selected records (unordered), plus bounded counts for logging.
-
-    Equality compares the record tuples element by element, identity first, so an
-    unchanged walk is recognised in one C-level pass.
-    """
-
-    records: tuple[IndexedRecord, ...]
-    candidates: int = 0
-    skipped: int = 0
-    # The selection this result describes (None for a result that is not kept); values
-    # derived from an earlier result of the same selection may be patched, not rebuilt.
-    selection: object = field(default=None, compare=False)
-
-
-# Marks a symlinked entry in an examined directory (counted as a skip, never read).
-_LINK = object()
-_Outcome = IndexedRecord | SkipReason
-
-
-@dataclass(slots=True, eq=False)
-class _View:
-    """What the last complete walk of one selection found, kept current by patches.
-
-    ``members`` holds the outcome of every candidate file, ``selected`` the members that
-    make up the result, ``links`` the symlinked entries counted as skips.
-    """
-
-    key: _Selection
-    members: dict[RelativePath, _Outcome]
-    selected: dict[RelativePath, IndexedRecord]
-    links: set[RelativePath]
-    skipped: int
-    result: ScanResult
-
-    def covers(self, directory: RelativePath) -> bool:
-        """Whether the walk of this selection listed ``directory``."""
-        prefix, recursive, _ = self.key
-        if recursive:
-            return directory[: len(prefix)] == prefix
-        return directory == prefix
-
-    def apply(
-        self, parts: RelativePath, state: object, removed: list[IndexedRecord]
-    ) -> IndexedRecord | None:
-        """Put the examined entry ``parts`` in ``state``; returns a record newly selected.
-
-        ``state`` is None (absent or not a candidate), ``_LINK`` or the file's outcome.
-        A record that leaves the result is appended to ``removed``.
-        """
-        _, recursive, include_legacy = self.key
-        members, selected = self.members, self.selected
-        skipped = self.skipped
-        old = members.pop(parts, None)
-        if isinstance(old, SkipReason):
-            skipped -= 1
-        if parts in self.links:
-            self.links.discard(parts)
-            skipped -= 1
-        before = selected.get(parts)
-        after: IndexedRecord | None = None
-        if state is _LINK:
-            if recursive or parts[-1].endswith(RECORD_SUFFIX):
-                self.links.add(parts)
-                skipped += 1
-        elif isinstance(state, SkipReason):
-            members[parts] = state
-            skipped += 1
-        elif isinstance(state, IndexedRecord):
-            members[parts] = state
-            if include_legacy or isinstance(state.record, MemoryRecordV2):
-                after = state
-        if after is None:
-            selected.pop(parts, None)
-        else:
-            selected[parts] = after  # an existing key keeps its position
-        if before is not None and before is not after:
-            removed.append(before)
-        self.skipped = skipped
-        return after if after is not before else None
 
 
 class MemoryIndex:
@@ -181,7 +87,7 @@ class MemoryIndex:
         self.root = root
         self._entries: dict[RelativePath, _Entry] = {}
         # The last walk per selection, patched by change events and reused while current.
-        self._views: dict[_Selection, _View] = {}
+        self._views: dict[Selection, SelectionView] = {}
         # (name, selection) -> (the result a value was built for, the value).
         self._derived: dict[tuple[str, object], tuple[ScanResult, object]] = {}
         # selection -> (previous result, patched result, records removed, records added)
@@ -196,7 +102,7 @@ class MemoryIndex:
         # without a walk only while the generation its fully watched walk started in is
         # still current.
         self._generation = 0
-        self._watched: dict[_Selection, int] = {}
+        self._watched: dict[Selection, int] = {}
         # (st_dev, st_ino) of the root directory as the last walk opened it.
         self._root_identity: tuple[int, int] | None = None
 
@@ -256,7 +162,7 @@ class MemoryIndex:
         prefix = (scope.value, *container)
         key = (prefix, recursive, include_legacy)
         stats = WalkStats(scope, candidate_limit)
-        members: dict[RelativePath, _Outcome] = {}
+        members: dict[RelativePath, Outcome] = {}
         selected: dict[RelativePath, IndexedRecord] = {}
         entries = self._entries
         with self._lock:
@@ -335,10 +241,12 @@ class MemoryIndex:
                 self._deltas.clear()
                 self._watched = {key: self._watched[key]} if key in self._watched else {}
             self._deltas.pop(key, None)
-            self._views[key] = _View(key, members, selected, stats.links, stats.skipped, result)
+            self._views[key] = SelectionView(
+                key, members, selected, stats.links, stats.skipped, result
+            )
             return result
 
-    def _unchanged(self, key: _Selection) -> ScanResult | None:
+    def _unchanged(self, key: Selection) -> ScanResult | None:
         """The current result of ``key`` when no walk is needed to know it.
 
         Queued events are consumed first: those naming single entries patch every proven
@@ -455,7 +363,7 @@ class MemoryIndex:
                 if stat.S_ISLNK(info.st_mode):
                     self._entries.pop(parts, None)
                     log_skip(scope, SkipReason.SYMLINK)
-                    states.append((parts, _LINK))
+                    states.append((parts, LINK))
                 elif not name.endswith(RECORD_SUFFIX):
                     states.append((parts, None))
                 elif info.st_nlink != 1:
@@ -529,7 +437,7 @@ class MemoryIndex:
             if delta is not None and delta[0] is slot[0] and delta[1] is result:
                 removed, added = delta[2], delta[3]
             else:
-                removed, added = _difference(slot[0].records, result.records)
+                removed, added = difference(slot[0].records, result.records)
             value = update(cast(_T, slot[1]), removed, added)
         else:
             value = build(result)
@@ -612,7 +520,7 @@ class MemoryIndex:
         if previous is not None and previous.digest == digest:
             # Same bytes at the same path: the earlier verdict still holds, skip the parse.
             return _Entry(stamp, trusted, digest, previous.outcome)
-        return _Entry(stamp, trusted, digest, _interpret(parts, data, digest))
+        return _Entry(stamp, trusted, digest, interpret(parts, data, digest))
 
     def _store(self, parts: RelativePath, entry: _Entry) -> None:
         self._entries[parts] = entry
@@ -635,31 +543,5 @@ class MemoryIndex:
             del self._entries[parts]
 
 
-def _difference(
-    old: tuple[IndexedRecord, ...], new: tuple[IndexedRecord, ...]
-) -> tuple[list[IndexedRecord], list[IndexedRecord]]:
-    """Records of ``old`` missing from ``new`` and the reverse, by object identity."""
-    before = {id(item): item for item in old}
-    after = {id(item): item for item in new}
-    removed = [item for key, item in before.items() if key not in after]
-    added = [item for key, item in after.items() if key not in before]
-    return removed, added
-
-
 def _settled(stamp: FileStamp, read_started_ns: int) -> bool:
     return stamp.mtime_ns < read_started_ns - _SETTLE_NS
-
-
-def _interpret(parts: RelativePath, data: bytes, digest: bytes) -> IndexedRecord | SkipReason:
-    scope = Scope(parts[0])
-    parse: Callable[[bytes], MemoryRecord] = _record_format.parse_record
-    try:
-        record = parse(data)
-    except RecordRejected as exc:
-        return exc.reason
-    if not location_agrees(parts, record):
-        return SkipReason.PATH_MISMATCH
-    relative = "/".join(parts[1:])
-    # Ranking terms are extracted on the first recall that needs them, not here.
-    candidate = RankCandidate(record.id, relative, record=record)
-    return IndexedRecord(parts, scope, record, digest, candidate)

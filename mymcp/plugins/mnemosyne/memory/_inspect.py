@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import ErrorCode, MemoryOperationError
-from ._index import IndexedRecord, MemoryIndex
+from ._index import MemoryIndex
 from ._paths import reference_parts
 from ._records import MemoryRecordV2
 from ._references import MemoryReference, V1Reference, V2Reference, parse_reference
+from ._scan import IndexedRecord
 
 __all__ = ["parse_inspect_arguments", "run_inspect"]
 

@@ -13,9 +13,10 @@ from typing import Any
 from ._cursor import PAGE_SIZE_MAX, CursorCodec, CursorState, SnapshotItem
 from ._errors import ErrorCode, MemoryOperationError
 from ._identifiers import is_identifier
-from ._index import IndexedRecord, MemoryIndex, ScanResult
+from ._index import MemoryIndex
 from ._records import MemoryRecordV2
 from ._references import reference_of
+from ._scan import IndexedRecord, ScanResult
 from ._scopes import Scope, parse_scope
 
 __all__ = [

@@ -23,7 +23,7 @@ from ._identifiers import (
     is_memory_id,
     utc_now_seconds,
 )
-from ._index import IndexedRecord, MemoryIndex
+from ._index import MemoryIndex
 from ._locking import root_lock
 from ._mutation_arguments import (
     RememberRequest,
@@ -44,6 +44,7 @@ from ._records import (
     Provenance,
 )
 from ._references import V2Reference
+from ._scan import IndexedRecord
 from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope
 from ._writer import RecordWriter, ensure_root
 

@@ -8,9 +8,10 @@ from typing import Any
 
 from ._errors import ErrorCode, MemoryOperationError
 from ._identifiers import is_identifier, normalize_tags, normalize_text, tag_key
-from ._index import IndexedRecord, MemoryIndex, ScanResult
+from ._index import MemoryIndex
 from ._records import MemoryRecordV2
 from ._references import reference_of
+from ._scan import IndexedRecord, ScanResult
 from ._scopes import Scope, parse_scope
 from ._terms import RankCandidate, term_set
 
