@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
+from mymcp.plugins.mnemosyne.memory import LOCK_FILE_NAME, CursorCodec, MemoryService
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
 SETTLED_AGE_NS = 3600 * 1_000_000_000
@@ -143,3 +144,33 @@ def codec() -> CursorCodec:
 @pytest.fixture
 def service(root: Path, codec: CursorCodec) -> MemoryService:
     return MemoryService(lambda: root, 10_000, codec)
+
+
+def remember_args(**overrides: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "scope": "project",
+        "namespace": {"kind": "project", "id": "mnemosyne", "label": "Mnemosyne"},
+        "collection": {"id": "decisions", "label": "Decisions"},
+        "kind": "decision",
+        "language": "en",
+        "title": "Remember consent boundary",
+        "content": "Durable memory requires approval for each exact tool call.",
+        "tags": ["architecture", "consent"],
+        "origin": "user_approved_proposal",
+    }
+    args.update(overrides)
+    return args
+
+
+def tree_snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry under ``root`` (mode and bytes), without the lock file."""
+    if not root.exists():
+        return {}
+    entries: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        if path.name == LOCK_FILE_NAME:
+            continue
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+        entries[str(path.relative_to(root))] = (info.st_mode, data)
+    return entries

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mymcp.plugins.mnemosyne.memory import (
-    LOCK_FILE_NAME,
     CursorCodec,
     ErrorCode,
     MemoryService,
@@ -26,6 +25,8 @@ from mymcp.plugins.mnemosyne.memory import (
     parse_record,
 )
 from mymcp.plugins.mnemosyne.memory._mutation_arguments import parse_remember_arguments
+
+from .conftest import remember_args, tree_snapshot
 
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"
 
@@ -70,22 +71,6 @@ ERROR_STATUSES = {
 }
 
 
-def remember_args(**overrides: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "scope": "project",
-        "namespace": {"kind": "project", "id": "mnemosyne", "label": "Mnemosyne"},
-        "collection": {"id": "decisions", "label": "Decisions"},
-        "kind": "decision",
-        "language": "en",
-        "title": "Remember consent boundary",
-        "content": "Durable memory requires approval for each exact tool call.",
-        "tags": ["architecture", "consent"],
-        "origin": "user_approved_proposal",
-    }
-    args.update(overrides)
-    return args
-
-
 def event_args(
     occurred_at: str | None = "2026-07-20T15:00:00Z", **overrides: Any
 ) -> dict[str, Any]:
@@ -111,20 +96,6 @@ def revise_args(reference: dict[str, Any], revision: Any, **overrides: Any) -> d
     }
     args.update(overrides)
     return args
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
-    """Every entry under ``root`` (mode and bytes), without the lock file."""
-    if not root.exists():
-        return {}
-    entries: dict[str, tuple[int, bytes | None]] = {}
-    for path in sorted(root.rglob("*")):
-        if path.name == LOCK_FILE_NAME:
-            continue
-        info = path.lstat()
-        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
-        entries[str(path.relative_to(root))] = (info.st_mode, data)
-    return entries
 
 
 def record_file(root: Path, reference: dict[str, Any]) -> Path:
@@ -220,14 +191,14 @@ def test_remember_normalizes_before_storing(memory: Memory) -> None:
 def test_exact_duplicate_is_already_exists_and_writes_nothing(
     memory: Memory, remembered: dict[str, Any], root: Path
 ) -> None:
-    before = snapshot(root)
+    before = tree_snapshot(root)
     # Same normalized identity: tags compare casefolded and in any order.
     again = memory.remember(
         tags=["CONSENT", "architecture"],
         content=" Durable memory requires approval for each exact tool call.\n",
     )
     assert again == {**remembered, "status": "already_exists"}
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
     different = memory.remember(title="Another title")
     assert different["status"] == "remembered"
     assert different["reference"]["id"] != remembered["reference"]["id"]
@@ -240,14 +211,14 @@ def test_archived_duplicate_is_existing_archived(
         "archive", {"reference": remembered["reference"], "expected_revision": 1}
     )
     assert archived["status"] == "archived"
-    before = snapshot(root)
+    before = tree_snapshot(root)
     again = memory.remember()
     assert again == {
         "status": "existing_archived",
         "reference": remembered["reference"],
         "lifecycle": {"state": "archived", "revision": 2},
     }
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 def test_duplicate_identity_is_per_location(memory: Memory, remembered: dict[str, Any]) -> None:
@@ -409,10 +380,10 @@ def test_duplicate_scan_honours_the_candidate_limit(root: Path) -> None:
     assert generous.remember()["status"] == "remembered"
     assert generous.remember(title="Second")["status"] == "remembered"
     tight = Memory(root, candidate_limit=1)
-    before = snapshot(root)
+    before = tree_snapshot(root)
     result = tight.remember(title="Third")
     assert (result["status"], result["code"]) == ("storage_error", "candidate_limit_exceeded")
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
     # Another collection is another container: its own count.
     assert tight.remember(collection=None)["status"] == "remembered"
 
@@ -420,10 +391,10 @@ def test_duplicate_scan_honours_the_candidate_limit(root: Path) -> None:
 def test_generated_id_conflict_is_write_conflict(root: Path) -> None:
     first = Memory(root, id_factory=lambda: MEM_ID).remember()
     assert first["reference"]["id"] == MEM_ID
-    before = snapshot(root)
+    before = tree_snapshot(root)
     clash = Memory(root, id_factory=lambda: MEM_ID).remember(title="Different")
     assert (clash["status"], clash["code"]) == ("conflict", "write_conflict")
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 def test_unavailable_root_is_a_storage_error(tmp_path: Path) -> None:
@@ -582,7 +553,7 @@ def test_revise_no_op_is_already_current_without_a_write(
     memory: Memory, remembered: dict[str, Any], root: Path
 ) -> None:
     reference = remembered["reference"]
-    before = snapshot(root)
+    before = tree_snapshot(root)
     result = memory.call(
         "revise",
         revise_args(
@@ -593,7 +564,7 @@ def test_revise_no_op_is_already_current_without_a_write(
         ),
     )
     assert result == {**remembered, "status": "already_current"}
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 def test_stale_revision_conflicts_before_no_op_detection(
@@ -695,14 +666,14 @@ def test_invalid_revise_is_rejected(memory: Memory, arguments: Any, code: str) -
 def test_revise_refuses_disallowed_content(
     memory: Memory, remembered: dict[str, Any], root: Path, overrides: dict[str, Any], field: str
 ) -> None:
-    before = snapshot(root)
+    before = tree_snapshot(root)
     result = memory.call("revise", revise_args(remembered["reference"], 1, **overrides))
     assert (result["status"], result["code"], result["field"]) == (
         "refused",
         "disallowed_content",
         field,
     )
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 def test_revise_of_a_missing_record_is_not_found(memory: Memory, tmp_path: Path) -> None:
@@ -730,10 +701,10 @@ def test_archive_and_restore_are_reversible_and_idempotent(
     assert memory.call("recall", query)["status"] == "no_matches"
     assert memory.inspect(reference)["memory"]["lifecycle"]["state"] == "archived"
 
-    before = snapshot(root)
+    before = tree_snapshot(root)
     again = memory.call("archive", {"reference": reference, "expected_revision": 2})
     assert again == {**archived, "status": "already_archived"}
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
     stale = memory.call("archive", target)  # stale even though already archived
     assert (stale["status"], stale["code"]) == ("conflict", "revision_conflict")
 
@@ -744,10 +715,10 @@ def test_archive_and_restore_are_reversible_and_idempotent(
         "lifecycle": {"state": "active", "revision": 3},
     }
     assert memory.call("recall", query)["status"] == "ok"
-    before = snapshot(root)
+    before = tree_snapshot(root)
     active = memory.call("restore", {"reference": reference, "expected_revision": 3})
     assert active == {**restored, "status": "already_active"}
-    assert snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 @pytest.mark.parametrize("tool", ["archive", "restore", "forget"])

@@ -17,7 +17,6 @@ import base64
 import json
 import logging
 import os
-import stat
 import tempfile
 import time
 import uuid
@@ -32,7 +31,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mymcp.plugins.mnemosyne.memory import (
-    LOCK_FILE_NAME,
     MAX_RECORD_BYTES,
     CursorCodec,
     ErrorCode,
@@ -59,6 +57,8 @@ from mymcp.plugins.mnemosyne.memory import (
     reference_parts,
     serialize_record,
 )
+
+from .conftest import tree_snapshot
 
 SETTLED_AGE_NS = 3600 * 1_000_000_000
 INVALID = ("invalid_request", "invalid_cursor")
@@ -117,20 +117,6 @@ def _put(root: Path, relative: str, data: bytes, *, settled: bool = True) -> Pat
     if settled:
         _settle(path)
     return path
-
-
-def _tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
-    """Every entry under ``root`` (mode and bytes), the lock file aside."""
-    if not root.exists():
-        return {}
-    entries: dict[str, tuple[int, bytes | None]] = {}
-    for path in sorted(root.rglob("*")):
-        if path.name == LOCK_FILE_NAME:
-            continue
-        info = path.lstat()
-        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
-        entries[str(path.relative_to(root))] = (info.st_mode, data)
-    return entries
 
 
 class _Capture(logging.Handler):
@@ -834,7 +820,7 @@ def test_refusals_never_echo_the_value(
     reason = find_disallowed(value)
     assert isinstance(reason, PolicyReason), value  # the generator makes real secrets
 
-    before = _tree(root)
+    before = tree_snapshot(root)
     with _captured_logs() as logs:
         outcome = getattr(writes, tool)(arguments)
     payload = outcome.payload
@@ -854,4 +840,4 @@ def test_refusals_never_echo_the_value(
         assert secret not in line
         assert normalize_text(value) not in line
     assert payload["message"] == ErrorCode.DISALLOWED_CONTENT.message
-    assert _tree(root) == before
+    assert tree_snapshot(root) == before

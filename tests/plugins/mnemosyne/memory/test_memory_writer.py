@@ -28,23 +28,18 @@ from mymcp.plugins.mnemosyne.memory import (
     parse_record,
 )
 
+from .conftest import remember_args as shared_remember_args
+
 REPO = Path(__file__).resolve().parents[4]
 
 
 def remember_args(**overrides: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "scope": "project",
-        "namespace": {"kind": "project", "id": "mnemosyne", "label": "Mnemosyne"},
-        "collection": {"id": "decisions", "label": "Decisions"},
-        "kind": "decision",
-        "language": "en",
+    defaults = {
         "title": "Consent boundary",
-        "content": "Durable memory requires approval for each exact tool call.",
         "tags": ["consent"],
         "origin": "explicit_user_statement",
     }
-    args.update(overrides)
-    return args
+    return shared_remember_args(**{**defaults, **overrides})
 
 
 class Memory:
