@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import LOCK_FILE_NAME, CursorCodec, MemoryService
+from mymcp.plugins.mnemosyne.memory import (
+    LOCK_FILE_NAME,
+    CursorCodec,
+    MemoryService,
+    _filesystem,
+    _index,
+    _record_format,
+)
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
 SETTLED_AGE_NS = 3600 * 1_000_000_000
@@ -174,3 +181,35 @@ def tree_snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
         data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
         entries[str(path.relative_to(root))] = (info.st_mode, data)
     return entries
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts full stat walks; patches and the inotify fast path never call them."""
+    calls: list[int] = []
+    real = _index.walk_candidates
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(_index, "walk_candidates", counting)
+    return calls
+
+
+@pytest.fixture
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"read": 0, "parse": 0}
+    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
+
+    def counting_read(*args: Any) -> Any:
+        counts["read"] += 1
+        return real_read(*args)
+
+    def counting_parse(data: bytes) -> Any:
+        counts["parse"] += 1
+        return real_parse(data)
+
+    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
+    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
+    return counts

@@ -30,11 +30,9 @@ from mymcp.plugins.mnemosyne.memory import (
     MutationService,
     Scope,
     _duplicates,
-    _filesystem,
     _index,
     _listing,
     _mutations,
-    _record_format,
     _terms,
     _tokenize,
     reference_of,
@@ -46,38 +44,6 @@ Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
-
-
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts full walks; patches and the fast path never call ``walk_candidates``."""
-    calls: list[int] = []
-    real = _index.walk_candidates
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls.append(1)
-        real(*args, **kwargs)
-
-    monkeypatch.setattr(_index, "walk_candidates", counting)
-    return calls
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    counts = {"read": 0, "parse": 0}
-    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
-
-    def counting_read(*args: Any) -> Any:
-        counts["read"] += 1
-        return real_read(*args)
-
-    def counting_parse(data: bytes) -> Any:
-        counts["parse"] += 1
-        return real_parse(data)
-
-    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
-    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
-    return counts
 
 
 def _scan(
@@ -104,14 +70,14 @@ def _armed(root: Path) -> MemoryIndex:
 
 @linux_only
 def test_one_file_edited_added_deleted_and_renamed_without_a_walk(
-    root: Path, write: Writer, v1: Factory, walks: list[int], reads: dict[str, int]
+    root: Path, write: Writer, v1: Factory, walks: list[int], count_reads: dict[str, int]
 ) -> None:
     for number in range(20):
         write(v1(memory_id=f"n{number}"), f"project/ns/{number}.json")
     index = _armed(root)
     assert _ids(index) == {f"n{number}" for number in range(20)}
     assert len(walks) == 1
-    before = dict(reads)
+    before = dict(count_reads)
     expected = {f"n{number}" for number in range(20)}
 
     write(v1(memory_id="edited"), "project/ns/3.json")  # edit in place
@@ -127,7 +93,7 @@ def test_one_file_edited_added_deleted_and_renamed_without_a_walk(
     assert _ids(index) == expected
     assert len(walks) == 1
     # Only the named files were read: the edit, the addition and the renamed file.
-    assert reads["read"] - before["read"] == 3
+    assert count_reads["read"] - before["read"] == 3
     assert index.cached_paths() >= {("project", "ns", "renamed.json")}
     assert ("project", "ns", "5.json") not in index.cached_paths()
     assert ("project", "ns", "4.json") not in index.cached_paths()

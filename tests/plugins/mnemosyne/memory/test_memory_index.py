@@ -18,7 +18,6 @@ from mymcp.plugins.mnemosyne.memory import (
     Scope,
     SkipReason,
     _filesystem,
-    _record_format,
     parse_record,
 )
 
@@ -47,24 +46,6 @@ def _new(root: Path, watch: bool) -> MemoryIndex:
 
 def _skips(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "mymcp.memory.store"]
-
-
-@pytest.fixture
-def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    counts = {"read": 0, "parse": 0}
-    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
-
-    def counting_read(*args: Any) -> Any:
-        counts["read"] += 1
-        return real_read(*args)
-
-    def counting_parse(data: bytes) -> Any:
-        counts["parse"] += 1
-        return real_parse(data)
-
-    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
-    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
-    return counts
 
 
 def test_every_invalid_reason_is_skipped_and_logged_without_detail(

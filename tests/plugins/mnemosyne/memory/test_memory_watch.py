@@ -21,26 +21,12 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, _index, _watch
+from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, _watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
-
-
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts full walks (the stat path); the fast path never calls ``walk_candidates``."""
-    calls: list[int] = []
-    real = _index.walk_candidates
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls.append(1)
-        real(*args, **kwargs)
-
-    monkeypatch.setattr(_index, "walk_candidates", counting)
-    return calls
 
 
 def _ids(
