@@ -6,7 +6,8 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -16,6 +17,7 @@ from starlette.routing import Route
 
 from mymcp import SERVER_NAME
 from mymcp.config import HostConfiguration
+from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
 from mymcp.transport import (
     DEFAULT_SESSION_LIMIT,
@@ -41,8 +43,13 @@ def create_app(
     configuration: HostConfiguration | None = None,
     session_limit: int = DEFAULT_SESSION_LIMIT,
     protected_resource_metadata: Mapping[str, Any] | None = None,
+    governance: Governance | None = None,
 ) -> Starlette:
-    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`."""
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`.
+
+    Without `governance` every caller may call every tool and nothing is audited. The
+    app's lifespan runs the audit's background writer and flushes it at shutdown.
+    """
     config = configuration or HostConfiguration()
     mcp = config.mcp
     sessions = SessionStore(
@@ -53,7 +60,7 @@ def create_app(
     options = TransportOptions.for_binding(
         config.server.address, config.server.port, strict=mcp.strict_protocol_version
     )
-    endpoint = McpEndpoint(runtime, authenticator, sessions, options)
+    endpoint = McpEndpoint(runtime, authenticator, sessions, options, governance)
     version_body = {
         "name": SERVER_NAME,
         "version": runtime.server_version,
@@ -78,7 +85,19 @@ def create_app(
             return JSONResponse(metadata, headers={"cache-control": "no-store"})
 
         routes.append(Route(PROTECTED_RESOURCE_PATH, protected_resource, methods=["GET"]))
-    return Starlette(routes=routes)
+    audit = governance.audit if governance is not None else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if audit is not None:
+            audit.start()
+        try:
+            yield
+        finally:
+            if audit is not None:
+                audit.close()
+
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def create_host_app(host: Host) -> Starlette:
@@ -88,6 +107,7 @@ def create_host_app(host: Host) -> Starlette:
         authenticator=host.authenticator,
         configuration=host.configuration,
         protected_resource_metadata=host.authenticator.protected_resource_metadata,
+        governance=host.governance,
     )
 
 

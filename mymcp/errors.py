@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AuditError",
     "ConfigurationError",
     "ExternalPluginLoadError",
     "HostAuthenticationCompositionError",
@@ -50,3 +51,7 @@ class HostAuthenticationCompositionError(MyMCPError):
 
 class MnemosyneSettingsError(MyMCPError):
     """The Mnemosyne settings (environment or ~/.mnemosyne/config.toml) are invalid."""
+
+
+class AuditError(MyMCPError):
+    """The security audit log cannot be opened or written."""

@@ -8,7 +8,7 @@ bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
 from mymcp.auth._compose import build_authenticator
 from mymcp.auth._discovery import HttpClientFactory
 from mymcp.auth._oauth import Clock, SystemClock
-from mymcp.auth._principal import ANONYMOUS, AuthFailure, Principal, is_valid_subject
+from mymcp.auth._principal import ANONYMOUS, AuthFailure, Identity, Principal, is_valid_subject
 from mymcp.auth._provisioning import (
     CredentialProvisioningError,
     create_token,
@@ -24,6 +24,7 @@ __all__ = [
     "Clock",
     "CredentialProvisioningError",
     "HttpClientFactory",
+    "Identity",
     "Principal",
     "SystemClock",
     "build_authenticator",

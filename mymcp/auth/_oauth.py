@@ -7,6 +7,11 @@ junk tokens cannot use up the budget a real key rotation needs. Shape, header-JS
 missing-claim problems are `malformed`; everything else is `rejected`. The signature is
 checked before the payload is trusted.
 
+Scopes come from `scope` (space-separated, RFC 8693/9068) or `scp` (a string or a list,
+as several providers send it). Entries that are not RFC 6749 scope tokens are ignored,
+and at most 64 are kept: scopes only ever add permissions through policy rules, so
+dropping a malformed one can only take access away, never grant it.
+
 Claims required: `iss`, `aud`, `sub`, `exp`, `iat`. `client_id` and `jti` are neither
 required nor inspected: MyMCP keeps no replay cache and no per-client policy, and several
 common providers omit them from user access tokens (Keycloak has no `client_id`,
@@ -31,7 +36,7 @@ from mymcp.auth._encoding import (
     is_printable_ascii,
 )
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
-from mymcp.auth._principal import AuthFailure, is_valid_subject
+from mymcp.auth._principal import AuthFailure, Identity, is_valid_subject
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",
@@ -41,6 +46,7 @@ __all__ = [
     "OAuthJwtAdapter",
     "SystemClock",
     "project_subject",
+    "token_scopes",
 ]
 
 OAUTH_JWT_TYPE = "oauth-jwt-jwks-v1"
@@ -78,6 +84,33 @@ def project_subject(issuer: str, sub: str) -> str:
     """Adapter-local subject: `oauth-jwt-v1:` + b64url(SHA-256(issuer ‖ 0x00 ‖ sub))."""
     digest = hashlib.sha256(issuer.encode("utf-8") + b"\x00" + sub.encode("utf-8")).digest()
     return f"oauth-jwt-v1:{b64url_encode(digest)}"
+
+
+MAX_SCOPES = 64
+MAX_SCOPE_LENGTH = 128
+
+
+def _is_scope_token(value: str) -> bool:
+    # RFC 6749 scope-token: printable ASCII except space, double quote and backslash.
+    return (
+        0 < len(value) <= MAX_SCOPE_LENGTH
+        and value.isascii()
+        and value.isprintable()
+        and not any(char in value for char in ' "\\')
+    )
+
+
+def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
+    """The scopes a token carries, from `scope` or `scp`; malformed entries are ignored."""
+    raw: list[object] = []
+    for claim in ("scope", "scp"):
+        value = claims.get(claim)
+        if isinstance(value, str):
+            raw.extend(value.split(" "))
+        elif isinstance(value, list):
+            raw.extend(value)
+    scopes = [item for item in raw if isinstance(item, str) and _is_scope_token(item)]
+    return frozenset(scopes[:MAX_SCOPES])
 
 
 def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
@@ -158,7 +191,7 @@ class OAuthJwtAdapter:
                 return None  # keep serving with the keys we already trust
             return self._keys.get(kid)
 
-    async def authenticate(self, payload: str) -> str | AuthFailure:
+    async def authenticate(self, payload: str) -> Identity | AuthFailure:
         parts = _split_compact(payload)
         if parts is None:
             return AuthFailure.MALFORMED
@@ -192,7 +225,7 @@ class OAuthJwtAdapter:
             return True
         return isinstance(self._check_claims(claims), AuthFailure)
 
-    def _check_claims(self, claims: Mapping[str, object]) -> str | AuthFailure:
+    def _check_claims(self, claims: Mapping[str, object]) -> Identity | AuthFailure:
         if claims["iss"] != self._issuer:
             return AuthFailure.REJECTED
         audience = claims["aud"]
@@ -217,4 +250,6 @@ class OAuthJwtAdapter:
         subject = claims["sub"]
         if not is_valid_subject(subject):
             return AuthFailure.REJECTED
-        return project_subject(self._issuer, subject)
+        return Identity(
+            project_subject(self._issuer, subject), f"oauth:{subject}", token_scopes(claims)
+        )

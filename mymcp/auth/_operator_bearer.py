@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mymcp.auth._encoding import b64url_decode, b64url_encode
-from mymcp.auth._principal import AuthFailure
+from mymcp.auth._principal import AuthFailure, Identity
 from mymcp.auth._verifier_file import Credential
 
 __all__ = [
@@ -78,12 +78,11 @@ class OperatorBearerAdapter:
     def __init__(self, credentials: Iterable[Credential]) -> None:
         self._credentials: dict[str, Credential] = {item.id: item for item in credentials}
 
-    @property
-    def credential_count(self) -> int:
-        return len(self._credentials)
-
-    async def authenticate(self, payload: str) -> str | AuthFailure:
-        return self.verify(payload)
+    async def authenticate(self, payload: str) -> Identity | AuthFailure:
+        outcome = self.verify(payload)
+        if isinstance(outcome, AuthFailure):
+            return outcome
+        return Identity(outcome, f"operator:{outcome}")
 
     def verify(self, payload: str) -> str | AuthFailure:
         token = parse_token(payload)

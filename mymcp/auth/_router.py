@@ -7,8 +7,9 @@ adapter and failed evidence never degrades to anonymous access.
 
 from __future__ import annotations
 
+import dataclasses
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from mymcp.auth._evidence import Evidence, RouteKey, extract_evidence
 from mymcp.auth._principal import (
     ANONYMOUS,
     AuthFailure,
+    Identity,
     Principal,
     is_valid_subject,
     registered_principal,
@@ -25,9 +27,9 @@ __all__ = ["AuthenticationAdapter", "Authenticator", "OAuthChallenge", "RoutedAd
 
 
 class AuthenticationAdapter(Protocol):
-    """One composed adapter: maps a credential payload to an adapter-local subject."""
+    """One composed adapter: maps a credential payload to the identity it proves."""
 
-    async def authenticate(self, payload: str) -> str | AuthFailure: ...
+    async def authenticate(self, payload: str) -> Identity | AuthFailure: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class OAuthChallenge:
     metadata_url: str
     resource: str
     issuer: str
+    scopes_supported: tuple[str, ...] = ()
 
 
 class Authenticator:
@@ -86,15 +89,26 @@ class Authenticator:
         """The RFC 9728 body (a fresh copy) when OAuth is enabled, else None."""
         if self._oauth is None:
             return None
-        return {
+        metadata: dict[str, object] = {
             "resource": self._oauth.resource,
             "authorization_servers": [self._oauth.issuer],
             "bearer_methods_supported": ["header"],
         }
+        if self._oauth.scopes_supported:
+            metadata["scopes_supported"] = list(self._oauth.scopes_supported)
+        return metadata
 
-    @property
-    def protected_resource_metadata_url(self) -> str | None:
-        return None if self._oauth is None else self._oauth.metadata_url
+    def with_scopes_supported(self, scopes: Iterable[str]) -> Authenticator:
+        """The same authenticator, publishing `scopes` (sorted) in its RFC 9728 metadata.
+
+        Policy decides which scopes matter, and policy is composed after authentication.
+        """
+        if self._oauth is None:
+            return self
+        oauth = dataclasses.replace(self._oauth, scopes_supported=tuple(sorted(set(scopes))))
+        return Authenticator(
+            routes=self._routes, anonymous_enabled=self._anonymous_enabled, oauth=oauth
+        )
 
     async def authenticate(self, authorization_values: Sequence[str]) -> Principal | AuthFailure:
         """Authenticate one request from all of its raw `Authorization` header values."""
@@ -115,7 +129,7 @@ class Authenticator:
             return AuthFailure.REJECTED
         if isinstance(outcome, AuthFailure):
             return outcome
-        if not is_valid_subject(outcome):
+        if not isinstance(outcome, Identity) or not is_valid_subject(outcome.subject):
             return AuthFailure.REJECTED
         return registered_principal(routed.adapter_id, outcome)
 
@@ -131,4 +145,16 @@ class Authenticator:
         value = f'Bearer resource_metadata="{self._oauth.metadata_url}"'
         if token_presented and failure is not AuthFailure.NO_EVIDENCE:
             value += ', error="invalid_token"'
+        return {"WWW-Authenticate": value}
+
+    def step_up_headers(self, scopes: Iterable[str]) -> dict[str, str]:
+        """Headers for the 403 that asks an OAuth client to get a token with more scopes.
+
+        `scope` lists every scope the retried call needs (the ones the token already had
+        that policy names, plus the missing ones), so a client asking its authorization
+        server for exactly these does not lose what it had.
+        """
+        value = f'Bearer error="insufficient_scope", scope="{" ".join(sorted(set(scopes)))}"'
+        if self._oauth is not None:
+            value += f', resource_metadata="{self._oauth.metadata_url}"'
         return {"WWW-Authenticate": value}

@@ -1,5 +1,17 @@
 """Host configuration: where it lives, how it is read, and the frozen values it yields."""
 
+from mymcp.config._governance import (
+    EFFECT_CLASSES,
+    ApprovalSettings,
+    AuditSettings,
+    PolicyRule,
+    PolicySettings,
+    PrincipalSelector,
+    ToolSelector,
+    parse_principal_selector,
+    parse_tool_selector,
+    shown,
+)
 from mymcp.config._grammar import (
     BUNDLED_PLUGIN_ID,
     CONFIGURATION_MESSAGES,
@@ -9,6 +21,7 @@ from mymcp.config._grammar import (
     OAUTH_JWT_ADAPTER_TYPE,
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
+    config_error,
     is_issuer,
 )
 from mymcp.config._loader import (
@@ -16,10 +29,11 @@ from mymcp.config._loader import (
     parse_host_configuration,
     validate_semantics,
 )
-from mymcp.config._location import config_path
+from mymcp.config._location import config_path, xdg_directory
 from mymcp.config._model import (
     DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
     DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
+    DEFAULT_SESSIONS_PER_PRINCIPAL,
     AdapterDeclaration,
     AdapterRoute,
     AuthenticationSettings,
@@ -34,6 +48,8 @@ __all__ = [
     "CONFIGURATION_MESSAGES",
     "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
     "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
+    "DEFAULT_SESSIONS_PER_PRINCIPAL",
+    "EFFECT_CLASSES",
     "MAX_AUTHENTICATION_ADAPTERS",
     "MAX_CONFIGURATION_BYTES",
     "MAX_SESSION_LIFETIME_SECONDS",
@@ -42,14 +58,25 @@ __all__ = [
     "SUPPORTED_SCHEMA_VERSIONS",
     "AdapterDeclaration",
     "AdapterRoute",
+    "ApprovalSettings",
+    "AuditSettings",
     "AuthenticationSettings",
     "HostConfiguration",
     "McpSettings",
     "PluginDeclaration",
+    "PolicyRule",
+    "PolicySettings",
+    "PrincipalSelector",
     "ServerSettings",
+    "ToolSelector",
+    "config_error",
     "config_path",
     "is_issuer",
     "load_host_configuration",
     "parse_host_configuration",
+    "parse_principal_selector",
+    "parse_tool_selector",
+    "shown",
     "validate_semantics",
+    "xdg_directory",
 ]

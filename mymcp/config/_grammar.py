@@ -26,7 +26,7 @@ __all__ = [
     "is_safe_absolute_path",
 ]
 
-SUPPORTED_SCHEMA_VERSIONS: Final = range(1, 8)
+SUPPORTED_SCHEMA_VERSIONS: Final = range(1, 9)
 MAX_CONFIGURATION_BYTES: Final = 65536
 MAX_AUTHENTICATION_ADAPTERS: Final = 32
 MAX_SESSION_LIFETIME_SECONDS: Final = 2_592_000
@@ -58,14 +58,31 @@ CONFIGURATION_MESSAGES: Final[dict[str, str]] = {
     ),
     "bundled_plugin_conflict": "MyMCP configuration declares the bundled plugin id",
     "enabled_plugin_unsupported": "MyMCP configuration schema 1 cannot enable plugins",
+    "policy_invalid": "MyMCP configuration policy is invalid",
+    "policy_unknown_key": "MyMCP configuration policy has an unknown key",
+    "policy_empty_list": "MyMCP configuration policy has an empty list",
+    "policy_invalid_principal": "MyMCP configuration policy has an invalid principal selector",
+    "policy_invalid_tool": "MyMCP configuration policy has an invalid tool selector",
+    "policy_unknown_tool": "MyMCP configuration policy names a tool that does not exist",
+    "policy_duplicate_rule": "MyMCP configuration policy repeats a rule",
+    "policy_duplicate_selector": "MyMCP configuration policy repeats a selector in one list",
+    "policy_too_large": "MyMCP configuration policy is too large",
 }
 
 
-def config_error(code: str, where: str | None = None) -> ConfigurationError:
-    """The error for `code`; `where` is a fixed schema location such as `server.port`."""
+def config_error(
+    code: str, where: str | None = None, detail: str | None = None
+) -> ConfigurationError:
+    """The error for `code`; `where` is a key path such as `server.port`.
+
+    `detail` says what is wrong with the value. It is meant for the operator's terminal;
+    logs carry only the code.
+    """
     message = CONFIGURATION_MESSAGES[code]
     if where is not None:
         message = f"{message} (at {where})"
+    if detail is not None:
+        message = f"{message}: {detail}"
     return ConfigurationError(code, message)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mymcp.config._grammar import config_error
 
-__all__ = ["CONFIG_DIRECTORY_NAME", "CONFIG_FILE_NAME", "config_path"]
+__all__ = ["CONFIG_DIRECTORY_NAME", "CONFIG_FILE_NAME", "config_path", "xdg_directory"]
 
 CONFIG_DIRECTORY_NAME = "mymcp"
 CONFIG_FILE_NAME = "config.toml"
@@ -36,22 +36,37 @@ def _resolve_home(environ: Mapping[str, str]) -> str:
         return ""
 
 
-def config_path(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
-    """The configuration file path.
+_XDG_DEFAULTS = {
+    "XDG_CONFIG_HOME": (".config",),
+    "XDG_STATE_HOME": (".local", "state"),
+    "XDG_CACHE_HOME": (".cache",),
+}
 
-    `$XDG_CONFIG_HOME/mymcp/config.toml` when that variable is non-empty and absolute,
-    otherwise `<home>/.config/mymcp/config.toml`. Nothing is expanded, probed or merged.
-    `home` defaults to `HOME` from `environ`, then the account database. Raises
-    `ConfigurationError("invalid_location")` for NUL or surrogate code points, or when no
-    absolute home directory can be found.
+
+def xdg_directory(
+    variable: str, environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> Path:
+    """MyMCP's directory under one XDG base directory (`mymcp` inside it).
+
+    The variable's value when it is non-empty and absolute, otherwise its documented
+    default under the home directory (`~/.config`, `~/.local/state`, `~/.cache`). Nothing
+    is expanded, probed or merged. `home` defaults to `HOME` from `environ`, then the
+    account database. Raises `ConfigurationError("invalid_location")` for NUL or
+    surrogate code points, or when no absolute home directory can be found.
     """
     env = os.environ if environ is None else environ
-    xdg = env.get("XDG_CONFIG_HOME", "")
+    xdg = env.get(variable, "")
     if not _is_clean(xdg):
         raise config_error("invalid_location")
     if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / CONFIG_DIRECTORY_NAME / CONFIG_FILE_NAME
+        return Path(xdg) / CONFIG_DIRECTORY_NAME
     home_text = str(home) if home is not None else _resolve_home(env)
     if not home_text or not _is_clean(home_text) or not Path(home_text).is_absolute():
         raise config_error("invalid_location")
-    return Path(home_text) / ".config" / CONFIG_DIRECTORY_NAME / CONFIG_FILE_NAME
+    return Path(home_text).joinpath(*_XDG_DEFAULTS[variable], CONFIG_DIRECTORY_NAME)
+
+
+def config_path(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """The configuration file: `$XDG_CONFIG_HOME/mymcp/config.toml`, by default
+    `~/.config/mymcp/config.toml` (see `xdg_directory`)."""
+    return xdg_directory("XDG_CONFIG_HOME", environ, home) / CONFIG_FILE_NAME

@@ -6,9 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from mymcp.config._governance import ApprovalSettings, AuditSettings, PolicySettings
+
 __all__ = [
     "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
     "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
+    "DEFAULT_SESSIONS_PER_PRINCIPAL",
     "AdapterDeclaration",
     "AdapterRoute",
     "AuthenticationSettings",
@@ -20,6 +23,7 @@ __all__ = [
 
 DEFAULT_INACTIVITY_TIMEOUT_SECONDS = 1800
 DEFAULT_ABSOLUTE_LIFETIME_SECONDS = 28800
+DEFAULT_SESSIONS_PER_PRINCIPAL = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +75,12 @@ class AuthenticationSettings:
 
 @dataclass(frozen=True, slots=True)
 class McpSettings:
-    """Transport settings from schema 6/7 `[mcp]`; a lifetime of 0 disables that limit."""
+    """Transport settings from schema 6-8 `[mcp]`; a lifetime of 0 disables that limit."""
 
     strict_protocol_version: bool = True
     session_inactivity_timeout_seconds: int = DEFAULT_INACTIVITY_TIMEOUT_SECONDS
     session_absolute_lifetime_seconds: int = DEFAULT_ABSOLUTE_LIFETIME_SECONDS
+    max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,4 +92,9 @@ class HostConfiguration:
     plugins: tuple[PluginDeclaration, ...] = ()
     authentication: AuthenticationSettings = field(default_factory=AuthenticationSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
+    policy: PolicySettings | None = None
+    """None (no `[policy]`) allows every principal every tool."""
+    audit: AuditSettings = field(default_factory=lambda: AuditSettings(enabled=False))
+    """Schemas 1-7 have no `[audit]` and audit nothing; schema 8 audits by default."""
+    approval: ApprovalSettings = field(default_factory=ApprovalSettings)
     origin: Literal["loaded", "absent_defaults"] = "absent_defaults"

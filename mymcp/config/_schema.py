@@ -1,4 +1,4 @@
-"""The host configuration schema matrix (versions 1-7): a parsed TOML document in, a frozen
+"""The host configuration schema matrix (versions 1-8): a parsed TOML document in, a frozen
 `HostConfiguration` out. Every failure is a `ConfigurationError` with a stable code and a
 fixed message that names at most a schema location, never a value or a path.
 """
@@ -9,6 +9,13 @@ import ipaddress
 from pathlib import Path
 from typing import Any, Final
 
+from mymcp.config._governance import (
+    ApprovalSettings,
+    AuditSettings,
+    approval_settings,
+    audit_settings,
+    policy_settings,
+)
 from mymcp.config._grammar import (
     BUNDLED_PLUGIN_ID,
     MAX_AUTHENTICATION_ADAPTERS,
@@ -224,50 +231,93 @@ def _authentication(value: object, version: int) -> AuthenticationSettings:
 
 
 _LIFETIMES: Final = ("session_inactivity_timeout_seconds", "session_absolute_lifetime_seconds")
+MAX_SESSIONS_PER_PRINCIPAL: Final = 1024
 
 
 def _mcp(value: object, version: int) -> McpSettings:
     table = _table(value, "mcp")
-    required = {"strict_protocol_version"} | (set(_LIFETIMES) if version >= 7 else set())
-    _exact(table, required, set(), "mcp")
-    strict = _bool(table["strict_protocol_version"], "mcp.strict_protocol_version")
+    defaults = McpSettings()
+    if version >= 8:
+        # Schema 8 keeps every schema-7 key and makes each one optional.
+        _exact(
+            table,
+            set(),
+            {"strict_protocol_version", *_LIFETIMES, "max_sessions_per_principal"},
+            "mcp",
+        )
+    else:
+        required = {"strict_protocol_version"} | (set(_LIFETIMES) if version >= 7 else set())
+        _exact(table, required, set(), "mcp")
+    strict = _bool(
+        table.get("strict_protocol_version", defaults.strict_protocol_version),
+        "mcp.strict_protocol_version",
+    )
     if version < 7:
         return McpSettings(strict_protocol_version=strict)
     inactivity, absolute = (
-        _int(table[key], 0, MAX_SESSION_LIFETIME_SECONDS, f"mcp.{key}") for key in _LIFETIMES
+        _int(table.get(key, getattr(defaults, key)), 0, MAX_SESSION_LIFETIME_SECONDS, f"mcp.{key}")
+        for key in _LIFETIMES
+    )
+    per_principal = _int(
+        table.get("max_sessions_per_principal", defaults.max_sessions_per_principal),
+        1,
+        MAX_SESSIONS_PER_PRINCIPAL,
+        "mcp.max_sessions_per_principal",
     )
     return McpSettings(
         strict_protocol_version=strict,
         session_inactivity_timeout_seconds=inactivity,
         session_absolute_lifetime_seconds=absolute,
+        max_sessions_per_principal=per_principal,
     )
 
 
 _TOP_LEVEL: Final = frozenset({"schema_version", "server", "plugins", "authentication", "mcp"})
+_GOVERNANCE_TABLES: Final = frozenset({"policy", "audit", "approval"})
 
 
 def host_configuration_from_document(document: dict[str, Any]) -> HostConfiguration:
     """Validate a `tomllib` document against the schema matrix of its `schema_version`."""
     version = _schema_version(document)
-    if not _TOP_LEVEL.issuperset(document):
-        fail("top level")
+    allowed = _TOP_LEVEL | _GOVERNANCE_TABLES if version >= 8 else _TOP_LEVEL
+    unknown = sorted(set(document) - allowed)
+    if unknown:
+        fail(unknown[0] if version >= 8 else "top level")
     server = _server(document.get("server"))
     plugins = _plugins(document.get("plugins"), version)
     authentication = AuthenticationSettings()
-    if (version >= 3) != ("authentication" in document):
+    # Schemas 3-7 require [authentication] and 6-7 require [mcp]; schema 8 accepts every
+    # schema-7 file and lets both tables fall back to their defaults when absent.
+    if version < 8 and (version >= 3) != ("authentication" in document):
         fail("authentication")
-    if version >= 3:
+    if "authentication" in document:
         authentication = _authentication(document["authentication"], version)
     mcp = McpSettings()
-    if (version >= 6) != ("mcp" in document):
+    if version < 8 and (version >= 6) != ("mcp" in document):
         fail("mcp")
-    if version >= 6:
+    if "mcp" in document:
         mcp = _mcp(document["mcp"], version)
+    if version < 8:
+        return HostConfiguration(
+            schema_version=version,
+            server=server,
+            plugins=plugins,
+            authentication=authentication,
+            mcp=mcp,
+            origin="loaded",
+        )
     return HostConfiguration(
         schema_version=version,
         server=server,
         plugins=plugins,
         authentication=authentication,
         mcp=mcp,
+        policy=policy_settings(document["policy"]) if "policy" in document else None,
+        audit=audit_settings(document["audit"]) if "audit" in document else AuditSettings(),
+        approval=(
+            approval_settings(document["approval"])
+            if "approval" in document
+            else ApprovalSettings()
+        ),
         origin="loaded",
     )

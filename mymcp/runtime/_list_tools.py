@@ -14,6 +14,7 @@ __all__ = [
     "LIST_TOOLS_EFFECTS",
     "LIST_TOOLS_NAME",
     "list_tools_handler",
+    "list_tools_payload",
 ]
 
 LIST_TOOLS_NAME = "list_tools"
@@ -31,13 +32,18 @@ LIST_TOOLS_DEFINITION: dict[str, Any] = {
 }
 
 
+def list_tools_payload(version: str, names: Sequence[str]) -> dict[str, Any]:
+    """What `list_tools` answers for a caller who may call exactly `names`."""
+    summary = f"Server: {SERVER_NAME} {version}. Available tools: {', '.join(names)}"
+    return {"summary": summary, "server": SERVER_NAME, "version": version, "tools": list(names)}
+
+
 def list_tools_handler(version: str, names: Sequence[str]) -> ToolHandler:
-    """A handler that reports the surface it was built over; the runtime never changes."""
+    """A handler over the whole surface. The transport answers `list_tools` from the
+    caller's policy view instead; this one serves callers that have no view (tests)."""
     frozen = tuple(names)
-    summary = f"Server: {SERVER_NAME} {version}. Available tools: {', '.join(frozen)}"
-    payload = {"summary": summary, "server": SERVER_NAME, "version": version, "tools": frozen}
 
     async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
-        return structured_result({**payload, "tools": list(frozen)})
+        return structured_result(list_tools_payload(version, frozen))
 
     return handle

@@ -1,9 +1,11 @@
 """Two-phase startup: frozen settings first, then `build_host()` composes everything.
 
-Order (contract 2.5): semantic checks, preflight and import of external plugins, the
-bundled Mnemosyne adapter and its parity check, bindings (Mnemosyne pinned first, then
+Order: semantic checks, preflight and import of external plugins, the bundled Mnemosyne
+adapter and its parity check, bindings (Mnemosyne pinned first, then
 `<plugin-id>__<tool-local-id>`), `list_tools` over the whole surface, a new generation,
-and finally authentication. Any failure raises and leaves no partial runtime behind.
+the policy (its selectors are resolved against the composed tools), authentication, and
+last the audit log (the only step that creates files). Any failure raises and leaves no
+partial runtime behind.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
 from mymcp.config import HostConfiguration, load_host_configuration, validate_semantics
 from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError, MyMCPError
+from mymcp.governance import Governance, Policy, open_audit
 from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
     MNEMOSYNE_PLUGIN_ID,
@@ -41,6 +44,7 @@ class Host:
     configuration: HostConfiguration
     runtime: HostRuntime
     authenticator: Authenticator
+    governance: Governance
 
 
 BindingPolicy = Callable[[QualifiedCapabilityId], str]
@@ -103,5 +107,17 @@ def build_host(
     validate_semantics(configuration)
     mnemosyne = load_mnemosyne_settings(environ, home)
     runtime = build_runtime(configuration, mnemosyne, environ=environ, home=home, binding=binding)
-    authenticator = build_authenticator(configuration.authentication, configuration.server)
-    return Host(configuration, runtime, authenticator)
+    try:
+        policy = Policy(configuration.policy, runtime)
+    except MyMCPError as exc:
+        _log.error("policy_composition outcome=error code=%s", exc.code)
+        raise
+    authenticator = build_authenticator(
+        configuration.authentication, configuration.server
+    ).with_scopes_supported(policy.step_up_scopes)
+    try:
+        audit = open_audit(configuration, environ, home)
+    except MyMCPError as exc:
+        _log.error("audit outcome=error code=%s", exc.code)
+        raise
+    return Host(configuration, runtime, authenticator, Governance(policy, audit))

@@ -1,23 +1,35 @@
-"""JSON-RPC method handling for MCP 2025-11-25: initialize, ping, tools/list, tools/call."""
+"""JSON-RPC method handling for MCP 2025-11-25: initialize, ping, tools/list, tools/call.
+
+`tools/list` and `tools/call` are governed: both read the caller's policy view, so a
+tool the caller may not call is neither listed nor callable (and a call to it is
+answered exactly like a call to a tool that does not exist), and every call decision
+and outcome goes to the audit.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import logging
+import secrets
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from anyio import to_thread
 
 from mymcp import SERVER_NAME
+from mymcp.auth import Principal
+from mymcp.errors import AuditError
+from mymcp.governance import Governance, Policy, PolicyView
 from mymcp.plugin import structured_result
-from mymcp.runtime import HostRuntime
+from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
 from mymcp.transport._versions import negotiate_version
 
-__all__ = ["Dispatcher"]
+__all__ = ["Caller", "Dispatcher", "StepUpRequired"]
 
 _log = logging.getLogger("mymcp.transport.tools")
 
@@ -27,23 +39,60 @@ _INTERNAL_FAILURE = {
     "code": "internal_error",
     "message": "The tool failed unexpectedly; nothing about the failure is shown here.",
 }
+_AUDIT_UNAVAILABLE = {
+    "status": "internal_error",
+    "code": "audit_unavailable",
+    "message": (
+        "The call was not run: the server could not record it in its security audit. "
+        "Retry later; the operator has the details."
+    ),
+}
+_IDENTIFIER_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request and in which session (None where sessions do not exist)."""
+
+    principal: Principal
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepUpRequired:
+    """The call would be allowed with more OAuth scopes: the transport answers 403."""
+
+    request_id: str | int
+    scopes: frozenset[str]
+
+
+def _outcome_code(result: Mapping[str, Any]) -> str:
+    """`ok`, or the tool's own error code when it is a plain identifier, for the audit."""
+    if not result.get("isError"):
+        return "ok"
+    structured = result.get("structuredContent")
+    code = structured.get("code") if isinstance(structured, Mapping) else None
+    if isinstance(code, str) and 0 < len(code) <= 64 and set(code) <= _IDENTIFIER_CHARACTERS:
+        return code
+    return "tool_error"
 
 
 class Dispatcher:
-    """Answers JSON-RPC requests against one immutable HostRuntime."""
+    """Answers JSON-RPC requests against one immutable HostRuntime, as governed."""
 
-    def __init__(self, runtime: HostRuntime, *, instructions: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: HostRuntime,
+        governance: Governance | None = None,
+        *,
+        instructions: str | None = None,
+    ) -> None:
         self._runtime = runtime
+        governance = governance or Governance(Policy(None, runtime))
+        self._policy = governance.policy
+        self._audit = governance.audit
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
-        self._tool_pages = self._paginate()
-
-    def _paginate(self) -> tuple[tuple[dict[str, Any], ...], ...]:
-        tools = [tool.published() for tool in self._runtime.registry]
-        return tuple(
-            tuple(tools[start : start + TOOLS_PAGE_SIZE])
-            for start in range(0, max(len(tools), 1), TOOLS_PAGE_SIZE)
-        )
 
     def initialize(self, request: Request) -> tuple[dict[str, Any], str | None]:
         """The initialize reply and the negotiated version (None when it is an error)."""
@@ -60,24 +109,28 @@ class Dispatcher:
             result["instructions"] = self._instructions
         return result_response(request.id, result), version
 
-    async def dispatch(self, request: Request) -> dict[str, Any]:
+    async def dispatch(self, request: Request, caller: Caller) -> dict[str, Any] | StepUpRequired:
         """The reply to any request but initialize."""
         if request.method == "ping":
             return result_response(request.id, {})
         if request.method == "tools/list":
-            return self._tools_list(request)
+            return self._tools_list(request, self._view(caller))
         if request.method == "tools/call":
-            return await self._tools_call(request)
+            return await self._tools_call(request, caller)
         if request.method == "initialize":
             # Inside a session a second initialize is not part of the lifecycle.
             return error_response(request.id, ErrorCode.INVALID_REQUEST)
         return error_response(request.id, ErrorCode.METHOD_NOT_FOUND)
 
+    def _view(self, caller: Caller) -> PolicyView:
+        principal = caller.principal
+        return self._policy.view(principal.name, principal.scopes)
+
     def _cursor(self, page: int) -> str:
         raw = f"{self._runtime.generation}:{page}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def _page_of(self, cursor: object) -> int | None:
+    def _page_of(self, cursor: object, pages: int) -> int | None:
         if not isinstance(cursor, str) or len(cursor) > 256:
             return None
         try:
@@ -88,24 +141,42 @@ class Dispatcher:
         if generation != self._runtime.generation or not page.isdigit():
             return None
         number = int(page)
-        return number if 0 < number < len(self._tool_pages) else None
+        return number if 0 < number < pages else None
 
-    def _tools_list(self, request: Request) -> dict[str, Any]:
+    def _tools_list(self, request: Request, view: PolicyView) -> dict[str, Any]:
         params = request.params
         if params is not None and not isinstance(params, Mapping):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
+        listing = view.listing
+        pages = max(1, -(-len(listing) // TOOLS_PAGE_SIZE))
         page = 0
         if params is not None and params.get("cursor") is not None:
-            found = self._page_of(params["cursor"])
+            found = self._page_of(params["cursor"], pages)
             if found is None:
                 return error_response(request.id, ErrorCode.INVALID_PARAMS, "Invalid cursor")
             page = found
-        result: dict[str, Any] = {"tools": list(self._tool_pages[page])}
-        if page + 1 < len(self._tool_pages):
+        start = page * TOOLS_PAGE_SIZE
+        result: dict[str, Any] = {"tools": list(listing[start : start + TOOLS_PAGE_SIZE])}
+        if page + 1 < pages:
             result["nextCursor"] = self._cursor(page + 1)
         return result_response(request.id, result)
 
-    async def _tools_call(self, request: Request) -> dict[str, Any]:
+    def _record(self, caller: Caller, tool: str | None, **fields: Any) -> None:
+        """Queue one `tool_call` audit record (no-op without an audit)."""
+        if self._audit is None:
+            return
+        session = caller.session_id
+        self._audit.append(
+            "tool_call",
+            principal=caller.principal.name,
+            session=self._audit.session_tag(session) if session is not None else None,
+            tool=tool,
+            **fields,
+        )
+
+    async def _tools_call(
+        self, request: Request, caller: Caller
+    ) -> dict[str, Any] | StepUpRequired:
         params = request.params
         if not isinstance(params, Mapping):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
@@ -116,10 +187,63 @@ class Dispatcher:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
         tool = self._runtime.registry.get(name)
-        if tool is None:
-            shown = name if len(name) <= 128 and name.isprintable() else "<invalid name>"
-            return error_response(request.id, ErrorCode.INVALID_PARAMS, f"Unknown tool: {shown}")
+        view = self._view(caller)
+        if tool is None or not view.allows(name):
+            return self._refuse(request, caller, view, tool, name)
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
+        digest = self._audit.digest(arguments) if self._audit is not None else None
+        call = secrets.token_hex(6)
+        if not tool.effects.read_only and self._audit is not None:
+            # A call that changes something is on disk in the audit before it runs.
+            self._record(caller, name, call=call, args_digest=digest, decision="allowed")
+            try:
+                await to_thread.run_sync(self._audit.commit)
+            except AuditError as exc:
+                _log.error("audit outcome=error code=%s tool=%s", exc.code, name)
+                return result_response(
+                    request.id, structured_result(_AUDIT_UNAVAILABLE, is_error=True)
+                )
+        started = time.perf_counter()
+        result = await self._run(tool, arguments, view)
+        self._record(
+            caller,
+            name,
+            call=call,
+            args_digest=digest,
+            decision="allowed",
+            outcome=_outcome_code(result),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return result_response(request.id, result)
+
+    def _refuse(
+        self,
+        request: Request,
+        caller: Caller,
+        view: PolicyView,
+        tool: BoundTool | None,
+        name: str,
+    ) -> dict[str, Any] | StepUpRequired:
+        """A call to an absent tool, or one policy does not allow: both look absent,
+        unless more OAuth scopes would allow it (then the client is told which)."""
+        if tool is not None:
+            scopes = self._policy.step_up(view, name)
+            if scopes:
+                self._record(caller, name, decision="insufficient_scope")
+                return StepUpRequired(request.id, scopes)
+            self._record(caller, name, decision="denied")
+        else:
+            self._record(caller, None, decision="unknown_tool")
+        shown = name if len(name) <= 128 and name.isprintable() else "<invalid name>"
+        return error_response(request.id, ErrorCode.INVALID_PARAMS, f"Unknown tool: {shown}")
+
+    async def _run(
+        self, tool: BoundTool, arguments: dict[str, Any], view: PolicyView
+    ) -> dict[str, Any]:
+        """The tool's result; a failing or misbehaving handler becomes a content-free error."""
+        if tool.origin == HOST_ORIGIN:
+            # `list_tools` names what this caller may call, so it is answered from the view.
+            return dict(view.list_tools_result)
         try:
             if tool.is_async:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
@@ -127,9 +251,9 @@ class Dispatcher:
                 outcome = await to_thread.run_sync(tool.handler, arguments)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
-            _log.warning("tool_failure tool=%s error_type=%s", name, type(exc).__name__)
-            return result_response(request.id, structured_result(_INTERNAL_FAILURE, is_error=True))
+            _log.warning("tool_failure tool=%s error_type=%s", tool.name, type(exc).__name__)
+            return structured_result(_INTERNAL_FAILURE, is_error=True)
         if not isinstance(outcome, Mapping) or not isinstance(outcome.get("content"), list):
-            _log.warning("tool_failure tool=%s error_type=invalid_result", name)
-            return result_response(request.id, structured_result(_INTERNAL_FAILURE, is_error=True))
-        return result_response(request.id, dict(outcome))
+            _log.warning("tool_failure tool=%s error_type=invalid_result", tool.name)
+            return structured_result(_INTERNAL_FAILURE, is_error=True)
+        return dict(outcome)

@@ -18,8 +18,9 @@ from typing import Any, Protocol
 from starlette.types import Receive, Scope, Send
 
 from mymcp.auth import AuthFailure, Principal
+from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
-from mymcp.transport._dispatch import Dispatcher
+from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
@@ -68,6 +69,8 @@ class RequestAuthenticator(Protocol):
         self, failure: AuthFailure, *, token_presented: bool
     ) -> dict[str, str]: ...
 
+    def step_up_headers(self, scopes: frozenset[str]) -> dict[str, str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class TransportOptions:
@@ -92,12 +95,14 @@ class McpEndpoint:
         authenticator: RequestAuthenticator,
         sessions: SessionStore,
         options: TransportOptions,
+        governance: Governance | None = None,
     ) -> None:
         self._runtime = runtime
         self._authenticator = authenticator
         self._sessions = sessions
         self._options = options
-        self._dispatcher = Dispatcher(runtime)
+        self._dispatcher = Dispatcher(runtime, governance)
+        self._audit = governance.audit if governance is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
@@ -110,15 +115,17 @@ class McpEndpoint:
             return
         outcome = await self._authenticator.authenticate(headers.authorization)
         if not isinstance(outcome, Principal):
+            if self._audit is not None:
+                self._audit.append_rate_limited("auth_failure", outcome.value)
             challenge = self._authenticator.challenge_headers(
                 outcome, token_presented=bool(headers.authorization)
             )
             await send_empty(send, 401, challenge)
             return
         if method == "POST":
-            await self._post(headers, outcome.principal_id, receive, send)
+            await self._post(headers, outcome, receive, send)
         else:
-            await self._get_or_delete(method, headers, outcome.principal_id, send)
+            await self._get_or_delete(method, headers, outcome, send)
 
     def _trusted_origin(self, headers: RequestHeaders) -> bool:
         if len(headers.origin) > 1 or len(headers.host) > 1:
@@ -151,14 +158,22 @@ class McpEndpoint:
             return None
         return session
 
+    def _record_session(self, event: str, principal: Principal, session_id: str) -> None:
+        if self._audit is not None:
+            self._audit.append(
+                event, principal=principal.name, session=self._audit.session_tag(session_id)
+            )
+
     async def _get_or_delete(
-        self, method: str, headers: RequestHeaders, principal_id: str, send: Send
+        self, method: str, headers: RequestHeaders, principal: Principal, send: Send
     ) -> None:
+        principal_id = principal.principal_id
         if await self._session_for(headers, principal_id, send) is None:
             return
         session_id = headers.session[0]
         if method == "DELETE":
-            self._sessions.terminate(session_id, principal_id, self._runtime.generation)
+            if self._sessions.terminate(session_id, principal_id, self._runtime.generation):
+                self._record_session("session_close", principal, session_id)
             await send_empty(send, 204)
             return
         if not accepts_event_stream(headers.accept):
@@ -168,7 +183,7 @@ class McpEndpoint:
         await send_empty(send, 405, {"allow": _ALLOW})
 
     async def _post(
-        self, headers: RequestHeaders, principal_id: str, receive: Receive, send: Send
+        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
     ) -> None:
         content_type = headers.content_type[0] if len(headers.content_type) == 1 else None
         if not is_json_content_type(content_type):
@@ -202,9 +217,10 @@ class McpEndpoint:
             await send_json(send, 400, _transport_error("Unsupported protocol era"))
             return
         if isinstance(message, Request) and message.method == "initialize":
-            await self._initialize(message, headers, principal_id, send)
+            await self._initialize(message, headers, principal, send)
             return
-        if await self._session_for(headers, principal_id, send) is None:
+        session = await self._session_for(headers, principal.principal_id, send)
+        if session is None:
             return
         if isinstance(message, Notification | ClientReply):
             if isinstance(message, Notification):
@@ -215,12 +231,21 @@ class McpEndpoint:
         _log.info(
             "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
         )
-        reply = await self._dispatcher.dispatch(message)
-        _log_response(message, reply, started)
-        await send_json(send, 200, reply)
+        answer = await self._dispatcher.dispatch(message, Caller(principal, session.id))
+        if isinstance(answer, StepUpRequired):
+            refusal = error_response(
+                answer.request_id,
+                ErrorCode.INVALID_REQUEST,
+                "Insufficient scope: the access token needs more scopes for this call",
+            )
+            _log_response(message, refusal, started)
+            await send_json(send, 403, refusal, self._authenticator.step_up_headers(answer.scopes))
+            return
+        _log_response(message, answer, started)
+        await send_json(send, 200, answer)
 
     async def _initialize(
-        self, request: Request, headers: RequestHeaders, principal_id: str, send: Send
+        self, request: Request, headers: RequestHeaders, principal: Principal, send: Send
     ) -> None:
         if headers.session:
             await send_json(send, 400, _transport_error("initialize must not carry a session"))
@@ -235,10 +260,11 @@ class McpEndpoint:
         if version is None:
             await send_json(send, 200, reply)
             return
-        session = self._sessions.create(principal_id, self._runtime.generation, version)
+        session = self._sessions.create(principal.principal_id, self._runtime.generation, version)
         if session is None:
             await send_empty(send, 503)
             return
+        self._record_session("session_open", principal, session.id)
         await send_json(send, 200, reply, {"mcp-session-id": session.id})
 
 

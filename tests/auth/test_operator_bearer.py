@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mymcp.auth._principal import Identity
 from mymcp.auth import AuthFailure
 from mymcp.auth._operator_bearer import OperatorBearerAdapter, format_token, parse_token
 from mymcp.auth._verifier_file import Credential
@@ -23,7 +24,7 @@ def adapter() -> OperatorBearerAdapter:
 
 
 def test_valid_token_returns_subject() -> None:
-    assert run(adapter().authenticate(TOKEN)) == "alice"
+    assert run(adapter().authenticate(TOKEN)) == Identity("alice", "operator:alice")
     assert format_token(ID, SECRET) == TOKEN
 
 

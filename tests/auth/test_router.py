@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.auth import ANONYMOUS, Authenticator, AuthFailure
+from mymcp.auth import ANONYMOUS, Authenticator, AuthFailure, Identity, Principal
 from mymcp.auth._evidence import Evidence, extract_evidence
 from mymcp.auth._router import OAuthChallenge, RoutedAdapter
 from tests.auth.helpers import run
@@ -13,7 +13,7 @@ BEARER = ("authorization", "bearer", None)
 
 
 class Recorder:
-    def __init__(self, outcome: object = "alice") -> None:
+    def __init__(self, outcome: object = Identity("alice", "operator:alice")) -> None:
         self.outcome = outcome
         self.payloads: list[str] = []
 
@@ -121,10 +121,12 @@ def test_no_evidence_follows_anonymous_intent() -> None:
 
 
 def test_registered_principal_from_adapter_subject() -> None:
-    adapter = Recorder("alice")
+    adapter = Recorder(Identity("alice", "oauth:alice", frozenset({"memory.read"})))
     principal = run(authenticator(adapter).authenticate(["Bearer tok"]))
     assert adapter.payloads == ["tok"]
-    assert principal.principal_id == "registered:local-client:YWxpY2U"  # type: ignore[union-attr]
+    assert isinstance(principal, Principal)
+    assert principal.principal_id == "registered:local-client:YWxpY2U"
+    assert (principal.name, principal.scopes) == ("oauth:alice", frozenset({"memory.read"}))
 
 
 def test_unknown_route_is_unsupported_and_never_anonymous() -> None:
@@ -150,7 +152,10 @@ def test_adapter_exception_is_rejected(outcome: Exception) -> None:
     assert run(authenticator(Recorder(outcome)).authenticate(["Bearer x"])) is AuthFailure.REJECTED
 
 
-@pytest.mark.parametrize("outcome", ["", " ", "a\x00", None, 7])
+@pytest.mark.parametrize(
+    "outcome",
+    ["alice", Identity("", "operator:"), Identity(" ", "x"), Identity("a\x00", "x"), None, 7],
+)
 def test_invalid_adapter_subject_is_rejected(outcome: object) -> None:
     assert run(authenticator(Recorder(outcome)).authenticate(["Bearer x"])) is AuthFailure.REJECTED
 

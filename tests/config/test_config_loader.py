@@ -204,7 +204,7 @@ def test_invalid_toml(config_home: ConfigHome, text: str) -> None:
 
 
 def test_unsupported_schema_version(config_home: ConfigHome) -> None:
-    config_home.write("schema_version = 8\n")
+    config_home.write("schema_version = 9\n")
     assert _load_error(config_home).code == "unsupported_schema_version"
 
 
@@ -285,7 +285,7 @@ def test_semantic_pass_rechecks_programmatic_configurations(
 
 
 def test_every_code_has_a_bounded_message() -> None:
-    assert len(CONFIGURATION_MESSAGES) == 17
+    assert len(CONFIGURATION_MESSAGES) == 26
     for code, message in CONFIGURATION_MESSAGES.items():
         assert message.startswith("MyMCP configuration ") or message.endswith("is exceeded"), code
 

@@ -1,4 +1,4 @@
-"""The schema matrix (contract 2.2): every key under every schema version 1-7."""
+"""The schema matrix: every key under every schema version 1-8."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.config.helpers import (
     plugin,
 )
 
-ALL = frozenset(range(1, 8))
+ALL = frozenset(range(1, 9))
 Mutation = Callable[[dict[str, Any], int], None]
 Check = Callable[[HostConfiguration], None]
 
@@ -179,21 +179,21 @@ def _check_mcp_v7(config: HostConfiguration) -> None:
 CASES: list[tuple[str, Mutation, frozenset[int], Check]] = [
     ("server", _server, ALL, _check_server),
     ("plugins_v1_fields", _plugins_v1, frozenset({1}), _check_plugins_v1),
-    ("plugins_v2_fields", _plugins_v2, frozenset(range(2, 8)), _check_plugins_v2),
-    ("authentication_present", _auth_present, frozenset(range(3, 8)), _check_auth_present),
-    ("authentication_absent", _auth_absent, frozenset({1, 2}), _no_check),
-    ("authentication_adapters", _adapters, frozenset(range(3, 8)), _check_adapters),
-    ("operator_bearer", _bearer, frozenset(range(4, 8)), _check_bearer),
+    ("plugins_v2_fields", _plugins_v2, frozenset(range(2, 9)), _check_plugins_v2),
+    ("authentication_present", _auth_present, frozenset(range(3, 9)), _check_auth_present),
+    ("authentication_absent", _auth_absent, frozenset({1, 2, 8}), _no_check),
+    ("authentication_adapters", _adapters, frozenset(range(3, 9)), _check_adapters),
+    ("operator_bearer", _bearer, frozenset(range(4, 9)), _check_bearer),
     ("bearer_adapter_without_table", _bearer_adapter_only, frozenset({3}), _no_check),
     ("bearer_table_without_adapter", _bearer_table_only, frozenset(), _no_check),
-    ("oauth_jwt", _oauth, frozenset(range(5, 8)), _check_oauth),
+    ("oauth_jwt", _oauth, frozenset(range(5, 9)), _check_oauth),
     ("oauth_adapter_without_table", _oauth_adapter_only, frozenset({3, 4}), _no_check),
     ("oauth_table_without_adapter", _oauth_table_only, frozenset(), _no_check),
     ("both_types_bearer_table", _both_types_bearer_table, frozenset({4}), _check_bearer),
     ("both_types_both_tables", _both_types_both_tables, frozenset(), _no_check),
-    ("mcp_v6_keys", _mcp_v6, frozenset({6}), _check_mcp_v6),
-    ("mcp_v7_keys", _mcp_v7, frozenset({7}), _check_mcp_v7),
-    ("mcp_absent", _mcp_absent, frozenset(range(1, 6)), _no_check),
+    ("mcp_v6_keys", _mcp_v6, frozenset({6, 8}), _check_mcp_v6),
+    ("mcp_v7_keys", _mcp_v7, frozenset({7, 8}), _check_mcp_v7),
+    ("mcp_absent", _mcp_absent, frozenset({1, 2, 3, 4, 5, 8}), _no_check),
     ("unknown_top_level_key", _unknown_top_level, frozenset(), _no_check),
     ("unknown_server_key", _unknown_server_key, frozenset(), _no_check),
     ("unknown_authentication_key", _unknown_auth_key, frozenset(), _no_check),

@@ -1,0 +1,337 @@
+"""The governance tables of host configuration schema 8: `[policy]`, `[audit]`, `[approval]`.
+
+This module owns their grammar and turns them into frozen values. What the selectors
+mean against a composed runtime (which tools exist, what a principal may call) belongs
+to `mymcp.governance`; here a selector is only checked for shape. Policy failures carry
+`policy_*` codes and messages naming the key path (`policy.rules[1].allow[0]`) and the
+offending value, because the operator reads them on their own terminal; the log line for
+a failed load carries the code only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, NoReturn
+
+from mymcp.config._grammar import config_error, fail, is_safe_absolute_path
+
+__all__ = [
+    "DEFAULT_APPROVAL_TTL_SECONDS",
+    "DEFAULT_AUDIT_MAX_SEGMENTS",
+    "DEFAULT_AUDIT_SEGMENT_BYTES",
+    "EFFECT_CLASSES",
+    "ApprovalSettings",
+    "AuditSettings",
+    "PolicyRule",
+    "PolicySettings",
+    "PrincipalSelector",
+    "ToolSelector",
+    "approval_settings",
+    "audit_settings",
+    "parse_principal_selector",
+    "parse_tool_selector",
+    "policy_settings",
+    "shown",
+]
+
+DEFAULT_AUDIT_SEGMENT_BYTES: Final = 8 * 1024 * 1024
+DEFAULT_AUDIT_MAX_SEGMENTS: Final = 16
+DEFAULT_APPROVAL_TTL_SECONDS: Final = 300
+MAX_POLICY_RULES: Final = 256
+MAX_SELECTORS_PER_LIST: Final = 128
+
+EFFECT_CLASSES: Final = frozenset({"read_only", "mutating", "destructive", "consent_required"})
+"""Tool classes computed from declared effects, written `@<class>` in tool selectors."""
+
+PrincipalKind = Literal["any", "anonymous", "local", "operator", "oauth", "scope"]
+_PREFIXED: Final = frozenset({"operator", "oauth", "scope"})
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_TOOL_GLOB: Final = re.compile(r"[A-Za-z0-9_.*-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class PrincipalSelector:
+    """Who a rule speaks for: `*`, `anonymous`, `local`, `operator:<subject>`,
+    `oauth:<sub>` or `scope:<scope>`, where a trailing `*` makes the value a prefix."""
+
+    text: str
+    kind: PrincipalKind
+    value: str = ""
+    prefix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSelector:
+    """Which tools a rule speaks of: a public name, a `*` glob, or an `@<effect class>`."""
+
+    text: str
+    kind: Literal["name", "glob", "effect"]
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRule:
+    index: int
+    principals: tuple[PrincipalSelector, ...]
+    allow: tuple[ToolSelector, ...]
+    deny: tuple[ToolSelector, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySettings:
+    """`[policy]`: what a principal gets when no rule speaks, and the rules in order."""
+
+    default: Literal["allow", "deny"] = "deny"
+    rules: tuple[PolicyRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """`[audit]`; `directory` None means the XDG state default, resolved at startup."""
+
+    enabled: bool = True
+    directory: Path | None = None
+    max_segment_bytes: int = DEFAULT_AUDIT_SEGMENT_BYTES
+    max_segments: int = DEFAULT_AUDIT_MAX_SEGMENTS
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettings:
+    """`[approval]`: which calls a person must approve in the console, and for how long."""
+
+    tools: tuple[ToolSelector, ...] = ()
+    ttl_seconds: int = DEFAULT_APPROVAL_TTL_SECONDS
+
+
+def shown(value: object) -> str:
+    """A short, escaped rendering of a configuration value for the operator's terminal."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _policy_fail(code: str, where: str, detail: str) -> NoReturn:
+    raise config_error(code, where, detail) from None
+
+
+def _is_clean_text(value: str) -> bool:
+    return bool(value) and value.isprintable() and value.strip() == value
+
+
+def parse_principal_selector(text: object, where: str = "principal") -> PrincipalSelector:
+    """Check one principal selector's shape; raises a `policy_invalid_principal` error."""
+    if not isinstance(text, str):
+        _policy_fail("policy_invalid_principal", where, f"expected a string, got {shown(text)}")
+    if text == "*":
+        return PrincipalSelector(text, "any")
+    if text in ("anonymous", "local"):
+        return PrincipalSelector(text, "anonymous" if text == "anonymous" else "local")
+    kind, colon, value = text.partition(":")
+    if not colon or kind not in _PREFIXED:
+        _policy_fail(
+            "policy_invalid_principal",
+            where,
+            f"{shown(text)} is not '*', 'anonymous', 'local', 'operator:<subject>', "
+            "'oauth:<subject>' or 'scope:<scope>'",
+        )
+    prefix = value.endswith("*")
+    stem = value[:-1] if prefix else value
+    if "*" in stem or (not prefix and not stem) or (stem and not _is_clean_text(stem)):
+        _policy_fail(
+            "policy_invalid_principal",
+            where,
+            f"{shown(text)}: the value after '{kind}:' must be printable text, with '*' "
+            "only as a trailing glob",
+        )
+    if kind == "scope" and any(char in stem for char in ' "\\'):
+        _policy_fail(
+            "policy_invalid_principal", where, f"{shown(text)} is not an OAuth scope token"
+        )
+    return PrincipalSelector(text, kind, stem, prefix)  # type: ignore[arg-type]
+
+
+def parse_tool_selector(text: object, where: str = "tool") -> ToolSelector:
+    """Check one tool selector's shape; raises a `policy_invalid_tool` error."""
+    if not isinstance(text, str):
+        _policy_fail("policy_invalid_tool", where, f"expected a string, got {shown(text)}")
+    if text.startswith("@"):
+        if text[1:] not in EFFECT_CLASSES:
+            classes = ", ".join(f"@{name}" for name in sorted(EFFECT_CLASSES))
+            _policy_fail("policy_invalid_tool", where, f"{shown(text)} is not one of {classes}")
+        return ToolSelector(text, "effect", text[1:])
+    if "*" in text and _TOOL_GLOB.fullmatch(text):
+        return ToolSelector(text, "glob", text)
+    if _TOOL_NAME.fullmatch(text):
+        return ToolSelector(text, "name", text)
+    _policy_fail(
+        "policy_invalid_tool",
+        where,
+        f"{shown(text)} is not a tool name, a '*' glob of [A-Za-z0-9_.-] or an @effect class",
+    )
+
+
+def _string_list(table: dict[str, Any], key: str, where: str) -> list[object] | None:
+    if key not in table:
+        return None
+    value = table[key]
+    if not isinstance(value, list):
+        _policy_fail("policy_invalid", f"{where}.{key}", f"expected an array, got {shown(value)}")
+    if not value:
+        _policy_fail("policy_empty_list", f"{where}.{key}", "the list is empty")
+    if len(value) > MAX_SELECTORS_PER_LIST:
+        _policy_fail(
+            "policy_too_large", f"{where}.{key}", f"at most {MAX_SELECTORS_PER_LIST} entries"
+        )
+    seen: set[object] = set()
+    for position, item in enumerate(value):
+        if isinstance(item, str) and item in seen:
+            _policy_fail(
+                "policy_duplicate_selector", f"{where}.{key}[{position}]", f"{shown(item)} repeats"
+            )
+        seen.add(item if isinstance(item, str) else position)
+    return value
+
+
+def _tool_list(table: dict[str, Any], key: str, where: str) -> tuple[ToolSelector, ...]:
+    items = _string_list(table, key, where)
+    if items is None:
+        return ()
+    return tuple(
+        parse_tool_selector(item, f"{where}.{key}[{position}]")
+        for position, item in enumerate(items)
+    )
+
+
+def _rule(index: int, entry: object) -> PolicyRule:
+    where = f"policy.rules[{index}]"
+    if not isinstance(entry, dict):
+        _policy_fail("policy_invalid", where, "each rule must be a table ([[policy.rules]])")
+    unknown = sorted(set(entry) - {"principals", "allow", "deny"})
+    if unknown:
+        _policy_fail(
+            "policy_unknown_key",
+            f"{where}.{unknown[0]}",
+            "a rule has only 'principals', 'allow' and 'deny'",
+        )
+    principals = _string_list(entry, "principals", where)
+    if principals is None:
+        _policy_fail("policy_invalid", f"{where}.principals", "every rule needs principals")
+    if "allow" not in entry and "deny" not in entry:
+        _policy_fail("policy_empty_list", where, "a rule needs 'allow', 'deny' or both")
+    return PolicyRule(
+        index=index,
+        principals=tuple(
+            parse_principal_selector(item, f"{where}.principals[{position}]")
+            for position, item in enumerate(principals)
+        ),
+        allow=_tool_list(entry, "allow", where),
+        deny=_tool_list(entry, "deny", where),
+    )
+
+
+def _rule_key(rule: PolicyRule) -> tuple[frozenset[str], ...]:
+    return (
+        frozenset(s.text for s in rule.principals),
+        frozenset(s.text for s in rule.allow),
+        frozenset(s.text for s in rule.deny),
+    )
+
+
+def policy_settings(value: object) -> PolicySettings:
+    """Validate a `[policy]` table."""
+    if not isinstance(value, dict):
+        _policy_fail("policy_invalid", "policy", "[policy] must be a table")
+    unknown = sorted(set(value) - {"default", "rules"})
+    if unknown:
+        _policy_fail(
+            "policy_unknown_key", f"policy.{unknown[0]}", "[policy] has only 'default' and 'rules'"
+        )
+    default = value.get("default", "deny")
+    if default not in ("allow", "deny"):
+        _policy_fail(
+            "policy_invalid", "policy.default", f'expected "allow" or "deny", got {shown(default)}'
+        )
+    entries = value.get("rules", [])
+    if not isinstance(entries, list):
+        _policy_fail("policy_invalid", "policy.rules", "rules must be an array of tables")
+    if len(entries) > MAX_POLICY_RULES:
+        _policy_fail("policy_too_large", "policy.rules", f"at most {MAX_POLICY_RULES} rules")
+    rules = tuple(_rule(index, entry) for index, entry in enumerate(entries))
+    seen: dict[tuple[frozenset[str], ...], int] = {}
+    for rule in rules:
+        earlier = seen.setdefault(_rule_key(rule), rule.index)
+        if earlier != rule.index:
+            _policy_fail(
+                "policy_duplicate_rule",
+                f"policy.rules[{rule.index}]",
+                f"it repeats policy.rules[{earlier}]",
+            )
+    return PolicySettings(default=default, rules=rules)
+
+
+def _table(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        fail(where)
+    return value
+
+
+def _bounded_int(table: dict[str, Any], key: str, low: int, high: int, default: int) -> int:
+    value = table.get(key, default)
+    if type(value) is not int or not low <= value <= high:
+        where = f"{_TABLE_OF[key]}.{key}"
+        raise config_error("invalid_schema", where, f"expected an integer {low}-{high}") from None
+    return value
+
+
+_TABLE_OF: Final = {
+    "max_segment_bytes": "audit",
+    "max_segments": "audit",
+    "ttl_seconds": "approval",
+}
+
+
+def audit_settings(value: object) -> AuditSettings:
+    """Validate an `[audit]` table (every key optional)."""
+    table = _table(value, "audit")
+    unknown = sorted(set(table) - {"enabled", "directory", "max_segment_bytes", "max_segments"})
+    if unknown:
+        fail(f"audit.{unknown[0]}")
+    enabled = table.get("enabled", True)
+    if type(enabled) is not bool:
+        fail("audit.enabled")
+    directory: Path | None = None
+    if "directory" in table:
+        if not is_safe_absolute_path(table["directory"]):
+            raise config_error(
+                "invalid_schema",
+                "audit.directory",
+                "expected an absolute path without '~', '$', '%', '.' or '..'",
+            )
+        directory = Path(table["directory"])
+    return AuditSettings(
+        enabled=enabled,
+        directory=directory,
+        max_segment_bytes=_bounded_int(
+            table, "max_segment_bytes", 65536, 1 << 30, DEFAULT_AUDIT_SEGMENT_BYTES
+        ),
+        max_segments=_bounded_int(table, "max_segments", 2, 10000, DEFAULT_AUDIT_MAX_SEGMENTS),
+    )
+
+
+def approval_settings(value: object) -> ApprovalSettings:
+    """Validate an `[approval]` table (every key optional)."""
+    table = _table(value, "approval")
+    unknown = sorted(set(table) - {"tools", "ttl_seconds"})
+    if unknown:
+        fail(f"approval.{unknown[0]}")
+    tools: tuple[ToolSelector, ...] = ()
+    raw = table.get("tools", [])
+    if not isinstance(raw, list):
+        fail("approval.tools")
+    if raw:
+        tools = _tool_list(table, "tools", "approval")
+    return ApprovalSettings(
+        tools=tools,
+        ttl_seconds=_bounded_int(table, "ttl_seconds", 10, 3600, DEFAULT_APPROVAL_TTL_SECONDS),
+    )
