@@ -1,15 +1,18 @@
-"""Operator commands: serve, check, plugin check and credential provisioning (D12, D16, D18)."""
+"""Operator commands: serve, check, plugin check, credentials, policy and audit."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
@@ -61,7 +64,55 @@ def _parser() -> argparse.ArgumentParser:
             type=Path,
             help="verifier file to use (default: authentication.operator_bearer.verifier_path)",
         )
+    _governance_parsers(commands)
     return parser
+
+
+def _governance_parsers(commands: Any) -> None:
+    policy = commands.add_parser("policy", help="tool policy").add_subparsers(
+        dest="policy_command", metavar="SUBCOMMAND", required=True
+    )
+    explain = policy.add_parser(
+        "explain",
+        help="show which tools a principal may call and which rule decided each",
+        description=(
+            "Evaluate [policy] for one principal against the configured tools. PRINCIPAL is "
+            "anonymous, local, operator:<subject> or oauth:<sub>."
+        ),
+    )
+    explain.add_argument("--principal", required=True, metavar="PRINCIPAL")
+    explain.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="an OAuth scope the principal's token carries (repeatable; oauth:* only)",
+    )
+    explain.add_argument("--json", action="store_true", help="print JSON")
+    audit = commands.add_parser("audit", help="security audit log").add_subparsers(
+        dest="audit_command", metavar="SUBCOMMAND", required=True
+    )
+    verify = audit.add_parser(
+        "verify",
+        help="check the hash chain of the audit log (exit 1 naming the first bad record)",
+    )
+    show = audit.add_parser("show", help="print audit records readably")
+    show.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only records at or after WHEN: RFC 3339 time, a date, or 30m / 2h / 7d ago",
+    )
+    show.add_argument("--tool", metavar="NAME", help="only calls of this public tool name")
+    show.add_argument("--principal", metavar="P", help="only this principal (e.g. operator:alice)")
+    show.add_argument("--event", metavar="EVENT", help="only this event (tool_call, ...)")
+    show.add_argument("--limit", type=int, metavar="N", help="only the last N matching records")
+    show.add_argument("--json", action="store_true", help="print one JSON record per line")
+    for sub in (verify, show):
+        sub.add_argument(
+            "--directory",
+            type=Path,
+            help="audit directory (default: [audit] directory, or ~/.local/state/mymcp/audit)",
+        )
 
 
 def _configure_logging() -> None:
@@ -98,15 +149,28 @@ def serve(binding: BindingPolicy | None = None) -> int:
 
 
 def _check() -> int:
+    from mymcp.governance import audit_directory
     from mymcp.runtime.bootstrap import build_host
 
     _configure_logging()
     try:
-        host = build_host()
+        host = build_host(with_audit=False)
+        audit = host.configuration.audit
+        directory = audit_directory(host.configuration) if audit.enabled else None
     except MyMCPError as exc:
         return _fail(exc)
     names = ", ".join(host.runtime.registry.names)
     print(f"mymcp: configuration OK; tools: {names}")
+    policy = host.configuration.policy
+    if policy is None:
+        print("policy: none (every principal may call every tool)")
+    else:
+        print(f"policy: default {policy.default}, {len(policy.rules)} rule(s)")
+    if directory is None:
+        print("audit: off")
+    else:
+        state = "exists" if directory.is_dir() else "will be created at first start"
+        print(f"audit: on, directory {directory} ({state})")
     return EXIT_OK
 
 
@@ -160,6 +224,178 @@ def _token(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
+
+
+def _policy_explain(args: argparse.Namespace) -> int:
+    from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.governance import Policy
+    from mymcp.plugins.mnemosyne import load_mnemosyne_settings
+    from mymcp.runtime.bootstrap import build_runtime
+
+    name: str = args.principal
+    if not _PRINCIPAL_NAME.fullmatch(name) or "*" in name:
+        print(
+            "mymcp: error: --principal must be anonymous, local, operator:<subject> or "
+            f"oauth:<sub> (got {name!r})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.scope and not name.startswith("oauth:"):
+        print("mymcp: error: --scope applies only to oauth:<sub> principals", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        configuration = load_host_configuration()
+        validate_semantics(configuration)
+        runtime = build_runtime(configuration, load_mnemosyne_settings())
+        policy = Policy(configuration.policy, runtime)
+    except MyMCPError as exc:
+        return _fail(exc)
+    view = policy.view(name, frozenset(args.scope))
+    rows = [
+        {
+            "name": tool,
+            "allowed": decision.allowed,
+            "via": decision.via,
+            "rule": decision.rule,
+            "selector": decision.selector,
+        }
+        for tool, decision in view.decisions.items()
+    ]
+    order = {tool.name: index for index, tool in enumerate(runtime.registry)}
+    rows.sort(key=lambda row: (not row["allowed"], order[str(row["name"])]))
+    settings = configuration.policy
+    if args.json:
+        document = {
+            "principal": name,
+            "scopes": sorted(args.scope),
+            "policy": None if settings is None else {"default": settings.default},
+            "tools": rows,
+        }
+        print(json.dumps(document, indent=2))
+        return EXIT_OK
+    scopes = " ".join(sorted(args.scope)) or "(none)"
+    summary = "none (every tool allowed)"
+    if settings is not None:
+        summary = f"default {settings.default}, {len(settings.rules)} rule(s)"
+    print(f"principal: {name}   scopes: {scopes}")
+    print(f"policy: {summary}")
+    for allowed, heading in ((True, "may call"), (False, "may not call")):
+        chosen = [row for row in rows if row["allowed"] is allowed]
+        print(f"\n{heading}:" + ("" if chosen else " (nothing)"))
+        width = max((len(str(row["name"])) for row in chosen), default=0)
+        for row in chosen:
+            print(f"  {str(row['name']).ljust(width)}  {_reason(row)}")
+    return EXIT_OK
+
+
+def _reason(row: dict[str, Any]) -> str:
+    via = row["via"]
+    if via == "host":
+        return "always allowed"
+    if via == "unrestricted":
+        return "no [policy]"
+    if via == "default":
+        return f"policy default ({'allow' if row['allowed'] else 'deny'})"
+    return f"policy.rules[{row['rule']}] {via} {row['selector']!r}"
+
+
+def _audit_path(explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit.absolute()
+    from mymcp.config import load_host_configuration
+    from mymcp.governance import audit_directory
+
+    return audit_directory(load_host_configuration())
+
+
+_RELATIVE = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+
+
+def _parse_since(text: str, now: datetime) -> datetime | None:
+    relative = _RELATIVE.fullmatch(text)
+    if relative is not None:
+        unit = {"m": "minutes", "h": "hours", "d": "days"}[relative.group(2)]
+        return now - timedelta(**{unit: int(relative.group(1))})
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from mymcp.governance import read_records, verify_audit
+
+    try:
+        directory = _audit_path(args.directory)
+    except MyMCPError as exc:
+        return _fail(exc)
+    if not directory.is_dir():
+        print(f"mymcp: error: no audit directory at {directory}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.audit_command == "verify":
+        result = verify_audit(directory)
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if not result.ok:
+            print(f"mymcp: audit chain broken: {result.problem}", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"ok records={result.records} segments={result.segments} head={result.head_hash}")
+        return EXIT_OK
+    since = None
+    if args.since is not None:
+        since = _parse_since(args.since, datetime.now(UTC))
+        if since is None:
+            print(
+                "mymcp: error: --since takes an RFC 3339 time, a date (2026-12-01) "
+                "or an age such as 30m, 2h, 7d",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+    records = [
+        record
+        for record in read_records(directory)
+        if (args.tool is None or record.get("tool") == args.tool)
+        and (args.principal is None or record.get("principal") == args.principal)
+        and (args.event is None or record.get("event") == args.event)
+        and (since is None or _record_time(record) >= since)
+    ]
+    if args.limit is not None:
+        records = records[-args.limit :] if args.limit > 0 else []
+    for record in records:
+        print(json.dumps(record, sort_keys=True) if args.json else _readable(record))
+    return EXIT_OK
+
+
+def _record_time(record: dict[str, Any]) -> datetime:
+    try:
+        return datetime.fromisoformat(str(record.get("time", "")).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+_SHOWN_ELSEWHERE = frozenset(
+    {"seq", "time", "event", "principal", "tool", "decision", "outcome", "duration_ms"}
+    | {"prev", "hash", "session", "args_digest", "call"}
+)
+
+
+def _readable(record: dict[str, Any]) -> str:
+    parts = [str(record.get("time", "?")), f"#{record.get('seq')}", str(record.get("event"))]
+    for key in ("principal", "tool"):
+        if record.get(key) is not None:
+            parts.append(str(record[key]))
+    if "decision" in record:
+        decision = str(record["decision"])
+        if "outcome" in record:
+            decision += f" -> {record['outcome']} ({record.get('duration_ms')} ms)"
+        parts.append(decision)
+    extra = {key: value for key, value in record.items() if key not in _SHOWN_ELSEWHERE}
+    parts.extend(f"{key}={value}" for key, value in sorted(extra.items()))
+    return "  ".join(parts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
@@ -169,6 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check()
     if args.command == "plugin":
         return _plugin_check(args.manifest)
+    if args.command == "policy":
+        return _policy_explain(args)
+    if args.command == "audit":
+        return _audit(args)
     return _token(args)
 
 

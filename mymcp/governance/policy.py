@@ -85,8 +85,14 @@ def select_tools(selector: ToolSelector, tools: Sequence[BoundTool], where: str)
                 "policy_invalid_tool", where, "list_tools is always allowed; policy cannot name it"
             )
         if not any(tool.name == selector.value for tool in tools):
+            known = ", ".join(tool.name for tool in tools[:24]) + (
+                ", ..." if len(tools) > 24 else ""
+            )
             raise config_error(
-                "policy_unknown_tool", where, f"no tool is named {shown(selector.value)}"
+                "policy_unknown_tool",
+                where,
+                f"no tool is named {shown(selector.value)} (a disabled tool does not exist; "
+                f"the tools are: {known or 'none'})",
             )
         return frozenset({selector.value})
     if selector.kind == "glob":
@@ -255,6 +261,8 @@ class Policy:
         so a client that asks for exactly this set loses nothing it needed.
         """
         if not view.principal.startswith("oauth:") or tool not in view.decisions:
+            return frozenset()
+        if view.allows(tool):
             return frozenset()
         candidates = sorted(self.step_up_scopes - view.scopes)
         unlocking = [

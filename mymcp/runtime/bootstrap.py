@@ -101,8 +101,10 @@ def build_host(
     home: Path | None = None,
     *,
     binding: BindingPolicy = production_binding,
+    with_audit: bool = True,
 ) -> Host:
-    """Read configuration and settings, then compose the runtime and authentication."""
+    """Read configuration and settings, then compose the runtime, policy, authentication
+    and audit. `with_audit=False` leaves the audit directory untouched (for `check`)."""
     configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
     mnemosyne = load_mnemosyne_settings(environ, home)
@@ -116,7 +118,7 @@ def build_host(
         configuration.authentication, configuration.server
     ).with_scopes_supported(policy.step_up_scopes)
     try:
-        audit = open_audit(configuration, environ, home)
+        audit = open_audit(configuration, environ, home) if with_audit else None
     except MyMCPError as exc:
         _log.error("audit outcome=error code=%s", exc.code)
         raise

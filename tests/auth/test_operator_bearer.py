@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.auth._principal import Identity
 from mymcp.auth import AuthFailure
 from mymcp.auth._operator_bearer import OperatorBearerAdapter, format_token, parse_token
+from mymcp.auth._principal import Identity
 from mymcp.auth._verifier_file import Credential
 from tests.auth.helpers import b64, run
 

@@ -1,0 +1,396 @@
+"""Policy evaluation against a brute-force oracle, step-up, caching and the grammar."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mymcp.config import parse_host_configuration, parse_principal_selector, parse_tool_selector
+from mymcp.errors import ConfigurationError
+from mymcp.governance import Policy
+from mymcp.plugin import Consent, ToolEffects
+from mymcp.runtime import compose_runtime
+from tests.config.helpers import to_toml
+from tests.synthetic import contribution, external_bindings, tool
+
+READ = ToolEffects(read_only=True, destructive=False, idempotent=True, open_world=False)
+WRITE = ToolEffects(read_only=False, destructive=False, idempotent=True, open_world=False)
+WIPE = ToolEffects(read_only=False, destructive=True, idempotent=True, open_world=False)
+
+# (public name, effects, consent): a small world every generated policy talks about.
+TOOLS: list[tuple[str, ToolEffects, Consent]] = [
+    ("notes__read", READ, Consent.NONE),
+    ("notes__search", READ, Consent.NONE),
+    ("notes__write", WRITE, Consent.PER_CALL),
+    ("notes__wipe", WIPE, Consent.PER_CALL),
+    ("files__list", READ, Consent.NONE),
+    ("files__delete", WIPE, Consent.NONE),
+]
+NAMES = [name for name, _, _ in TOOLS]
+
+
+def runtime():  # type: ignore[no-untyped-def]
+    by_plugin: dict[str, list[Any]] = {}
+    for name, effects, consent in TOOLS:
+        plugin, _, local = name.partition("__")
+        by_plugin.setdefault(plugin, []).append(
+            tool(plugin, local, effects=effects, consent=consent)
+        )
+    contributions = [contribution(plugin, *tools) for plugin, tools in by_plugin.items()]
+    return compose_runtime(contributions, external_bindings(*contributions), server_version="0.1.0")
+
+
+RUNTIME = runtime()
+
+
+def policy_of(document: dict[str, Any]) -> Policy:
+    configuration = parse_host_configuration(to_toml({"schema_version": 8, **document}).encode())
+    return Policy(configuration.policy, RUNTIME)
+
+
+# -- the oracle: the rules as the documentation states them, written independently ------
+
+
+def oracle_principal(selector: str, name: str, scopes: frozenset[str]) -> bool:
+    if selector == "*":
+        return True
+    if selector in ("anonymous", "local"):
+        return name == selector
+    kind, _, value = selector.partition(":")
+    if kind == "scope":
+        if not name.startswith("oauth:"):
+            return False
+        return any(fnmatch.fnmatchcase(scope, value) for scope in scopes)
+    return name.startswith(kind + ":") and fnmatch.fnmatchcase(name[len(kind) + 1 :], value)
+
+
+def oracle_tool(selector: str, name: str) -> bool:
+    effects, consent = next((e, c) for n, e, c in TOOLS if n == name)
+    classes = {
+        "@read_only": effects.read_only,
+        "@mutating": not effects.read_only,
+        "@destructive": effects.destructive,
+        "@consent_required": consent is Consent.PER_CALL,
+    }
+    if selector in classes:
+        return classes[selector]
+    return fnmatch.fnmatchcase(name, selector)
+
+
+def oracle(
+    rules: list[dict[str, Any]], default: str, name: str, scopes: frozenset[str]
+) -> set[str]:
+    allowed = set()
+    for tool_name in NAMES:
+        speaking = [
+            r for r in rules if any(oracle_principal(p, name, scopes) for p in r["principals"])
+        ]
+        if any(oracle_tool(s, tool_name) for r in speaking for s in r.get("deny", [])):
+            continue
+        allows = any(oracle_tool(s, tool_name) for r in speaking for s in r.get("allow", []))
+        if allows or default == "allow":
+            allowed.add(tool_name)
+    return allowed | {"list_tools"}
+
+
+SUBJECTS = ["alice", "bob", "al"]
+SCOPES = ["memory.read", "memory.write", "admin"]
+principal_selectors = st.sampled_from(
+    ["*", "anonymous", "local", "operator:*", "oauth:*", "operator:al*"]
+    + [f"operator:{s}" for s in SUBJECTS]
+    + [f"oauth:{s}" for s in SUBJECTS]
+    + [f"scope:{s}" for s in SCOPES]
+    + ["scope:memory.*"]
+)
+tool_selectors = st.sampled_from(
+    [
+        *NAMES,
+        *("notes__*", "files__*", "*", "*__read", "*e*"),
+        *("@read_only", "@mutating", "@destructive", "@consent_required"),
+    ]
+)
+rules_strategy = st.lists(
+    st.fixed_dictionaries(
+        {"principals": st.lists(principal_selectors, min_size=1, max_size=3, unique=True)},
+        optional={
+            "allow": st.lists(tool_selectors, min_size=1, max_size=3, unique=True),
+            "deny": st.lists(tool_selectors, min_size=1, max_size=2, unique=True),
+        },
+    ).filter(lambda rule: "allow" in rule or "deny" in rule),
+    max_size=6,
+)
+callers = st.one_of(
+    st.just(("anonymous", frozenset[str]())),
+    st.just(("local", frozenset[str]())),
+    st.tuples(st.sampled_from(SUBJECTS).map(lambda s: f"operator:{s}"), st.just(frozenset[str]())),
+    st.tuples(
+        st.sampled_from(SUBJECTS).map(lambda s: f"oauth:{s}"),
+        st.frozensets(st.sampled_from([*SCOPES, "memory.extra"]), max_size=3),
+    ),
+)
+
+
+def _unique_rules(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, unique = set(), []
+    for rule in rules:
+        key = tuple(frozenset(rule.get(k, [])) for k in ("principals", "allow", "deny"))
+        if key not in seen:
+            seen.add(key)
+            unique.append(rule)
+    return unique
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules=rules_strategy, default=st.sampled_from(["allow", "deny"]), caller=callers)
+def test_policy_matches_the_brute_force_oracle(
+    rules: list[dict[str, Any]], default: str, caller: tuple[str, frozenset[str]]
+) -> None:
+    rules = _unique_rules(rules)
+    policy = policy_of({"policy": {"default": default, "rules": rules}})
+    name, scopes = caller
+    view = policy.view(name, scopes)
+    expected = oracle(rules, default, name, scopes)
+    assert view.allowed == expected
+    assert [t["name"] for t in view.listing] == [n for n in RUNTIME.registry.names if n in expected]
+    assert view.list_tools_result["structuredContent"]["tools"] == [
+        n for n in RUNTIME.registry.names if n in expected
+    ]
+    for tool_name, decision in view.decisions.items():
+        assert decision.allowed == (tool_name in expected)
+        if decision.via in ("allow", "deny"):
+            rule = rules[decision.rule]  # type: ignore[index]
+            assert decision.selector in rule[decision.via]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rules=rules_strategy, caller=callers, tool_name=st.sampled_from(NAMES))
+def test_step_up_names_scopes_that_really_unlock_the_tool(
+    rules: list[dict[str, Any]], caller: tuple[str, frozenset[str]], tool_name: str
+) -> None:
+    rules = _unique_rules(rules)
+    policy = policy_of({"policy": {"default": "deny", "rules": rules}})
+    name, scopes = caller
+    view = policy.view(name, scopes)
+    asked = policy.step_up(view, tool_name)
+    if view.allows(tool_name) or not name.startswith("oauth:"):
+        assert asked == frozenset()
+        return
+    if asked:
+        assert tool_name in oracle(rules, "deny", name, scopes | asked)
+        assert asked - scopes <= policy.step_up_scopes
+    else:
+        # Nothing a scope rule names, alone or all together, would allow the call.
+        for extra in [*({s} for s in policy.step_up_scopes), policy.step_up_scopes]:
+            assert tool_name not in oracle(rules, "deny", name, scopes | extra)
+
+
+def test_no_policy_allows_everything_and_shares_one_view() -> None:
+    policy = Policy(None, RUNTIME)
+    first, second = policy.view("anonymous"), policy.view("oauth:x", frozenset({"a"}))
+    assert first is second
+    assert first.allowed == set(RUNTIME.registry.names)
+    assert not policy.restricts
+    assert policy.step_up(first, "notes__wipe") == frozenset()
+
+
+def test_views_are_cached_per_principal_and_scopes() -> None:
+    policy = policy_of({"policy": {"rules": [{"principals": ["*"], "allow": ["*"]}]}})
+    assert policy.view("oauth:a", frozenset({"x"})) is policy.view("oauth:a", frozenset({"x"}))
+    assert policy.view("oauth:a", frozenset({"x"})) is not policy.view("oauth:a")
+
+
+def test_step_up_keeps_granted_scopes_that_policy_names() -> None:
+    policy = policy_of(
+        {
+            "policy": {
+                "default": "deny",
+                "rules": [
+                    {"principals": ["scope:memory.read"], "allow": ["@read_only"]},
+                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
+                ],
+            }
+        }
+    )
+    view = policy.view("oauth:alice", frozenset({"memory.read", "openid"}))
+    assert view.allows("notes__read")
+    assert not view.allows("notes__write")
+    assert policy.step_up(view, "notes__write") == {"memory.read", "memory.write"}
+    assert policy.step_up_scopes == {"memory.read", "memory.write"}
+    assert policy.step_up(policy.view("operator:alice"), "notes__write") == frozenset()
+
+
+def test_the_issue_example_policy() -> None:
+    policy = policy_of(
+        {
+            "policy": {
+                "default": "deny",
+                "rules": [
+                    {"principals": ["anonymous"], "allow": ["@read_only"]},
+                    {
+                        "principals": ["operator:alice", "oauth:*"],
+                        "allow": ["notes__*", "files__list"],
+                        "deny": ["notes__wipe"],
+                    },
+                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
+                ],
+            }
+        }
+    )
+    anonymous = policy.view("anonymous")
+    assert anonymous.allowed == {"list_tools", "notes__read", "notes__search", "files__list"}
+    alice = policy.view("operator:alice")
+    assert alice.allowed == {
+        "list_tools",
+        "notes__read",
+        "notes__search",
+        "notes__write",
+        "files__list",
+    }
+    assert alice.decisions["notes__wipe"].via == "deny"
+    assert alice.decisions["notes__wipe"].rule == 1
+    writer = policy.view("oauth:bob", frozenset({"memory.write"}))
+    assert "files__delete" in writer.allowed
+    assert "notes__wipe" not in writer.allowed  # deny always wins
+    assert policy.view("operator:mallory").allowed == {"list_tools"}
+
+
+# -- grammar and startup failures ---------------------------------------------------------
+
+
+def failure(document: dict[str, Any]) -> ConfigurationError:
+    with pytest.raises(ConfigurationError) as caught:
+        policy_of(document)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "where", "shown"),
+    [
+        ({"defualt": "deny"}, "policy_unknown_key", "policy.defualt", None),
+        ({"default": "maybe"}, "policy_invalid", "policy.default", "'maybe'"),
+        ({"rules": [{"principals": []}]}, "policy_empty_list", "policy.rules[0].principals", None),
+        (
+            {"rules": [{"principals": ["*"], "allow": []}]},
+            "policy_empty_list",
+            "policy.rules[0].allow",
+            None,
+        ),
+        ({"rules": [{"principals": ["*"]}]}, "policy_empty_list", "policy.rules[0]", None),
+        (
+            {"rules": [{"principals": ["*"], "allow": ["x"], "note": "y"}]},
+            "policy_unknown_key",
+            "policy.rules[0].note",
+            None,
+        ),
+        (
+            {
+                "rules": [
+                    {"principals": ["*"], "allow": ["notes__*"]},
+                    {"principals": ["root"], "allow": ["*"]},
+                ]
+            },
+            "policy_invalid_principal",
+            "policy.rules[1].principals[0]",
+            "'root'",
+        ),
+        (
+            {"rules": [{"principals": ["oauth:a*b"], "allow": ["*"]}]},
+            "policy_invalid_principal",
+            "policy.rules[0].principals[0]",
+            "'oauth:a*b'",
+        ),
+        (
+            {"rules": [{"principals": ["*"], "allow": ["@writes"]}]},
+            "policy_invalid_tool",
+            "policy.rules[0].allow[0]",
+            "'@writes'",
+        ),
+        (
+            {"rules": [{"principals": ["*"], "deny": ["notes__wipe", "notes wipe"]}]},
+            "policy_invalid_tool",
+            "policy.rules[0].deny[1]",
+            "'notes wipe'",
+        ),
+        (
+            {"rules": [{"principals": ["*"], "allow": ["notes__raed"]}]},
+            "policy_unknown_tool",
+            "policy.rules[0].allow[0]",
+            "'notes__raed'",
+        ),
+        (
+            {"rules": [{"principals": ["*"], "deny": ["list_tools"]}]},
+            "policy_invalid_tool",
+            "policy.rules[0].deny[0]",
+            None,
+        ),
+        (
+            {
+                "rules": [
+                    {"principals": ["*", "anonymous"], "allow": ["notes__read"]},
+                    {"principals": ["anonymous", "*"], "allow": ["notes__read"]},
+                ]
+            },
+            "policy_duplicate_rule",
+            "policy.rules[1]",
+            None,
+        ),
+        (
+            {"rules": [{"principals": ["*", "*"], "allow": ["*"]}]},
+            "policy_duplicate_selector",
+            "policy.rules[0].principals[1]",
+            None,
+        ),
+        ({"rules": {"principals": ["*"]}}, "policy_invalid", "policy.rules", None),
+    ],
+)
+def test_bad_policies_name_the_rule_and_the_value(
+    policy: dict[str, Any], code: str, where: str, shown: str | None
+) -> None:
+    error = failure({"policy": policy})
+    assert error.code == code
+    assert f"(at {where})" in error.message
+    if shown is not None:
+        assert shown in error.message
+
+
+def test_policy_tables_need_schema_8() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_host_configuration(b'schema_version = 1\n[policy]\ndefault = "allow"\n')
+    assert caught.value.code == "invalid_schema"
+
+
+def _code_of(parse: Any, text: str) -> str | None:
+    try:
+        parse(text)
+    except ConfigurationError as exc:
+        return exc.code
+    return None
+
+
+@given(st.text(max_size=40))
+def test_any_principal_text_is_accepted_or_refused_cleanly(text: str) -> None:
+    code = _code_of(parse_principal_selector, text)
+    if code is None:
+        selector = parse_principal_selector(text)
+        assert selector.text == text
+        assert text in ("*", "anonymous", "local") or text.split(":")[0] in (
+            "operator",
+            "oauth",
+            "scope",
+        )
+    else:
+        assert code == "policy_invalid_principal"
+
+
+@given(st.text(max_size=40))
+def test_any_tool_selector_text_is_accepted_or_refused_cleanly(text: str) -> None:
+    code = _code_of(parse_tool_selector, text)
+    assert code in (None, "policy_invalid_tool")
+    if code is None:
+        assert parse_tool_selector(text).kind == (
+            "effect" if text.startswith("@") else "glob" if "*" in text else "name"
+        )
