@@ -10,16 +10,13 @@ verified by MyMCP's own context against the test CA named by `SSL_CERT_FILE`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from starlette.applications import Starlette
 
 from mymcp.app import create_app
 from mymcp.auth import build_authenticator
@@ -46,10 +43,8 @@ from tests.e2e.auth_issuer import (
     public_jwk,
     running_issuer,
 )
+from tests.e2e.inprocess import serving
 from tests.e2e.server import free_port
-
-STARTUP_POLLS = 400  # x 0.05 s
-SHUTDOWN_TIMEOUT = 10.0
 
 
 @dataclass
@@ -130,36 +125,9 @@ def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthStack]:
             configuration=configuration,
             protected_resource_metadata=authenticator.protected_resource_metadata,
         )
-        with _serving(app, port):
+        with serving(app, port):
             base = f"http://127.0.0.1:{port}"
             yield OAuthStack(f"{base}/mcp", base, issuer, rsa_key, ec_key, ed_key)
-
-
-class _Serving:
-    def __init__(self, server: uvicorn.Server, thread: threading.Thread) -> None:
-        self.server, self.thread = server, thread
-
-    def __enter__(self) -> None:
-        self.thread.start()
-        pause = threading.Event()
-        for _ in range(STARTUP_POLLS):
-            if self.server.started or not self.thread.is_alive():
-                break
-            pause.wait(0.05)
-        if not self.server.started:
-            self.__exit__(None, None, None)
-            raise RuntimeError("in-process uvicorn did not start")
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(SHUTDOWN_TIMEOUT)
-        assert not self.thread.is_alive(), "in-process uvicorn did not stop"
-
-
-def _serving(app: Starlette, port: int) -> _Serving:
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    return _Serving(server, threading.Thread(target=server.run, daemon=True))
 
 
 def _bearer(token: str) -> list[str]:

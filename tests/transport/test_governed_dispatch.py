@@ -1,0 +1,181 @@
+"""Policy and audit at the endpoint: filtered discovery, denial as absence, audit records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from mymcp.app import create_app
+from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
+from mymcp.governance import AuditLog, Governance, Policy, read_records, verify_audit
+from mymcp.plugin import Consent, structured_result
+from mymcp.runtime import compose_runtime
+from tests.config.helpers import to_toml
+from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
+from tests.transport.conftest import BASE, NamedBearer, initialize, rpc, session_headers
+
+AUDIT_SEEN: list[list[dict[str, Any]]] = []
+
+
+def _make_writer(directory: Path) -> Any:
+    def write(arguments: dict[str, Any]) -> dict[str, Any]:
+        # What is durably in the audit at the moment the mutating tool runs.
+        AUDIT_SEEN.append(list(read_records(directory)))
+        return structured_result({"written": True})
+
+    return write
+
+
+def _failing(arguments: dict[str, Any]) -> dict[str, Any]:
+    return structured_result({"status": "conflict", "code": "revision_conflict"}, is_error=True)
+
+
+POLICY = {
+    "default": "deny",
+    "rules": [
+        {"principals": ["anonymous"], "allow": ["@read_only"]},
+        {"principals": ["operator:alice"], "allow": ["*"], "deny": ["notes__wipe"]},
+    ],
+}
+
+
+@pytest.fixture
+def governed(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
+    directory = tmp_path / "audit"
+    notes = contribution(
+        "notes",
+        tool("notes", "read", input_schema=schema(text={"type": "string"})),
+        tool("notes", "conflict", _failing, effects=DESTRUCTIVE),
+        tool(
+            "notes",
+            "write",
+            _make_writer(directory),
+            effects=DESTRUCTIVE,
+            consent=Consent.PER_CALL,
+            input_schema=schema(text={"type": "string"}),
+        ),
+        tool("notes", "wipe", effects=DESTRUCTIVE),
+    )
+    runtime = compose_runtime([notes], external_bindings(notes), server_version="0.1.0")
+    document = {"schema_version": 8, "policy": POLICY}
+    configuration = parse_host_configuration(to_toml(document).encode())
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    governance = Governance(Policy(configuration.policy, runtime), audit)
+    app = create_app(
+        runtime,
+        authenticator=NamedBearer(),
+        configuration=HostConfiguration(server=ServerSettings("127.0.0.1", 8000)),
+        governance=governance,
+    )
+    AUDIT_SEEN.clear()
+    with TestClient(app, base_url=BASE) as client:  # runs the lifespan: audit writer
+        yield client, directory
+
+
+def _names(client: TestClient, headers: dict[str, str]) -> list[str]:
+    response = client.post("/mcp", json=rpc("tools/list"), headers=headers)
+    return [t["name"] for t in response.json()["result"]["tools"]]
+
+
+def _call(client: TestClient, headers: dict[str, str], name: str, **arguments: Any) -> Any:
+    response = client.post(
+        "/mcp", json=rpc("tools/call", {"name": name, "arguments": arguments}), headers=headers
+    )
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_discovery_is_filtered_per_principal(governed: tuple[TestClient, Path]) -> None:
+    client, _ = governed
+    anonymous = session_headers(initialize(client))
+    assert _names(client, anonymous) == ["list_tools", "notes__read"]
+    alice_headers = {"authorization": "Bearer alice"}
+    alice = session_headers(initialize(client, **alice_headers), **alice_headers)
+    assert _names(client, alice) == [
+        "list_tools",
+        "notes__read",
+        "notes__conflict",
+        "notes__write",
+    ]
+    listed = _call(client, anonymous, "list_tools")["result"]["structuredContent"]
+    assert listed["tools"] == ["list_tools", "notes__read"]
+    assert "notes__write" not in listed["summary"]
+
+
+def test_a_denied_tool_is_answered_exactly_like_an_absent_one(
+    governed: tuple[TestClient, Path],
+) -> None:
+    client, _ = governed
+    headers = session_headers(initialize(client))
+    denied = _call(client, headers, "notes__write", text="x")
+    absent = _call(client, headers, "notes__nothing", text="x")
+    assert denied["error"] == {"code": -32602, "message": "Unknown tool: notes__write"}
+    assert absent["error"] == {"code": -32602, "message": "Unknown tool: notes__nothing"}
+    assert denied.keys() == absent.keys()
+
+
+def test_a_mutating_call_is_durably_audited_before_it_runs(
+    governed: tuple[TestClient, Path],
+) -> None:
+    client, _ = governed
+    alice_headers = {"authorization": "Bearer alice"}
+    headers = session_headers(initialize(client, **alice_headers), **alice_headers)
+    result = _call(client, headers, "notes__write", text="a private sentence")
+    assert result["result"]["structuredContent"] == {"written": True}
+    (seen,) = AUDIT_SEEN
+    decision = seen[-1]
+    assert decision["event"] == "tool_call"
+    assert decision["tool"] == "notes__write"
+    assert decision["decision"] == "allowed"
+    assert "outcome" not in decision
+
+
+def _records_after_close(client: TestClient, directory: Path) -> list[dict[str, Any]]:
+    client.__exit__(None, None, None)  # lifespan shutdown commits everything queued
+    return list(read_records(directory))
+
+
+def test_every_decision_and_outcome_is_recorded_without_content(
+    governed: tuple[TestClient, Path],
+) -> None:
+    client, directory = governed
+    alice_headers = {"authorization": "Bearer alice"}
+    session = initialize(client, **alice_headers)
+    headers = session_headers(session, **alice_headers)
+    _call(client, headers, "notes__read", text="needle-in-arguments")
+    _call(client, headers, "notes__write", text="needle-in-arguments")
+    _call(client, headers, "notes__conflict")
+    _call(client, headers, "notes__wipe")
+    _call(client, headers, "no_such_tool")
+    client.delete("/mcp", headers=headers)
+    client.post("/mcp", json=rpc("ping"), headers={"authorization": "Basic nope"})
+    records = _records_after_close(client, directory)
+    calls = [r for r in records if r["event"] == "tool_call"]
+    summary = [(r["tool"], r["decision"], r.get("outcome")) for r in calls]
+    assert summary == [
+        ("notes__read", "allowed", "ok"),
+        ("notes__write", "allowed", None),
+        ("notes__write", "allowed", "ok"),
+        ("notes__conflict", "allowed", None),
+        ("notes__conflict", "allowed", "revision_conflict"),
+        ("notes__wipe", "denied", None),
+        (None, "unknown_tool", None),
+    ]
+    assert calls[1]["call"] == calls[2]["call"]
+    assert calls[0]["args_digest"] == calls[1]["args_digest"]  # same arguments, same digest
+    assert {r["principal"] for r in calls} == {"operator:alice"}
+    assert len({r["session"] for r in calls}) == 1
+    assert calls[0]["session"] != session
+    events = [r["event"] for r in records]
+    assert events[0] == "session_open"
+    assert "session_close" in events
+    assert any(r["event"] == "auth_failure" and r["reason"] == "rejected" for r in records)
+    raw = b"".join(path.read_bytes() for path in directory.glob("segment-*.jsonl"))
+    assert b"needle" not in raw
+    assert session.encode() not in raw
+    assert b"no_such_tool" not in raw
+    assert verify_audit(directory).ok
