@@ -74,16 +74,25 @@ def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
 
 
-def select_tools(selector: ToolSelector, tools: Sequence[BoundTool], where: str) -> frozenset[str]:
+def select_tools(
+    selector: ToolSelector,
+    tools: Sequence[BoundTool],
+    where: str,
+    inactive: frozenset[str] = frozenset(),
+) -> frozenset[str]:
     """The public names `selector` names among `tools` (host tools never included).
 
-    A plain name must exist: a typo would otherwise silently allow or deny nothing.
+    A plain name must exist: a typo would otherwise silently allow or deny nothing. A
+    tool its plugin declares but did not activate (a gate is off) counts as existing, so
+    turning a gate off never breaks a policy that mentions the tool.
     """
     if selector.kind == "name":
         if selector.value == "list_tools":
             raise config_error(
                 "policy_invalid_tool", where, "list_tools is always allowed; policy cannot name it"
             )
+        if selector.value in inactive:
+            return frozenset()
         if not any(tool.name == selector.value for tool in tools):
             known = ", ".join(tool.name for tool in tools[:24]) + (
                 ", ..." if len(tools) > 24 else ""
@@ -91,8 +100,7 @@ def select_tools(selector: ToolSelector, tools: Sequence[BoundTool], where: str)
             raise config_error(
                 "policy_unknown_tool",
                 where,
-                f"no tool is named {shown(selector.value)} (a disabled tool does not exist; "
-                f"the tools are: {known or 'none'})",
+                f"no tool is named {shown(selector.value)} (the tools are: {known or 'none'})",
             )
         return frozenset({selector.value})
     if selector.kind == "glob":
@@ -162,7 +170,12 @@ class Policy:
             selectors: tuple[ToolSelector, ...], key: str
         ) -> tuple[tuple[str, frozenset[str]], ...]:
             return tuple(
-                (s.text, select_tools(s, self._tools, f"{where}.{key}[{position}]"))
+                (
+                    s.text,
+                    select_tools(
+                        s, self._tools, f"{where}.{key}[{position}]", self._runtime.inactive_names
+                    ),
+                )
                 for position, s in enumerate(selectors)
             )
 

@@ -32,6 +32,8 @@ class HostRuntime:
     bindings: Mapping[QualifiedCapabilityId, str]
     generation: str
     server_version: str
+    inactive_names: frozenset[str] = frozenset()
+    """Public names of tools plugins declare but did not activate (a gate is off)."""
 
     def __post_init__(self) -> None:
         if not _GENERATION.fullmatch(self.generation):

@@ -10,6 +10,7 @@ partial runtime behind.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,6 +78,16 @@ def build_runtime(
                 contributions,
                 [(t.capability, binding(t.capability)) for c in contributions for t in c.tools],
                 server_version=__version__,
+            )
+            active = {tool.capability for c in contributions for tool in c.tools}
+            declared = (
+                QualifiedCapabilityId(adapter.definition.plugin_id, d.kind, d.local_id)
+                for adapter in (bundled, *externals)
+                for d in adapter.definition.capabilities
+            )
+            runtime = dataclasses.replace(
+                runtime,
+                inactive_names=frozenset(binding(c) for c in declared if c not in active),
             )
         except HostRuntimeCompositionError as exc:
             if externals:

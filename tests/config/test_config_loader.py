@@ -18,6 +18,9 @@ from mymcp.config import (
     validate_semantics,
 )
 from mymcp.errors import ConfigurationError
+from mymcp.governance import Policy
+from mymcp.plugins.mnemosyne import MnemosyneSettings
+from mymcp.runtime.bootstrap import build_runtime
 from tests.config.conftest import ConfigHome
 from tests.config.helpers import adapter, minimal, plugin, to_toml
 
@@ -44,6 +47,8 @@ def test_missing_directory_gives_defaults(config_home: ConfigHome) -> None:
     assert config.mcp.strict_protocol_version is True
     assert config.mcp.session_inactivity_timeout_seconds == 1800
     assert config.mcp.session_absolute_lifetime_seconds == 28800
+    assert config.policy is None  # no policy: everything allowed
+    assert config.audit.enabled is False  # nothing audited before schema 8
 
 
 def test_missing_file_gives_defaults(config_home: ConfigHome) -> None:
@@ -353,7 +358,7 @@ def test_config_example_loads_from_the_xdg_location(config_home: ConfigHome) -> 
     config_home.write((REPO / "config.example.toml").read_bytes())
     config = load_host_configuration(config_home.environ)
     validate_semantics(config)
-    assert config.schema_version == 7
+    assert config.schema_version == 8
     assert config.server.address == "127.0.0.1"
     assert [(p.id, p.enabled, p.module) for p in config.plugins] == [
         ("example-plugin", False, "mymcp_example_plugin")
@@ -365,3 +370,11 @@ def test_config_example_loads_from_the_xdg_location(config_home: ConfigHome) -> 
     assert config.mcp.strict_protocol_version is True
     assert config.mcp.session_inactivity_timeout_seconds == 1800
     assert config.mcp.session_absolute_lifetime_seconds == 28800
+    assert config.policy is not None
+    assert (config.policy.default, len(config.policy.rules)) == ("deny", 3)
+    assert config.audit.enabled is True
+    assert config.audit.directory is None
+    # The example policy composes against the default tools (every mutation gate off).
+    runtime = build_runtime(config, MnemosyneSettings(), environ={"HOME": "/nonexistent"})
+    view = Policy(config.policy, runtime).view("anonymous")
+    assert view.allowed == {"list_tools", "memory_recall", "memory_list", "memory_inspect"}
