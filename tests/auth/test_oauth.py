@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from mymcp.auth import Authenticator, AuthFailure, Principal, build_authenticator
-from mymcp.auth._oauth import project_subject
+from mymcp.auth._oauth import project_subject, token_scopes
 from tests.auth.helpers import (
     AUDIENCE,
     ISSUER,
@@ -295,3 +295,36 @@ def test_expiry_follows_the_injected_clock(
     assert isinstance(check(auth, token), Principal)
     clock.wall = NOW + 131
     assert check(auth, token) is AuthFailure.REJECTED
+
+
+@pytest.mark.parametrize(
+    ("claims_in", "expected"),
+    [
+        ({"scope": "memory.read memory.write"}, {"memory.read", "memory.write"}),
+        ({"scp": ["memory.read", "admin"]}, {"memory.read", "admin"}),
+        ({"scp": "memory.read"}, {"memory.read"}),
+        ({"scope": "a  b"}, {"a", "b"}),
+        ({"scope": 'ok bad"quote back\\slash'}, {"ok"}),
+        ({"scope": 7, "scp": [1, None, "x"]}, {"x"}),
+        ({}, set()),
+    ],
+)
+def test_token_scopes_come_from_scope_or_scp(
+    claims_in: dict[str, object], expected: set[str]
+) -> None:
+    assert token_scopes(claims_in) == expected
+
+
+def test_scopes_are_bounded() -> None:
+    assert len(token_scopes({"scope": " ".join(f"s{i}" for i in range(500))})) == 64
+
+
+def test_a_valid_token_names_its_subject_and_scopes(
+    auth: Authenticator, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    principal = check(
+        auth, mint(rsa_key, alg="RS256", kid="rsa", payload=claims(scope="memory.read"))
+    )
+    assert isinstance(principal, Principal)
+    assert principal.name == "oauth:alice"
+    assert principal.scopes == {"memory.read"}

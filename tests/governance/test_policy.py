@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from typing import Any
 
@@ -394,3 +395,20 @@ def test_any_tool_selector_text_is_accepted_or_refused_cleanly(text: str) -> Non
         assert parse_tool_selector(text).kind == (
             "effect" if text.startswith("@") else "glob" if "*" in text else "name"
         )
+
+
+def test_a_tool_declared_but_switched_off_may_be_named() -> None:
+    runtime = dataclasses.replace(RUNTIME, inactive_names=frozenset({"notes__purge"}))
+    settings = parse_host_configuration(
+        to_toml(
+            {
+                "schema_version": 8,
+                "policy": {
+                    "rules": [{"principals": ["*"], "allow": ["*"], "deny": ["notes__purge"]}]
+                },
+            }
+        ).encode()
+    ).policy
+    view = Policy(settings, runtime).view("anonymous")
+    assert "notes__read" in view.allowed
+    assert "notes__purge" not in view.decisions  # it does not exist, so nothing to decide
