@@ -8,7 +8,15 @@ bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
 from mymcp.auth._compose import build_authenticator
 from mymcp.auth._discovery import HttpClientFactory
 from mymcp.auth._oauth import Clock, SystemClock
-from mymcp.auth._principal import ANONYMOUS, AuthFailure, Identity, Principal, is_valid_subject
+from mymcp.auth._principal import (
+    ANONYMOUS,
+    CONSOLE,
+    LOCAL,
+    AuthFailure,
+    Identity,
+    Principal,
+    is_valid_subject,
+)
 from mymcp.auth._provisioning import (
     CredentialProvisioningError,
     create_token,
@@ -19,6 +27,8 @@ from mymcp.auth._router import Authenticator
 
 __all__ = [
     "ANONYMOUS",
+    "CONSOLE",
+    "LOCAL",
     "AuthFailure",
     "Authenticator",
     "Clock",

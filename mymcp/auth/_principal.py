@@ -11,6 +11,8 @@ from mymcp.auth._encoding import b64url_encode
 
 __all__ = [
     "ANONYMOUS",
+    "CONSOLE",
+    "LOCAL",
     "Identity",
     "MAX_SUBJECT_BYTES",
     "MAX_SUBJECT_CODE_POINTS",
@@ -59,7 +61,7 @@ class Principal:
     `local` (stdio) or `console` (a person in the console), and the token's OAuth scopes.
     """
 
-    kind: Literal["anonymous", "registered"]
+    kind: Literal["anonymous", "registered", "local", "console"]
     adapter_id: str | None
     subject: str | None
     principal_id: str
@@ -68,6 +70,12 @@ class Principal:
 
 
 ANONYMOUS = Principal(kind="anonymous", adapter_id=None, subject=None, principal_id="anonymous")
+CONSOLE = Principal(
+    kind="console", adapter_id=None, subject=None, principal_id="console", name="console"
+)
+"""A person acting in the console: audited under this name, never subject to policy."""
+LOCAL = Principal(kind="local", adapter_id=None, subject=None, principal_id="local", name="local")
+"""The user who started `mymcp stdio`: the one client of a stdio server."""
 
 
 def is_valid_subject(subject: object) -> TypeGuard[str]:

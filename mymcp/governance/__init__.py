@@ -1,8 +1,9 @@
-"""Governance: per-principal tool policy and the tamper-evident security audit.
+"""Governance: per-principal tool policy, exact-call approval and the security audit.
 
-Both are composed once at startup, after the runtime: `Policy` resolves its selectors
-against the composed tools, `open_audit` opens the audit directory. The transport asks
-the policy for each caller's `PolicyView` and records every decision in the `AuditLog`.
+All three are composed once at startup, after the runtime: `Policy` and `Approvals`
+resolve their selectors against the composed tools, `open_audit` opens the audit
+directory. The transport asks the policy for each caller's `PolicyView`, asks
+`Approvals` whether a call may run yet, and records every decision in the `AuditLog`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mymcp.config import HostConfiguration, xdg_directory
+from mymcp.governance.approval import (
+    MAX_APPROVAL_ARGUMENT_BYTES,
+    Approval,
+    ApprovalError,
+    Approvals,
+    ApprovalState,
+    Verdict,
+    approval_required_tools,
+    rfc3339,
+)
 from mymcp.governance.audit import (
     GENESIS_HASH,
     AuditLog,
@@ -25,28 +36,38 @@ from mymcp.governance.policy import Decision, Policy, PolicyView, effect_classes
 
 __all__ = [
     "GENESIS_HASH",
+    "MAX_APPROVAL_ARGUMENT_BYTES",
+    "Approval",
+    "ApprovalError",
+    "ApprovalState",
+    "Approvals",
     "AuditLog",
     "AuditRecord",
     "Decision",
     "Governance",
     "Policy",
     "PolicyView",
+    "Verdict",
     "VerifyResult",
+    "approval_required_tools",
     "audit_directory",
     "canonical_json",
     "effect_classes",
     "open_audit",
     "read_records",
+    "rfc3339",
     "verify_audit",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class Governance:
-    """The policy every request is decided by and the audit it is recorded in (or None)."""
+    """The policy every request is decided by, the approvals calls may wait for (None
+    when `[approval]` selects no tool) and the audit everything is recorded in (or None)."""
 
     policy: Policy
     audit: AuditLog | None = None
+    approvals: Approvals | None = None
 
 
 def audit_directory(

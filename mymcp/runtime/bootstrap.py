@@ -20,7 +20,7 @@ from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
 from mymcp.config import HostConfiguration, load_host_configuration, validate_semantics
 from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError, MyMCPError
-from mymcp.governance import Governance, Policy, open_audit
+from mymcp.governance import Approvals, Governance, Policy, approval_required_tools, open_audit
 from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
     MNEMOSYNE_PLUGIN_ID,
@@ -122,6 +122,7 @@ def build_host(
     runtime = build_runtime(configuration, mnemosyne, environ=environ, home=home, binding=binding)
     try:
         policy = Policy(configuration.policy, runtime)
+        needs_approval = approval_required_tools(configuration.approval, runtime)
     except MyMCPError as exc:
         _log.error("policy_composition outcome=error code=%s", exc.code)
         raise
@@ -133,4 +134,7 @@ def build_host(
     except MyMCPError as exc:
         _log.error("audit outcome=error code=%s", exc.code)
         raise
-    return Host(configuration, runtime, authenticator, Governance(policy, audit))
+    approvals = None
+    if needs_approval:
+        approvals = Approvals(needs_approval, configuration.approval.ttl_seconds, audit=audit)
+    return Host(configuration, runtime, authenticator, Governance(policy, audit, approvals))

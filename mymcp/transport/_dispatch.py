@@ -22,7 +22,14 @@ from anyio import to_thread
 from mymcp import SERVER_NAME
 from mymcp.auth import Principal
 from mymcp.errors import AuditError
-from mymcp.governance import Governance, Policy, PolicyView
+from mymcp.governance import (
+    Approval,
+    ApprovalState,
+    Governance,
+    Policy,
+    PolicyView,
+    rfc3339,
+)
 from mymcp.plugin import structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
 from mymcp.transport._arguments import decode_stringified_arguments
@@ -48,14 +55,48 @@ _AUDIT_UNAVAILABLE = {
     ),
 }
 _IDENTIFIER_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_APPROVAL_REQUIRED_MESSAGE = (
+    "Ask the user to open approval_url, review and approve this exact call, then repeat "
+    "the identical call."
+)
+_APPROVAL_ERROR = "A person must approve this exact call in the MyMCP console first"
+_APPROVAL_ELICITATION_MESSAGE = (
+    "MyMCP needs your approval before it runs {tool} with these exact arguments. Open the "
+    "link, review the call and approve or deny it; then the agent repeats the same call."
+)
+_APPROVAL_REFUSALS: dict[ApprovalState, dict[str, str]] = {
+    ApprovalState.DENIED: {
+        "status": "approval_denied",
+        "code": "approval_denied",
+        "message": (
+            "A person denied this exact call in the MyMCP console. Do not repeat it unless "
+            "the user asks for it again; a repeated call asks for a new approval."
+        ),
+    },
+    ApprovalState.EXPIRED: {
+        "status": "approval_expired",
+        "code": "approval_expired",
+        "message": (
+            "The approval for this exact call expired before it was used. Repeat the call "
+            "to ask the user for a new approval."
+        ),
+    },
+}
+_APPROVAL_TOO_LARGE = {
+    "status": "invalid_request",
+    "code": "approval_arguments_too_large",
+    "message": "The arguments are too large for a person to review and approve; send less.",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who sent a request and in which session (None where sessions do not exist)."""
+    """Who sent a request, in which session (None where sessions do not exist), and
+    whether its client declared URL-mode elicitation when it initialized."""
 
     principal: Principal
     session_id: str | None = None
+    url_elicitation: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +127,14 @@ class Dispatcher:
         governance: Governance | None = None,
         *,
         instructions: str | None = None,
+        console_origin: str = "http://127.0.0.1:8000",
     ) -> None:
         self._runtime = runtime
         governance = governance or Governance(Policy(None, runtime))
         self._policy = governance.policy
         self._audit = governance.audit
+        self._approvals = governance.approvals
+        self._console_origin = console_origin
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
 
@@ -192,29 +236,100 @@ class Dispatcher:
             return self._refuse(request, caller, view, tool, name)
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
         digest = self._audit.digest(arguments) if self._audit is not None else None
+        if self._approvals is not None and self._approvals.requires(name):
+            principal = caller.principal
+            verdict = self._approvals.check(
+                principal=principal.name,
+                principal_id=principal.principal_id,
+                session_id=caller.session_id or "",
+                tool=name,
+                arguments=arguments,
+                args_digest=digest,
+            )
+            if not verdict.run:
+                return self._approval_reply(request, caller, name, digest, verdict.approval)
+        result = await self.execute(caller, tool, arguments, digest=digest, view=view)
+        return result_response(request.id, result)
+
+    async def execute(
+        self,
+        caller: Caller,
+        tool: BoundTool,
+        arguments: dict[str, Any],
+        *,
+        digest: str | None = None,
+        view: PolicyView | None = None,
+    ) -> dict[str, Any]:
+        """Run one call that may run, recording it: a call that changes something is on
+        disk in the audit before it runs, and every outcome follows it there.
+
+        The console runs people's actions through here too, as the `console` principal.
+        """
+        if digest is None and self._audit is not None:
+            digest = self._audit.digest(arguments)
         call = secrets.token_hex(6)
         if not tool.effects.read_only and self._audit is not None:
-            # A call that changes something is on disk in the audit before it runs.
-            self._record(caller, name, call=call, args_digest=digest, decision="allowed")
+            self._record(caller, tool.name, call=call, args_digest=digest, decision="allowed")
             try:
                 await to_thread.run_sync(self._audit.commit)
             except AuditError as exc:
-                _log.error("audit outcome=error code=%s tool=%s", exc.code, name)
-                return result_response(
-                    request.id, structured_result(_AUDIT_UNAVAILABLE, is_error=True)
-                )
+                _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
+                return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
-        result = await self._run(tool, arguments, view)
+        result = await self._run(tool, arguments, view or self._policy.view(caller.principal.name))
         self._record(
             caller,
-            name,
+            tool.name,
             call=call,
             args_digest=digest,
             decision="allowed",
             outcome=_outcome_code(result),
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return result_response(request.id, result)
+        return result
+
+    def _approval_reply(
+        self,
+        request: Request,
+        caller: Caller,
+        name: str,
+        digest: str | None,
+        approval: Approval | None,
+    ) -> dict[str, Any]:
+        """The answer to a call that waits for, or was refused, a person's approval."""
+        if approval is None:
+            self._record(caller, name, args_digest=digest, decision="approval_too_large")
+            return result_response(
+                request.id, structured_result(_APPROVAL_TOO_LARGE, is_error=True)
+            )
+        if approval.state is ApprovalState.PENDING:
+            self._record(caller, name, args_digest=digest, decision="approval_required")
+            url = f"{self._console_origin}/console/approvals/{approval.id}"
+            if caller.url_elicitation:
+                data = {
+                    "elicitations": [
+                        {
+                            "mode": "url",
+                            "elicitationId": approval.id,
+                            "url": url,
+                            "message": _APPROVAL_ELICITATION_MESSAGE.format(tool=name),
+                        }
+                    ]
+                }
+                return error_response(
+                    request.id, ErrorCode.URL_ELICITATION_REQUIRED, _APPROVAL_ERROR, data
+                )
+            payload = {
+                "status": "approval_required",
+                "code": "approval_required",
+                "approval_url": url,
+                "expires_at": rfc3339(approval.expires_at),
+                "message": _APPROVAL_REQUIRED_MESSAGE,
+            }
+            return result_response(request.id, structured_result(payload, is_error=True))
+        refusal = _APPROVAL_REFUSALS[approval.state]
+        self._record(caller, name, args_digest=digest, decision=refusal["code"])
+        return result_response(request.id, structured_result(refusal, is_error=True))
 
     def _refuse(
         self,

@@ -101,7 +101,10 @@ class McpEndpoint:
         self._authenticator = authenticator
         self._sessions = sessions
         self._options = options
-        self._dispatcher = Dispatcher(runtime, governance)
+        host = f"[{options.address}]" if ":" in options.address else options.address
+        self._dispatcher = Dispatcher(
+            runtime, governance, console_origin=f"http://{host}:{options.port}"
+        )
         self._audit = governance.audit if governance is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -231,7 +234,8 @@ class McpEndpoint:
         _log.info(
             "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
         )
-        answer = await self._dispatcher.dispatch(message, Caller(principal, session.id))
+        caller = Caller(principal, session.id, session.url_elicitation)
+        answer = await self._dispatcher.dispatch(message, caller)
         if isinstance(answer, StepUpRequired):
             refusal = error_response(
                 answer.request_id,
@@ -260,12 +264,26 @@ class McpEndpoint:
         if version is None:
             await send_json(send, 200, reply)
             return
-        session = self._sessions.create(principal.principal_id, self._runtime.generation, version)
+        session = self._sessions.create(
+            principal.principal_id,
+            self._runtime.generation,
+            version,
+            url_elicitation=_declares_url_elicitation(request.params),
+        )
         if session is None:
             await send_empty(send, 503)
             return
         self._record_session("session_open", principal, session.id)
         await send_json(send, 200, reply, {"mcp-session-id": session.id})
+
+
+def _declares_url_elicitation(params: object) -> bool:
+    """Whether `initialize` declared `capabilities.elicitation.url`."""
+    if not isinstance(params, Mapping):
+        return False
+    capabilities = params.get("capabilities")
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
+    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
 
 
 def _transport_error(message: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ class ErrorCode(enum.IntEnum):
     METHOD_NOT_FOUND = -32601
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
+    URL_ELICITATION_REQUIRED = -32042
 
 
 _MESSAGES = {
@@ -36,6 +37,7 @@ _MESSAGES = {
     ErrorCode.METHOD_NOT_FOUND: "Method not found",
     ErrorCode.INVALID_PARAMS: "Invalid params",
     ErrorCode.INTERNAL_ERROR: "Internal error",
+    ErrorCode.URL_ELICITATION_REQUIRED: "URL elicitation required",
 }
 
 
@@ -103,10 +105,12 @@ def result_response(request_id: RequestId, result: Mapping[str, Any]) -> dict[st
 
 
 def error_response(
-    request_id: RequestId | None, code: ErrorCode, message: str | None = None
+    request_id: RequestId | None,
+    code: ErrorCode,
+    message: str | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": int(code), "message": message or _MESSAGES[code]},
-    }
+    error: dict[str, Any] = {"code": int(code), "message": message or _MESSAGES[code]}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}

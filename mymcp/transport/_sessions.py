@@ -32,6 +32,8 @@ class Session:
     created: float
     last_activity: float
     absolute_expiry: float | None
+    url_elicitation: bool = False
+    """The client declared URL-mode elicitation at initialize (approvals use it)."""
 
 
 class SessionStore:
@@ -77,7 +79,14 @@ class SessionStore:
         for session_id in [s.id for s in self._sessions.values() if self._expired(s, now)]:
             del self._sessions[session_id]
 
-    def create(self, principal_id: str, generation: str, protocol_version: str) -> Session | None:
+    def create(
+        self,
+        principal_id: str,
+        generation: str,
+        protocol_version: str,
+        *,
+        url_elicitation: bool = False,
+    ) -> Session | None:
         """A new session, or None when the store is full of live sessions."""
         now = self._clock()
         self._sweep_idle(now)
@@ -89,7 +98,16 @@ class SessionStore:
         while session_id in self._sessions:  # 256 random bits: practically never loops
             session_id = secrets.token_urlsafe(32)
         expiry = now + self._absolute if self._absolute else None
-        session = Session(session_id, principal_id, generation, protocol_version, now, now, expiry)
+        session = Session(
+            session_id,
+            principal_id,
+            generation,
+            protocol_version,
+            now,
+            now,
+            expiry,
+            url_elicitation,
+        )
         self._sessions[session_id] = session
         return session
 
