@@ -374,6 +374,7 @@ def test_config_example_loads_from_the_xdg_location(config_home: ConfigHome) -> 
     assert (config.policy.default, len(config.policy.rules)) == ("deny", 3)
     assert config.audit.enabled is True
     assert config.audit.directory is None
+    assert [t.text for t in config.approval.tools] == ["@consent_required"]
     # The example policy composes against the default tools (every mutation gate off).
     runtime = build_runtime(config, MnemosyneSettings(), environ={"HOME": "/nonexistent"})
     view = Policy(config.policy, runtime).view("anonymous")
