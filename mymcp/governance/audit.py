@@ -12,7 +12,9 @@ Layout of the audit directory (mode 0700):
 
 Every record carries `seq` (monotonic across segments), `time` (RFC 3339 UTC, ms),
 `event`, `prev` (the previous record's hash; 64 zeros for the very first) and `hash`
-(SHA-256 of the canonical JSON of the record without `hash`). A new segment starts when
+(SHA-256 of the canonical JSON of the record without `hash`). A line is that canonical
+JSON with `hash` appended as the last member, so each record is serialised once. A new
+segment starts when
 the current one would pass `max_segment_bytes`; its first record chains to the last
 record of the segment before. When more than `max_segments` exist the oldest is removed,
 and a `segment_removed` record naming it and its last hash keeps the chain explainable.
@@ -48,7 +50,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -81,13 +82,17 @@ _WAKE_AT: Final = 1024
 AuditRecord = dict[str, Any]
 
 
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def canonical_json(value: object) -> bytes:
     """The one serialisation hashed and written: sorted keys, no spaces, ASCII only.
 
     ASCII escapes make it total over everything the JSON parser accepted, lone
-    surrogates included.
+    surrogates included. (One encoder, built once: `json.dumps` with options builds a
+    new one per call, which costs more than the encoding of a small record.)
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return _CANONICAL.encode(value).encode("ascii")
 
 
 def record_hash(record: Mapping[str, Any]) -> str:
@@ -96,9 +101,15 @@ def record_hash(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
+def _line(body: bytes, digest: str) -> bytes:
+    """The written line: the canonical body with `hash` appended as its last member."""
+    return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n'
+
+
 def _timestamp(seconds: float) -> str:
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    whole = int(seconds // 1)
+    milliseconds = int((seconds - whole) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{milliseconds:03d}Z"
 
 
 def _segment_name(number: int) -> str:
@@ -232,12 +243,12 @@ class AuditLog:
             data = canonical_json(value)
         except (ValueError, TypeError, RecursionError):
             return "unhashable"
-        return hmac.new(self._key, b"arguments\x00" + data, hashlib.sha256).hexdigest()
+        return hmac.digest(self._key, b"arguments\x00" + data, "sha256").hex()
 
     def session_tag(self, session_id: str) -> str:
         """Keyed hash of a session id: records of one session group without the id."""
         data = b"session\x00" + session_id.encode("utf-8", "surrogatepass")
-        return hmac.new(self._key, data, hashlib.sha256).hexdigest()[:32]
+        return hmac.digest(self._key, data, "sha256").hex()[:32]
 
     def append(self, event: str, **fields: Any) -> None:
         """Queue one record; it is written by the next `commit` (at most a second away)."""
@@ -364,14 +375,15 @@ class _ChainWriter:
 
     def add(self, moment: float, fields: AuditRecord) -> None:
         record = {"seq": self.seq + 1, "time": _timestamp(moment), **fields, "prev": self.hash}
-        record["hash"] = record_hash(record)
-        line = canonical_json(record) + b"\n"
+        body = canonical_json(record)
+        digest = hashlib.sha256(body).hexdigest()
+        line = _line(body, digest)
         if self.size and self.size + len(line) > self._max:
             self.new_segment()
         self._chunks.setdefault(self.segment, []).append(line)
         self.size += len(line)
         self.seq += 1
-        self.hash = record["hash"]
+        self.hash = digest
 
     def _flush(self) -> None:
         for number, lines in self._chunks.items():
