@@ -51,11 +51,12 @@ What is caught
       four with a shorter last group, as 4-6-5 or 4-6-4, or in equal groups of one, two or
       three digits (the usual obfuscations). Between groups any run of up to three
       separators is accepted (spaces of every kind, hyphens and other dashes, dots,
-      slashes, underscores), but one card uses one kind of separator, which keeps runs of
-      dates, versions and phone numbers out; groups of four that are all years 1900-2099
-      are a list of years. A digit group glued to a letter belongs to a word, identifier or
-      hex digest, not to a card. A digit run with a hidden character in it is judged by
-      its digits alone, since the hidden character may stand where a separator was.
+      slashes, underscores, mixed freely); equal small groups must use one kind of
+      separator throughout. The layouts keep dates, versions, IP addresses and phone
+      numbers out; groups of four that are all years 1900-2099 are a list of years, and a
+      digit group glued to a letter belongs to a word, identifier or hex digest. A digit
+      run with a hidden character in it is judged by its digits alone, since the hidden
+      character may stand where a separator was.
 
 What is not caught
     Secrets with no recognisable shape (a random string with no key, prefix or "password
@@ -80,7 +81,6 @@ Cost
 from __future__ import annotations
 
 import functools
-import operator
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -338,17 +338,17 @@ _JOIN: Final = r"[ _.-]?"
 # never backtracked into (what follows it cannot start with one of its characters
 # anyway); dense key words would otherwise each cost forty failed attempts.
 _KEY_REST: Final = r"(?=(?P<rest>(?:[_.-][a-z0-9_.-]{0,40})?))(?P=rest)"
-_ASSIGN: Final = r"[\"'`]?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}[\"'`]?"
+_ASSIGN: Final = r"[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?P<quote>[\"'`]?)"
 # A value ends at white space, a quote or a closing bracket, comma or semicolon (code
 # such as "check(password: str)" is no assignment of "str)").
 _VALUE: Final = r"[^\s\"'`,;)\]}]"
 # A generated value ends at the next assignment, list separator or bracket.
-_GENERATED: Final = r"[^\s\"'`=;&,()<>\[\]{}]"
+_GENERATED: Final = r"[^\s\"'`=;&,|()<>\[\]{}]"
 # Keys whose value is a secret however short (four characters or more).
 _STRONG_KEYS: Final = (
     r"pass(?:word|wd|phrase|code)s?",
     r"pwd",
-    r"secret(?:(?:access)?key)?",  # also aws_secret_access_key, SecretAccessKey
+    r"secret(?:(?:access)?key)?",  # also aws_secret_access_key, SecretAccessKey, client_secret
     f"api{_JOIN}key",
     f"access{_JOIN}token",
     f"refresh{_JOIN}token",
@@ -359,22 +359,33 @@ _STRONG_KEYS: Final = (
 )
 # Keys that name a secret only sometimes (token, signature, something_key): the value
 # must look generated, sixteen or more characters mixing letters and digits.
-_WEAK_KEYS: Final = (r"token", r"sig(?:nature)?", r"key(?<=[a-z0-9][_.-]key)")
+_WEAK_KEYS: Final = (
+    r"token",
+    r"sig(?:nature)?",
+    r"key(?<=[a-z0-9][_.-]key)(?<!pub[_.-]key)(?<!public[_.-]key)",  # public keys are not
+)
 
 
-# Values that refer to a secret kept elsewhere instead of spelling one: template and
-# shell references (${DB_PASSWORD}, {{ secrets.x }}, <your password>), code that reads a
-# value (os.environ["X"], getpass()) and masks (****).
-_REFERENCE: Final = re.compile(r"\$[{(]|\{[{%]|%\(|<|[A-Za-z_][A-Za-z0-9_.]*[(\[]")
+# Values that refer to a secret kept elsewhere instead of spelling one: template, shell
+# and format references (${DB_PASSWORD}, {{ secrets.x }}, {params.key}, <your password>),
+# code that reads a value (os.environ["X"], getpass()), and variable or attribute names
+# (auth_token, self.secret_key: an underscore or a dot between word characters), and
+# list literals.
+_REFERENCE: Final = re.compile(
+    r"\$[{(]|[{<\[]|%\(|[A-Za-z_][A-Za-z0-9_.]*[(\[]"
+    r"|[A-Za-z_][A-Za-z0-9]*(?:[_.]+[A-Za-z0-9]+)+_*\Z"
+)
 
 
 # Identifiers that contain a key word but name something about the secret, not the
 # secret itself (MAX_PASSWORD_LENGTH, PASSWORD_FILE, secret_references).
 _ABOUT_THE_SECRET: Final = frozenset(
-    """age arn count dir enabled endpoint env expires expiry field file header hint kind
-    label len length manager max min mode name names param path pattern policy prompt
-    provider ref reference references refs regex required rotation rule rules scope
-    source store strength ttl type url uri var version""".split()  # noqa: SIM905
+    """age arn at backend callback cb change changed check checker count created date dialog
+    dir enabled endpoint entry env expires expiry factory field file form func handler
+    header hint input kind label len length manager max mgr min mode name names param path
+    pattern policy prompt provider ref reference references refs regex required reset
+    rotation rule rules scope source storage store strength time timestamp ttl type
+    updated url uri used validator var version widget""".split()  # noqa: SIM905
 )
 _REST_WORDS: Final = re.compile(r"[_.-]")
 
@@ -397,10 +408,10 @@ _PROSE_WORDS: Final = frozenset(
     """about above after also always available before being blank both case changeable
     chosen different easy empty exactly expiring fine forgotten found from given good hard
     here hidden incorrect insecure insensitive invalid just kept known left long lost made
-    mandatory meant missing more much needed never none nothing null okay only optional
+    false mandatory meant missing more much needed never none nothing null okay only optional
     over public random read really required reset right same secret secure sensitive sent
     shared short shown simple some still stolen strong such supposed taken that their then
-    there these this those told unique unknown unset unsafe useless valid very visible weak
+    there these this those told true unique unknown unset unsafe useless valid very visible weak
     what when where which with within without written wrong your yours""".split()  # noqa: SIM905
 )
 _TRAILING_PUNCTUATION: Final = ".,;:!?)]}>"
@@ -423,13 +434,34 @@ def _names_password(value: str) -> bool:
     return all(part not in _PROSE_WORDS for part in lowered.split("-"))
 
 
+# Words that, unquoted after a key inside a longer identifier, are code: types, keywords
+# and common variable names (aws_secret_access_key=None, self._secret_key = value).
+_CODE_WORDS: Final = frozenset(
+    """any args bool bytes config data default dict false float int key kwargs lambda list
+    nil none null object params passwd password result secret self settings str string
+    text token true val value""".split()  # noqa: SIM905
+)
+_IDENTIFIER_CHARACTERS: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+)
+
+
 def _literal_assignment(match: re.Match[str], reading: str) -> bool:
     value = _value(match, reading)
-    return _names_the_secret(match) and _REFERENCE.match(value) is None and bool(value.strip("*"))
+    if not _names_the_secret(match) or _REFERENCE.match(value) or not value.strip("*"):
+        return False
+    # A key word inside a longer identifier is mostly code, where an unquoted word that
+    # is a type, a constant or a keyword is no secret. A bare key (password: ...) keeps
+    # every value of four or more characters.
+    start = match.start()
+    embedded = match["rest"] or (start > 0 and reading[start - 1] in _IDENTIFIER_CHARACTERS)
+    code_word = value.isalpha() and (value != value.lower() or value in _CODE_WORDS)
+    return not (embedded and code_word and not match["quote"])
 
 
 def _generated_assignment(match: re.Match[str], reading: str) -> bool:
-    return _names_the_secret(match) and _looks_generated(_value(match, reading))
+    value = _value(match, reading)
+    return _names_the_secret(match) and _REFERENCE.match(value) is None and _looks_generated(value)
 
 
 def _generated_value(match: re.Match[str], reading: str) -> bool:
@@ -437,7 +469,8 @@ def _generated_value(match: re.Match[str], reading: str) -> bool:
 
 
 def _password_prose(match: re.Match[str], reading: str) -> bool:
-    return _names_password(_value(match, reading))
+    value = _value(match, reading)
+    return _REFERENCE.match(value) is None and _names_password(value)
 
 
 _CREDENTIAL_SHAPES: Final = (
@@ -565,19 +598,20 @@ def _luhn(digits: str) -> bool:
     return (plain + doubled) % 10 == 0
 
 
-def _luhn_prefix_sums(digits: str) -> tuple[list[int], list[int]]:
-    """Prefix sums that give the Luhn sum of any slice of ``digits`` in constant time.
+def _luhn_weights(digits: str) -> tuple[bytes, bytes]:
+    """Each digit's share of the Luhn sum of a slice, for slices whose last digit has an
+    even index (first) or an odd one (second).
 
-    The check digit is a slice's last digit, so whether a digit is doubled depends on the
-    parity of its distance from the slice's end: one prefix sum per parity covers every
-    slice. ``sums[(end - 1) % 2]`` serves slices ending at ``end``.
+    The check digit is a slice's last digit, so a digit is doubled when its distance from
+    the slice's end is odd: only the parity of the slice's end matters, and the Luhn sum
+    of any slice is the plain sum of one of these two byte strings over it.
     """
     raw = digits.encode("ascii")
     plain, doubled = raw.translate(_PLAIN_VALUES), raw.translate(_DOUBLED_VALUES)
-    even_plain, odd_plain = bytearray(plain), bytearray(doubled)
-    even_plain[1::2] = doubled[1::2]  # even positions plain, odd ones doubled
-    odd_plain[1::2] = plain[1::2]  # odd positions plain, even ones doubled
-    return list(accumulate(even_plain, initial=0)), list(accumulate(odd_plain, initial=0))
+    ends_even, ends_odd = bytearray(plain), bytearray(doubled)
+    ends_even[1::2] = doubled[1::2]
+    ends_odd[1::2] = plain[1::2]
+    return bytes(ends_even), bytes(ends_odd)
 
 
 def _separator_kinds(separators: list[str]) -> list[str]:
@@ -586,40 +620,27 @@ def _separator_kinds(separators: list[str]) -> list[str]:
     return [kind or " " for kind in stripped]
 
 
-class _WindowRules:
-    """The layout rules a Luhn-valid window of one run must also pass, in constant time.
-
-    One card uses one kind of separator, and four-digit groups that are all years
-    1900-2099 are a list of years. Prefix counts of separator-kind changes and of
-    four-digit groups that are no year answer both for any window.
-    """
-
-    __slots__ = ("_changes", "_non_years")
-
-    def __init__(self, groups: list[str], separators: list[str]) -> None:
-        kinds = _separator_kinds(separators)  # kinds[i] is between groups[i] and [i + 1]
-        changes = map(operator.ne, kinds, kinds[1:])
-        non_years = (len(g) == 4 and not "1900" <= g <= "2099" for g in groups)
-        self._changes: list[int] = list(accumulate(changes, initial=0))
-        self._non_years: list[int] = list(accumulate(non_years, initial=0))
-
-    def one_kind(self, start: int, end: int) -> bool:
-        """Whether the separators inside groups[start:end] are all of one kind."""
-        return self._changes[end - 2] == self._changes[start]
-
-    def only_years(self, start: int, end: int) -> bool:
-        return self._non_years[end] == self._non_years[start]
-
-
-# Card layouts over a run's "layout", one character per group giving its length: 4-6-5
-# and 4-6-4, then fours with a shorter or equal last group (13-16 and 17-19 digits). The
-# lookaheads find every start, overlapping ones included.
+# A run's layout has one character per digit group, its length (x beyond nine).
 _LENGTH_CODES: Final = {length: str(length) for length in range(1, 10)}
-_CARD_LAYOUTS: Final = (
-    (re.compile("(?=46[45])"), 3),
-    (re.compile("(?=444[1-4])"), 4),
-    (re.compile("(?=4444[1-3])"), 5),
-)
+_AMEX_LAYOUT: Final = re.compile("(?=46[45])")  # 4-6-5 and 4-6-4, overlaps included
+_FOURS: Final = re.compile("4{3,}")
+# Groups of four that are years 1900-2099 are marked "y" in a copy of the layout.
+_YEAR_MARKS: Final = {str(year): "y" for year in range(1900, 2100)}
+
+
+def _holds_unbroken_card(groups: list[str], separators: list[str]) -> bool:
+    """Whether one group of a run is a card written without separators.
+
+    A group next to a lone dot is a decimal fraction or part of a version, not a card.
+    """
+    for index, group in enumerate(groups):
+        if not _CARD_MIN <= len(group) <= _CARD_MAX:
+            continue
+        after_dot = index > 0 and separators[index - 1] == "."
+        before_dot = index < len(separators) and separators[index] == "."
+        if not (after_dot or before_dot) and _luhn(group):
+            return True
+    return False
 
 
 def _run_holds_card(run: str) -> bool:
@@ -640,22 +661,41 @@ def _run_holds_card(run: str) -> bool:
     ):
         return True  # equal groups of one, two or three digits over the whole run
     layout = "".join(map(_LENGTH_CODES.get, lengths, repeat("x")))
+    if "x" in layout and _holds_unbroken_card(groups, _SEPARATOR.findall(run)):
+        return True
+    # Groups of four with a shorter or equal last group (13-16 digits), four fours and a
+    # shorter group (17-19 digits), 4-6-5 and 4-6-4, anywhere in the run.
+    if "444" not in layout and "46" not in layout:
+        return False
+    # The layout again, with fours that are years marked "y": a window of fours with no
+    # "4" left in it is a list of years, not a card.
+    years = "".join(map(_YEAR_MARKS.get, groups, layout))
     offsets = list(accumulate(lengths, initial=0))
-    by_parity: tuple[list[int], list[int]] | None = None
-    rules: _WindowRules | None = None
-    for pattern, size in _CARD_LAYOUTS:
-        for start in map(re.Match.start, pattern.finditer(layout)):
-            if by_parity is None:
-                by_parity = _luhn_prefix_sums("".join(groups))
-            end = start + size
-            first, last = offsets[start], offsets[end]
-            sums = by_parity[(last - 1) % 2]
-            if (sums[last] - sums[first]) % 10:
-                continue
-            if rules is None:
-                rules = _WindowRules(groups, _SEPARATOR.findall(run))
-            if rules.one_kind(start, end) and not rules.only_years(start, end):
+    weights = _luhn_weights("".join(groups))
+
+    def is_card(start: int, end: int) -> bool:
+        first, last = offsets[start], offsets[end]
+        if sum(weights[(last - 1) % 2][first:last]) % 10:
+            return False
+        marks = years[start:end]
+        return "4" in marks or "6" in marks
+
+    if any(is_card(match.start(), match.start() + 3) for match in _AMEX_LAYOUT.finditer(layout)):
+        return True
+    for match in _FOURS.finditer(layout):
+        start, end = match.span()
+        # Windows of four fours start four digits apart, so they all end on the same
+        # parity and one weight string serves the whole stretch.
+        base = offsets[start]
+        view = weights[(base + 15) % 2]
+        for index, first in enumerate(range(base, offsets[end - 3], 4), start):
+            if not sum(view[first : first + 16]) % 10 and "4" in years[index : index + 4]:
                 return True
+        shorter_last = end < len(layout) and layout[end] in "123"
+        if shorter_last and (
+            is_card(end - 3, end + 1) or (end - start >= 4 and is_card(end - 4, end + 1))
+        ):
+            return True
     return False
 
 
