@@ -229,8 +229,8 @@ def _readings(text: str) -> tuple[str, ...]:
         return (text.translate(_ASCII_CONTROL_TO_MARK),)
     folding = _folding()
     hidden = "".join(_TAG_RUN.findall(text))
-    if hidden:
-        return (_read(text, folding), _read(hidden.translate(_TAG_TO_ASCII), folding))
+    if hidden:  # decoded, the payload is printable ASCII and needs no folding
+        return (_read(text, folding), hidden.translate(_TAG_TO_ASCII))
     return (_read(text, folding),)
 
 
