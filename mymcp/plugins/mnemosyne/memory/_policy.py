@@ -34,11 +34,16 @@ What is caught
       secret, API key, access/refresh/auth/session token or Azure account/shared access
       key and whose value has four or more characters, unless the value plainly refers to
       a secret kept elsewhere (``${VAR}``, ``{{ template }}``, ``<placeholder>``, a call or
-      subscript such as ``os.environ["X"]``, a ``****`` mask); keys naming any other
-      token, a signature or ``something_key`` when the value has sixteen or more
-      characters mixing letters and digits; and prose such as "my password is hunter2".
-      That last rule is a heuristic: a single word after "password is" that reads as
-      English (a short word, a participle, an adverb or a listed adjective) is prose.
+      subscript such as ``os.environ["X"]``, a variable or attribute name such as
+      ``auth_token`` or ``self.secret``, a ``****`` mask), the identifier names something
+      about the secret (MAX_PASSWORD_LENGTH, PASSWORD_FILE), or the key sits inside a
+      longer identifier and the unquoted value is a type, keyword or common variable name
+      (``aws_secret_access_key=None``); keys naming any other token, a signature or
+      ``something_key`` when the value has sixteen or more characters mixing letters and
+      digits; and prose such as "my password is hunter2". The code and prose rules are
+      heuristics: a bare key (``password: ...``) refuses any other value of four or more
+      characters, and a single word after "password is" that reads as English (a short
+      word, a participle, an adverb or a listed adjective) is prose.
     * compact JOSE tokens: three dot-separated base64url segments, the first a JSON
       header starting ``eyJ``;
     * US social-security numbers: 3-2-4 with hyphens, always; 3-2-4 with single spaces or
@@ -47,9 +52,10 @@ What is caught
       included, a few characters after "SSN", "social security" or "soc sec". A bare
       nine-digit number is not refused: order numbers, phone numbers and ids have that
       shape far more often than SSNs do, and the label is what makes it plausible.
-    * payment cards: 13-19 digits passing the Luhn check, written as one run, in groups of
-      four with a shorter last group, as 4-6-5 or 4-6-4, or in equal groups of one, two or
-      three digits (the usual obfuscations). Between groups any run of up to three
+    * payment cards: 13-19 digits passing the Luhn check, written as one unbroken group
+      (unless next to a lone dot: a decimal fraction), in groups of four with a shorter
+      last group, as 4-6-5 or 4-6-4, or in equal groups of one, two or three digits (the
+      usual obfuscations). Between groups any run of up to three
       separators is accepted (spaces of every kind, hyphens and other dashes, dots,
       slashes, underscores, mixed freely); equal small groups must use one kind of
       separator throughout. The layouts keep dates, versions, IP addresses and phone
@@ -72,10 +78,11 @@ passwords or tokens.
 
 Cost
     Every pattern starts with a literal (or a one-character class) and uses only bounded
-    repetitions or repetitions over classes disjoint from what follows them, so a failed
-    attempt costs bounded work and each field is checked in time linear in its length;
-    card windows are Luhn-checked from prefix sums in constant time each.
-    ``bench/content_policy.py`` measures the worst cases.
+    repetitions, repetitions over classes disjoint from what follows them, or a part
+    captured once by a lookahead, so a failed attempt costs bounded work and each field
+    is checked in time linear in its length. Card windows are Luhn-checked as one slice
+    sum over precomputed per-digit weights. ``bench/content_policy.py`` measures the worst
+    cases.
 """
 
 from __future__ import annotations
