@@ -463,6 +463,57 @@ def test_cards_in_any_digit_script_and_separator_are_refused(
     assert find_disallowed(f"paid with {written} yesterday") is PAYMENT_CARD
 
 
+def _is_year(group: str) -> bool:
+    return len(group) == 4 and 1900 <= int(group) <= 2099
+
+
+def reference_card(groups: list[str]) -> bool:
+    """The documented card rules for digit groups joined by single spaces, spelled out
+    window by window."""
+    lengths = [len(group) for group in groups]
+    if any(13 <= n <= 19 and luhn_valid(g) for n, g in zip(lengths, groups, strict=True)):
+        return True  # one unbroken group (the whole run, or one group of it)
+    total, width = sum(lengths), lengths[0]
+    if (
+        13 <= total <= 19
+        and width <= 3
+        and all(n == width for n in lengths[:-1])
+        and lengths[-1] <= width
+        and luhn_valid("".join(groups))
+    ):
+        return True
+    for start in range(len(groups)):
+        for size in (3, 4, 5):
+            window = groups[start : start + size]
+            shape = lengths[start : start + size]
+            if len(window) < size:
+                continue
+            amex = shape in ([4, 6, 4], [4, 6, 5])
+            fours = shape == [4] * 4 or (
+                shape[:-1] == [4] * (size - 1) and size in (4, 5) and 1 <= shape[-1] <= 3
+            )
+            only_years = all(_is_year(g) for g in window if len(g) == 4)
+            if (amex or (fours and not only_years)) and luhn_valid("".join(window)):
+                return True
+    return False
+
+
+GROUP = st.one_of(
+    _run(DIGITS, 4),
+    _run(DIGITS, 1, 6),
+    st.integers(1900, 2099).map(str),
+    _run(DIGITS, 13, 16),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(groups=st.lists(GROUP, min_size=1, max_size=12))
+def test_card_windows_follow_the_documented_rules(groups: list[str]) -> None:
+    reason = find_disallowed("ref " + " ".join(groups) + " end")
+    assume(reason is not GOVERNMENT_ID)  # 3-2-4 groups joined by spaces read as an SSN
+    assert (reason is PAYMENT_CARD) == reference_card(groups)
+
+
 # --- regressions: each bypass reported against the previous filter ----------------------------
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
