@@ -1,4 +1,4 @@
-"""The Starlette application: `create_app` over a built runtime, and the production factory.
+"""The ASGI application: `create_app` over a built runtime, and the production factory.
 
 Nothing here runs at import time. `create_production_app` is the supported uvicorn
 factory target (`mymcp.app:create_production_app`, with `--factory`).
@@ -9,17 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
 from mymcp import SERVER_NAME
 from mymcp.config import HostConfiguration
 from mymcp.runtime import HostRuntime
 from mymcp.transport import (
+    DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
     DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
+    HostApplication,
+    JsonDocument,
     McpEndpoint,
     RequestAuthenticator,
     SessionStore,
@@ -40,13 +38,16 @@ def create_app(
     authenticator: RequestAuthenticator,
     configuration: HostConfiguration | None = None,
     session_limit: int = DEFAULT_SESSION_LIMIT,
+    per_principal_session_limit: int = DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
     protected_resource_metadata: Mapping[str, Any] | None = None,
-) -> Starlette:
-    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`."""
+) -> HostApplication:
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version` (and the
+    RFC 9728 metadata when OAuth is on), all behind the same Host/Origin rule."""
     config = configuration or HostConfiguration()
     mcp = config.mcp
     sessions = SessionStore(
         limit=session_limit,
+        per_principal_limit=per_principal_session_limit,
         inactivity_seconds=mcp.session_inactivity_timeout_seconds,
         absolute_seconds=mcp.session_absolute_lifetime_seconds,
     )
@@ -54,34 +55,24 @@ def create_app(
         config.server.address, config.server.port, strict=mcp.strict_protocol_version
     )
     endpoint = McpEndpoint(runtime, authenticator, sessions, options)
-    version_body = {
-        "name": SERVER_NAME,
-        "version": runtime.server_version,
-        "protocolVersion": LATEST_PROTOCOL_VERSION,
+    documents = {
+        "/health": JsonDocument({"status": "ok"}),
+        "/version": JsonDocument(
+            {
+                "name": SERVER_NAME,
+                "version": runtime.server_version,
+                "protocolVersion": LATEST_PROTOCOL_VERSION,
+            }
+        ),
     }
-
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    async def version(request: Request) -> Response:
-        return JSONResponse(version_body)
-
-    routes = [
-        Route("/mcp", endpoint=endpoint),
-        Route("/health", health, methods=["GET"]),
-        Route("/version", version, methods=["GET"]),
-    ]
     if protected_resource_metadata is not None:
-        metadata = dict(protected_resource_metadata)
-
-        async def protected_resource(request: Request) -> Response:
-            return JSONResponse(metadata, headers={"cache-control": "no-store"})
-
-        routes.append(Route(PROTECTED_RESOURCE_PATH, protected_resource, methods=["GET"]))
-    return Starlette(routes=routes)
+        documents[PROTECTED_RESOURCE_PATH] = JsonDocument(
+            protected_resource_metadata, {"cache-control": "no-store"}
+        )
+    return HostApplication(endpoint, options, documents)
 
 
-def create_host_app(host: Host) -> Starlette:
+def create_host_app(host: Host) -> HostApplication:
     """The app for a host built by `build_host()`."""
     return create_app(
         host.runtime,
@@ -91,7 +82,7 @@ def create_host_app(host: Host) -> Starlette:
     )
 
 
-def create_production_app() -> Starlette:
+def create_production_app() -> HostApplication:
     """Load the host configuration, build the runtime and authentication, and serve them."""
     from mymcp.runtime.bootstrap import build_host
 

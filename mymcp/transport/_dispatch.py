@@ -5,38 +5,85 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
+from anyio.lowlevel import RunVar
 
 from mymcp import SERVER_NAME
 from mymcp.plugin import structured_result
-from mymcp.runtime import HostRuntime
+from mymcp.runtime import BoundTool, HostRuntime
 from mymcp.transport._arguments import decode_stringified_arguments
+from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
 from mymcp.transport._versions import negotiate_version
 
-__all__ = ["Dispatcher"]
+__all__ = ["OTHER_TOOL_THREADS", "READ_ONLY_TOOL_THREADS", "Dispatcher"]
 
 _log = logging.getLogger("mymcp.transport.tools")
 
 TOOLS_PAGE_SIZE = 100
-_INTERNAL_FAILURE = {
-    "status": "internal_error",
-    "code": "internal_error",
-    "message": "The tool failed unexpectedly; nothing about the failure is shown here.",
-}
+# Synchronous handlers run on worker threads, read-only tools and all others under
+# separate limits: writers waiting on a lock hold their threads, and must never be able
+# to take every thread a read needs.
+READ_ONLY_TOOL_THREADS = 32
+OTHER_TOOL_THREADS = 16
+
+
+def new_failure_id() -> str:
+    """An opaque id tying one logged failure to the reply the client got."""
+    return secrets.token_hex(6)
+
+
+def _internal_failure(failure_id: str) -> dict[str, Any]:
+    return {
+        "status": "internal_error",
+        "code": "internal_error",
+        "message": "The tool failed unexpectedly; nothing about the failure is shown here.",
+        "request_id": failure_id,
+    }
+
+
+class _WorkerLimits:
+    """One pair of thread limiters per event loop (anyio's own default limiter is kept the
+    same way), so a limiter is never shared between loops."""
+
+    def __init__(self, read_only: int, other: int) -> None:
+        self._sizes = {True: read_only, False: other}
+        self._limiters: dict[bool, RunVar[CapacityLimiter]] = {
+            True: RunVar("mymcp_read_only_tool_threads"),
+            False: RunVar("mymcp_other_tool_threads"),
+        }
+
+    def for_tool(self, tool: BoundTool) -> CapacityLimiter:
+        read_only = tool.effects.read_only
+        holder = self._limiters[read_only]
+        try:
+            return holder.get()
+        except LookupError:
+            limiter = CapacityLimiter(self._sizes[read_only])
+            holder.set(limiter)
+            return limiter
 
 
 class Dispatcher:
     """Answers JSON-RPC requests against one immutable HostRuntime."""
 
-    def __init__(self, runtime: HostRuntime, *, instructions: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: HostRuntime,
+        *,
+        instructions: str | None = SERVER_INSTRUCTIONS,
+        read_only_threads: int = READ_ONLY_TOOL_THREADS,
+        other_threads: int = OTHER_TOOL_THREADS,
+    ) -> None:
         self._runtime = runtime
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
         self._tool_pages = self._paginate()
+        self._workers = _WorkerLimits(read_only_threads, other_threads)
 
     def _paginate(self) -> tuple[tuple[dict[str, Any], ...], ...]:
         tools = [tool.published() for tool in self._runtime.registry]
@@ -120,16 +167,35 @@ class Dispatcher:
             shown = name if len(name) <= 128 and name.isprintable() else "<invalid name>"
             return error_response(request.id, ErrorCode.INVALID_PARAMS, f"Unknown tool: {shown}")
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
+        violation = tool.validator.check(arguments)
+        if violation is not None:
+            # Answered before the handler runs: the plugin only ever sees arguments its
+            # published schema admits, and checks only what a schema cannot express.
+            refusal = structured_result(violation.payload(), is_error=True)
+            return result_response(request.id, refusal)
+        return result_response(request.id, await self._run(tool, arguments))
+
+    async def _run(self, tool: BoundTool, arguments: dict[str, Any]) -> Mapping[str, Any]:
         try:
             if tool.is_async:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
             else:
-                outcome = await to_thread.run_sync(tool.handler, arguments)
+                limiter = self._workers.for_tool(tool)
+                outcome = await to_thread.run_sync(tool.handler, arguments, limiter=limiter)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
-            _log.warning("tool_failure tool=%s error_type=%s", name, type(exc).__name__)
-            return result_response(request.id, structured_result(_INTERNAL_FAILURE, is_error=True))
+            return self._failure(tool, type(exc).__name__, exc)
         if not isinstance(outcome, Mapping) or not isinstance(outcome.get("content"), list):
-            _log.warning("tool_failure tool=%s error_type=invalid_result", name)
-            return result_response(request.id, structured_result(_INTERNAL_FAILURE, is_error=True))
-        return result_response(request.id, dict(outcome))
+            return self._failure(tool, "invalid_result", None)
+        return dict(outcome)
+
+    def _failure(self, tool: BoundTool, error_type: str, exc: Exception | None) -> dict[str, Any]:
+        failure_id = new_failure_id()
+        _log.error(
+            "tool_failure request_id=%s tool=%s error_type=%s",
+            failure_id,
+            tool.name,
+            error_type,
+            exc_info=exc if _log.isEnabledFor(logging.DEBUG) else None,
+        )
+        return structured_result(_internal_failure(failure_id), is_error=True)

@@ -14,11 +14,13 @@ __all__ = [
     "MALFORMED",
     "MAX_BODY_BYTES",
     "RequestHeaders",
+    "encode_json",
+    "is_visible_ascii",
     "read_body",
     "read_headers",
     "send_empty",
+    "send_encoded",
     "send_json",
-    "is_visible_ascii",
     "single_ascii",
 ]
 
@@ -104,10 +106,27 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
     return b"".join(chunks)
 
 
+def encode_json(payload: Mapping[str, Any]) -> bytes:
+    """The one encoding of every JSON reply.
+
+    Pure ASCII with `\\u` escapes: a string holding a lone surrogate (which the request
+    parser accepts) is escaped like any other character instead of failing to encode.
+    Raises TypeError or ValueError only for values no request can produce, such as a
+    plugin result holding NaN or a non-JSON object.
+    """
+    return json.dumps(payload, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 async def send_json(
     send: Send, status: int, payload: Mapping[str, Any], extra: Mapping[str, str] | None = None
 ) -> None:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    """Send a reply built from fixed text and parsed request values (always encodable)."""
+    await send_encoded(send, status, encode_json(payload), extra)
+
+
+async def send_encoded(
+    send: Send, status: int, body: bytes, extra: Mapping[str, str] | None = None
+) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
