@@ -1,4 +1,4 @@
-"""Operator commands: serve, check, plugin check and credential provisioning (D12, D16, D18)."""
+"""Operator commands: serve, check, plugin check and credential provisioning."""
 
 from __future__ import annotations
 
@@ -15,13 +15,22 @@ from mymcp import __version__
 from mymcp.errors import MyMCPError
 
 if TYPE_CHECKING:
+    from mymcp.plugin import PluginDefinition
     from mymcp.runtime.bootstrap import BindingPolicy
+    from mymcp.transport import ConnectionLimits
 
-__all__ = ["dev_main", "main", "selftest_main", "serve"]
+__all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+LOG_LEVEL_VARIABLE = "MYMCP_LOG_LEVEL"
+"""`MYMCP_LOG_LEVEL=debug` turns on debug logging, including full tracebacks."""
+# Loggers that speak at INFO by default: MyMCP's own and uvicorn's lifecycle lines (its
+# "Uvicorn running on" line is the ready signal). Everything else stays at WARNING, so
+# an HTTP client library never logs the issuer or JWKS URLs it fetches.
+_INFO_LOGGERS = ("mymcp", "mcp", "uvicorn.error")
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -44,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     plugin_check = plugin.add_parser("check", help="validate one plugin manifest file")
     plugin_check.add_argument("manifest", type=Path, metavar="MANIFEST")
+    plugin_check.add_argument(
+        "--import",
+        dest="module",
+        metavar="MODULE",
+        help="also import MODULE, call its mymcp_plugin_v1() and lint its tool schemas",
+    )
     auth = commands.add_parser("auth", help="operator credentials").add_subparsers(
         dest="auth_command", metavar="SUBCOMMAND", required=True
     )
@@ -64,13 +79,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OneLineExceptions(logging.Filter):
+    """Turns a record's traceback into its exception type on the same line.
+
+    Tracebacks carry install paths and, in exception messages, request content; the log
+    is content-free unless the operator asks for debug output.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            error_type = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
+            record.msg = f"{record.getMessage()} error_type={error_type}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        record.stack_info = None
+        return True
+
+
 def _configure_logging() -> None:
-    """INFO to stderr. Thread and process fields are never formatted, so skip collecting
-    them: every request writes two log records, and this is the cheap part to save."""
+    """One stderr handler: MyMCP and uvicorn's lifecycle at INFO, other libraries at
+    WARNING, exceptions on one line; `MYMCP_LOG_LEVEL=debug` lifts all of that."""
+    debug = os.environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
+    # Every request writes two records: skip what no format shows (threads, processes
+    # and the caller's file and line, whose lookup walks the stack).
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    logging.basicConfig(level=logging.INFO)
+    logging._srcfile = None
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    if not debug:
+        handler.addFilter(_OneLineExceptions())
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
+    for name in _INFO_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 def _fail(exc: MyMCPError) -> int:
@@ -78,12 +121,13 @@ def _fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
-def serve(binding: BindingPolicy | None = None) -> int:
+def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None = None) -> int:
     """Build the host and serve it until interrupted; exit 1 before binding on failure."""
     import uvicorn
 
     from mymcp.app import create_host_app
     from mymcp.runtime.bootstrap import build_host, production_binding
+    from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     _configure_logging()
     try:
@@ -92,8 +136,16 @@ def serve(binding: BindingPolicy | None = None) -> int:
         return _fail(exc)
     app = create_host_app(host)
     server = host.configuration.server
-    # The `mcp` logger already records each request; uvicorn's access log would repeat it.
-    uvicorn.run(app, host=server.address, port=server.port, log_level="info", access_log=False)
+    # Logging is configured above, so uvicorn must not install its own; the `mcp` logger
+    # already records each request, so its access log would only repeat it.
+    uvicorn.run(
+        app,
+        host=server.address,
+        port=server.port,
+        log_config=None,
+        access_log=False,
+        **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
+    )
     return EXIT_OK
 
 
@@ -110,7 +162,7 @@ def _check() -> int:
     return EXIT_OK
 
 
-def _plugin_check(manifest: Path) -> int:
+def _plugin_check(manifest: Path, module: str | None) -> int:
     from mymcp.plugin import load_manifest
 
     try:
@@ -119,6 +171,32 @@ def _plugin_check(manifest: Path) -> int:
         return _fail(exc)
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
+    if module is None:
+        return EXIT_OK
+    return _lint_plugin_module(module, definition)
+
+
+def _lint_plugin_module(module: str, definition: PluginDefinition) -> int:
+    """Import the plugin as the server would and lint every tool's input schema: errors
+    (the server would refuse the plugin) fail the check, portability problems warn."""
+    from mymcp.runtime import activate_external_plugin, lint_input_schema
+
+    try:
+        adapter = activate_external_plugin(module, definition)
+    except MyMCPError as exc:
+        return _fail(exc)
+    errors = 0
+    for tool in adapter.contribution.tools:
+        for finding in lint_input_schema(tool.tool.get("inputSchema")):
+            errors += finding.severity == "error"
+            print(
+                f"mymcp: {finding.severity}: tool {tool.capability.local_id}: "
+                f"{finding.message} (code={finding.code})",
+                file=sys.stderr,
+            )
+    if errors:
+        return EXIT_FAILURE
+    print(f"mymcp: module OK: {module}; every tool schema compiles under JSON Schema 2020-12")
     return EXIT_OK
 
 
@@ -168,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check()
     if args.command == "plugin":
-        return _plugin_check(args.manifest)
+        return _plugin_check(args.manifest, args.module)
     return _token(args)
 
 
@@ -182,6 +260,7 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     _configure_logging()
     try:
@@ -199,7 +278,9 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         reload_dirs=[package],
         host=server.address,
         port=server.port,
+        log_config=None,
         access_log=False,
+        **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
     )
     return EXIT_OK
 
