@@ -2,7 +2,7 @@
 content-free description of a call whose arguments break it.
 
 Input schemas are JSON Schema 2020-12, MCP's default dialect. Each is compiled once, at
-composition, with jsonschema-rs: on our schemas it is 20-40 times faster than
+composition, with jsonschema-rs: on our schemas it is 3 to 50 times faster than
 fastjsonschema (`bench/schema_validation.py`), and it implements 2020-12, where
 fastjsonschema stops at draft 7 and silently ignores `prefixItems`, `dependentRequired`
 and `unevaluatedProperties`. Compilation is offline: a `$ref` that does not resolve
