@@ -1,13 +1,15 @@
 """The JSON decoders of MyMCP: one strict profile for documents it trusts, one for messages.
 
 Manifests, verifier files, OAuth metadata and JWKS, token claims, memory records, list
-cursors and stringified tool arguments go through `load_strict_json`: strict UTF-8 (no
-escaped unpaired surrogate either, since no UTF-8 text can hold one), no duplicate object
-keys, no NaN or infinities (neither literals nor overflowing numbers), bounded size and
-bounded nesting.
+cursors and stringified tool arguments go through `load_strict_json`: strict UTF-8, no
+duplicate object keys, no NaN or infinities (neither literals nor overflowing numbers),
+bounded size and bounded nesting. On request, it also refuses an escaped unpaired
+surrogate (`"\\ud800"`): valid JSON syntax, but no Unicode text, since no UTF-8 can hold
+it.
 
-Every MCP request body goes through `load_message_json`: the same rules except duplicate
-keys, which keep the last value as the standard library does. Building each object
+Every MCP request body goes through `load_message_json`: the same rules, unpaired
+surrogates always refused, except duplicate keys, which keep the last value as the
+standard library does. Building each object
 through a Python hook would triple the cost of every request, and nothing else in the
 host re-reads the raw bytes, so no second parser can read a different value.
 """
@@ -33,7 +35,7 @@ DEFAULT_MAX_DEPTH = 64
 
 class StrictJsonReason(enum.StrEnum):
     TOO_LARGE = "too_large"
-    INVALID_UTF8 = "invalid_utf8"  # also an escaped unpaired surrogate such as "\\ud800"
+    INVALID_UTF8 = "invalid_utf8"  # also an escaped unpaired surrogate, when refused
     INVALID_JSON = "invalid_json"
     DUPLICATE_KEY = "duplicate_key"
     NON_FINITE = "non_finite"
@@ -92,6 +94,14 @@ def _depth_exceeds(document: object, limit: int) -> bool:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _holds_lone_surrogate(text: str, document: object) -> bool:
     # Raw surrogates never get this far (strict UTF-8), so only an escape can make one;
     # a text without any surrogate escape is answered by one C-speed search.
@@ -111,9 +121,18 @@ def _could_exceed_depth(text: str, limit: int) -> bool:
 
 
 def load_strict_json(
-    data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH, max_bytes: int | None = None
+    data: bytes | str,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_bytes: int | None = None,
+    unicode_text: bool = False,
 ) -> Any:
-    """Decode one strict JSON document, or raise `StrictJsonError` saying why not."""
+    """Decode one strict JSON document, or raise `StrictJsonError` saying why not.
+
+    With `unicode_text`, a string that is not Unicode text (an unpaired surrogate, raw in
+    `data` or escaped) is refused as INVALID_UTF8; without it, such strings are left to
+    the caller's own field checks.
+    """
     if max_bytes is not None and len(data) > max_bytes:
         _fail(StrictJsonReason.TOO_LARGE)
     if isinstance(data, bytes | bytearray):
@@ -123,9 +142,7 @@ def load_strict_json(
             _fail(StrictJsonReason.INVALID_UTF8)
     else:
         text = data
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
+        if unicode_text and not _is_unicode(text):
             _fail(StrictJsonReason.INVALID_UTF8)
     try:
         document = json.loads(
@@ -142,7 +159,7 @@ def load_strict_json(
         _fail(StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
-    if _holds_lone_surrogate(text, document):
+    if unicode_text and _holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)
     return document
 

@@ -82,7 +82,7 @@ def decode_stringified_arguments(
         if types is None or "string" in types:
             continue
         try:
-            decoded = load_strict_json(value, max_bytes=_MAX_DECODE_LENGTH)
+            decoded = load_strict_json(value, max_bytes=_MAX_DECODE_LENGTH, unicode_text=True)
         except StrictJsonError:
             continue
         if _admits(types, decoded):
