@@ -94,6 +94,14 @@ def _depth_exceeds(document: object, limit: int) -> bool:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+# Built once: `json.loads` with any keyword builds a new decoder and scanner per call,
+# which costs as much as decoding a small request.
+_STRICT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_float=_finite_float
+)
+_MESSAGE_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def _is_unicode(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -145,12 +153,7 @@ def load_strict_json(
         if unicode_text and not _is_unicode(text):
             _fail(StrictJsonReason.INVALID_UTF8)
     try:
-        document = json.loads(
-            text,
-            object_pairs_hook=_unique_object,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-        )
+        document = _STRICT_DECODER.decode(text)
     except StrictJsonError:
         raise
     except RecursionError:
@@ -176,7 +179,7 @@ def load_message_json(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any
     except UnicodeDecodeError:
         _fail(StrictJsonReason.INVALID_UTF8)
     try:
-        document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        document = _MESSAGE_DECODER.decode(text)
     except StrictJsonError:
         raise
     except RecursionError:

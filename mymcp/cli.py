@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import subprocess
@@ -97,18 +98,76 @@ class _OneLineExceptions(logging.Filter):
         return True
 
 
+class _StderrLines(logging.Handler):
+    """`LEVEL:logger:message` lines on stderr (the `logging.BASIC_FORMAT` layout).
+
+    Every request writes two records, and a stream handler spends more on its formatter,
+    its text layer and one write system call per line than on the record itself. Here a
+    line is one f-string, and the per-request lines (INFO and below from `mcp` and its
+    children) emitted on the event loop are written together once the loop finishes its
+    current iteration, so they are out before anything waits. Every other line is
+    written at once, after any pending ones: warnings, startup, and the shutdown lines,
+    which uvicorn writes just before it re-raises SIGTERM and the process ends without
+    running exit handlers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+        self._pending: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.exc_info or record.stack_info:
+                line = self.format(record) + "\n"  # debug output: the full traceback
+            else:
+                line = f"{record.levelname}:{record.name}:{record.getMessage()}\n"
+        except Exception:
+            self.handleError(record)
+            return
+        batched = record.levelno < logging.WARNING and (
+            record.name == "mcp" or record.name.startswith("mcp.")
+        )
+        loop = _running_loop() if batched else None
+        if loop is None:
+            self._pending.append(line)
+            self.flush()
+            return
+        if not self._pending:
+            loop.call_soon(self.flush)
+        self._pending.append(line)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            if not self._pending:
+                return
+            text = "".join(self._pending)
+            self._pending = []
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # stderr closed or gone: nothing to report to
+                pass
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread, or no loop at all
+        return None
+
+
 def _configure_logging() -> None:
     """One stderr handler: MyMCP and uvicorn's lifecycle at INFO, other libraries at
     WARNING, exceptions on one line; `MYMCP_LOG_LEVEL=debug` lifts all of that."""
     debug = os.environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
-    # Every request writes two records: skip what no format shows (threads, processes
-    # and the caller's file and line, whose lookup walks the stack).
+    # Skip what no line shows: threads, processes and the caller's file and line (whose
+    # lookup walks the stack).
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
     logging._srcfile = None
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler = _StderrLines()
     if not debug:
         handler.addFilter(_OneLineExceptions())
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])

@@ -95,7 +95,7 @@ class Dispatcher:
     def initialize(self, request: Request) -> tuple[dict[str, Any], str | None]:
         """The initialize reply and the negotiated version (None when it is an error)."""
         params = request.params
-        if not isinstance(params, Mapping):
+        if not isinstance(params, dict):  # decoded JSON: objects are dicts
             return error_response(request.id, ErrorCode.INVALID_PARAMS), None
         version = negotiate_version(params.get("protocolVersion"))
         result: dict[str, Any] = {
@@ -139,7 +139,7 @@ class Dispatcher:
 
     def _tools_list(self, request: Request) -> dict[str, Any]:
         params = request.params
-        if params is not None and not isinstance(params, Mapping):
+        if params is not None and not isinstance(params, dict):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
         page = 0
         if params is not None and params.get("cursor") is not None:
@@ -154,7 +154,7 @@ class Dispatcher:
 
     async def _tools_call(self, request: Request) -> dict[str, Any]:
         params = request.params
-        if not isinstance(params, Mapping):
+        if not isinstance(params, dict):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
         name = params.get("name")
         arguments = params.get("arguments", {})

@@ -303,7 +303,7 @@ def _log_response(request: Request, reply: Mapping[str, Any], started: float) ->
     duration = (time.perf_counter() - started) * 1000
     error = reply.get("error")
     method = _loggable_method(request.method)
-    if isinstance(error, Mapping):
+    if isinstance(error, dict):
         _log.warning(
             "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
             _loggable_id(request.id),
