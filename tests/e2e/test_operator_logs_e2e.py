@@ -123,3 +123,32 @@ def test_other_libraries_log_at_warning_unless_debug_is_asked_for(sandbox: Sandb
         "mcp": 20,
     }
     assert set(levels["debug"].values()) == {10}
+
+
+def test_every_request_line_and_the_shutdown_lines_reach_the_log(sandbox: Sandbox) -> None:
+    # Per-request lines are written once per event-loop iteration; none may be lost, and
+    # uvicorn's last lines (written just before it re-raises SIGTERM) must be there too.
+    sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
+    calls = 50
+    with serve(sandbox) as server, httpx.Client(timeout=10) as client:
+        opened = client.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}},
+            headers=HEADERS,
+        )
+        headers = {
+            **HEADERS,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        for number in range(1, calls + 1):
+            ping = {"jsonrpc": "2.0", "id": number, "method": "ping"}
+            assert client.post(server.url, json=ping, headers=headers).status_code == 200
+    lines = [line.rstrip("\n") for line in server.output]
+    for number in range(1, calls + 1):
+        assert f"INFO:mcp:request id={number} method=ping" in lines
+        assert any(
+            line.startswith(f"INFO:mcp:response id={number} method=ping outcome=ok")
+            for line in lines
+        )
+    assert any("Finished server process" in line for line in lines)
