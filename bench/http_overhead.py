@@ -15,6 +15,11 @@ echo's in the same mode, and the server process's own CPU time per request (user
 system, from /proc), which other load on the machine disturbs much less than throughput.
 
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
+    python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
+
+With `--profile`, nothing is compared: MyMCP serves concurrent `tools/call` while
+py-spy samples it, the raw samples go to the file, and the share of samples by source
+file (where the server's own time goes) is printed.
 """
 
 from __future__ import annotations
@@ -264,12 +269,59 @@ def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
             return _run_cases((port, pid), mode, count, cases)
 
 
+def profile_mymcp(count: int, output: Path) -> None:
+    """Sample the MyMCP server with py-spy while it serves concurrent tools/call."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp, "xdg", "mymcp")
+        config.mkdir(parents=True)
+        (config / "config.toml").write_text(
+            f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+        )
+        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
+        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
+            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+            requests = [_raw_request(port, CALL_MESSAGE, headers) for headers in sessions]
+            asyncio.run(_concurrent(port, requests, CONNECTIONS * 200))  # warm up
+            command = ["py-spy", "record", "--pid", str(pid), "--format", "raw"]
+            command += ["--rate", "500", "--nonblocking", "--output", str(output)]
+            sampler = subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                asyncio.run(_concurrent(port, requests, count))
+            finally:
+                sampler.send_signal(2)  # py-spy writes its file on SIGINT
+                sampler.wait(timeout=60)
+    shares: dict[str, int] = {}
+    total = 0
+    for line in output.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack:
+            continue
+        frame = stack.rsplit(";", 1)[-1]
+        source = frame[frame.find("(") + 1 : frame.rfind(":")] if "(" in frame else frame
+        for marker in ("site-packages/", "/wt-hardening/", "/lib/python3"):
+            source = source.split(marker)[-1]
+        shares[source] = shares.get(source, 0) + int(samples)
+        total += int(samples)
+    print(f"{total} samples; share of samples by source file (own time):")
+    for source, samples in sorted(shares.items(), key=lambda item: -item[1])[:15]:
+        print(f"{samples / total * 100:6.1f}%  {source}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3, help="best round of each case is kept")
     parser.add_argument("--mode", choices=["sequential", "concurrent", "both"], default="both")
+    parser.add_argument("--profile", type=Path, metavar="FILE", help="py-spy MyMCP instead")
     args = parser.parse_args()
+    if args.profile is not None:
+        profile_mymcp(max(args.requests, 20000), args.profile)
+        return
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, list[float]] = {}
     for _ in range(args.rounds):

@@ -32,6 +32,7 @@ LOG_LEVEL_VARIABLE = "MYMCP_LOG_LEVEL"
 # "Uvicorn running on" line is the ready signal). Everything else stays at WARNING, so
 # an HTTP client library never logs the issuer or JWKS URLs it fetches.
 _INFO_LOGGERS = ("mymcp", "mcp", "uvicorn.error")
+_LOG_BATCH_SECONDS = 0.02
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -104,8 +105,8 @@ class _StderrLines(logging.Handler):
     Every request writes two records, and a stream handler spends more on its formatter,
     its text layer and one write system call per line than on the record itself. Here a
     line is one f-string, and the per-request lines (INFO and below from `mcp` and its
-    children) emitted on the event loop are written together once the loop finishes its
-    current iteration, so they are out before anything waits. Every other line is
+    children) emitted on the event loop are collected for at most 20 ms and written
+    together: under load that is one write for hundreds of lines. Every other line is
     written at once, after any pending ones: warnings, startup, and the shutdown lines,
     which uvicorn writes just before it re-raises SIGTERM and the process ends without
     running exit handlers.
@@ -134,7 +135,7 @@ class _StderrLines(logging.Handler):
             self.flush()
             return
         if not self._pending:
-            loop.call_soon(self.flush)
+            loop.call_later(_LOG_BATCH_SECONDS, self.flush)
         self._pending.append(line)
 
     def flush(self) -> None:

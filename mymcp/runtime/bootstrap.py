@@ -1,6 +1,6 @@
 """Two-phase startup: frozen settings first, then `build_host()` composes everything.
 
-Order (contract 2.5): semantic checks, preflight and import of external plugins, the
+Order: semantic checks, preflight and import of external plugins, the
 bundled Mnemosyne adapter and its parity check, bindings (Mnemosyne pinned first, then
 `<plugin-id>__<tool-local-id>`), `list_tools` over the whole surface, a new generation,
 and finally authentication. Any failure raises and leaves no partial runtime behind.

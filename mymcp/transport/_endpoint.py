@@ -97,7 +97,7 @@ class TransportOptions:
 
 
 class McpEndpoint:
-    """An ASGI app serving one immutable runtime at the MCP endpoint."""
+    """The MCP endpoint behind the application: one immutable runtime at `/mcp`."""
 
     def __init__(
         self,

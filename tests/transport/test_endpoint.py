@@ -1,4 +1,4 @@
-"""Every transport rule of D1-D5 against the real app, in-process."""
+"""Every transport rule of the /mcp endpoint against the real app, in-process."""
 
 from __future__ import annotations
 
