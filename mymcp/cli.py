@@ -338,7 +338,8 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         reload_dirs=[package],
         host=server.address,
         port=server.port,
-        log_config=None,
+        # uvicorn's own logging setup: the reload worker is a fresh process that never
+        # runs this launcher's, and would otherwise log nothing at all.
         access_log=False,
         **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
     )
