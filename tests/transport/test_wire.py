@@ -39,7 +39,9 @@ def _only_session_still_works(client: TestClient, session: str) -> bool:
     return response.status_code == 200
 
 
-@pytest.mark.parametrize("body", [SURROGATE_ID, RAW_SURROGATE_ID])
+@pytest.mark.parametrize(
+    "body", [SURROGATE_ID, RAW_SURROGATE_ID, b'{"jsonrpc":"2.0","id":"\\ud800"}']
+)
 def test_lone_surrogate_in_an_id_is_a_parse_error_not_a_500(client, body: bytes) -> None:
     session = initialize(client)
     response = client.post("/mcp", content=body, headers=session_headers(session))
