@@ -1,17 +1,31 @@
 """HTTP overhead of MyMCP's `/mcp` against a bare Starlette JSON echo, in the same run.
 
-Both servers run under uvicorn (one worker, same flags) on free loopback ports. One
-keep-alive HTTP/1.1 connection per case sends the same number of sequential requests;
-the client is the standard library's `http.client`, so client cost stays small and equal
-for both. Printed: p50/p95 latency, requests per second, and MyMCP's throughput as a
-ratio of the echo's.
+Both servers run under uvicorn (one worker, same flags) on free loopback ports.
 
-    python bench/http_overhead.py [--requests 5000] [--rounds 3]
+* sequential: one keep-alive HTTP/1.1 connection sends the requests one after another
+  (the standard library's `http.client`).
+* concurrent: 8 keep-alive connections each send their share back to back, as a load
+  generator such as `wrk -t1 -c8` would. The client is one asyncio loop writing
+  pre-encoded requests and reading only the status line, headers and Content-Length
+  body, so its own cost stays small and equal for both servers. Each MyMCP connection
+  has its own session, like 8 independent clients.
+
+Printed: p50/p95 latency, requests per second, MyMCP's throughput as a ratio of the
+echo's in the same mode, and the server process's own CPU time per request (user +
+system, from /proc), which other load on the machine disturbs much less than throughput.
+
+    python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
+    python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
+
+With `--profile`, nothing is compared: MyMCP serves concurrent `tools/call` while
+py-spy samples it, the raw samples go to the file, and the share of samples by source
+file (where the server's own time goes) is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import os
@@ -45,10 +59,20 @@ app = Starlette(routes=[Route("/mcp", echo, methods=["POST"])])
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 CALL = {"name": "list_tools", "arguments": {}}
+CALL_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
+PING_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+PROTOCOL = "2025-11-25"
+CONNECTIONS = 8
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
-def _server(command: list[str], env: dict[str, str]) -> Iterator[None]:
+def _server(command: list[str], env: dict[str, str]) -> Iterator[int]:
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -65,7 +89,7 @@ def _server(command: list[str], env: dict[str, str]) -> Iterator[None]:
     try:
         if not ready.wait(30) or process.poll() is not None:
             raise SystemExit("server did not start")
-        yield
+        yield process.pid
     finally:
         process.terminate()
         process.wait(timeout=15)
@@ -88,6 +112,15 @@ class Connection:
         self._http.close()
 
 
+def _summary(samples: list[float], count: int, elapsed: float) -> dict[str, float]:
+    samples.sort()
+    return {
+        "p50": statistics.median(samples),
+        "p95": samples[int(len(samples) * 0.95) - 1],
+        "rps": count / elapsed,
+    }
+
+
 def _measure(connection: Connection, message: dict[str, Any], count: int) -> dict[str, float]:
     for _ in range(min(500, count)):
         connection.post(message)
@@ -97,16 +130,85 @@ def _measure(connection: Connection, message: dict[str, Any], count: int) -> dic
         t0 = time.perf_counter()
         connection.post(message)
         samples.append((time.perf_counter() - t0) * 1000)
-    elapsed = time.perf_counter() - started
-    samples.sort()
-    return {
-        "p50": statistics.median(samples),
-        "p95": samples[int(len(samples) * 0.95) - 1],
-        "rps": count / elapsed,
-    }
+    return _summary(samples, count, time.perf_counter() - started)
 
 
-def bench_echo(count: int) -> dict[str, float]:
+def _raw_request(port: int, message: dict[str, Any], headers: dict[str, str]) -> bytes:
+    body = json.dumps(message).encode()
+    lines = ["POST /mcp HTTP/1.1", f"host: 127.0.0.1:{port}", f"content-length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _drive(stream: Stream, request: bytes, count: int, samples: list[float]) -> None:
+    reader, writer = stream
+    for _ in range(count):
+        t0 = time.perf_counter()
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise SystemExit(f"unexpected reply {head[:40]!r}")
+        index = head.lower().index(b"content-length:") + 15
+        length = int(head[index : head.index(b"\r\n", index)])
+        await reader.readexactly(length)
+        samples.append((time.perf_counter() - t0) * 1000)
+
+
+async def _concurrent(port: int, requests: list[bytes], count: int) -> dict[str, float]:
+    """`count` requests spread over one keep-alive connection per pre-encoded request."""
+    streams = [await asyncio.open_connection("127.0.0.1", port) for _ in requests]
+    share = count // len(requests)
+    try:
+        pairs = list(zip(streams, requests, strict=True))
+        await asyncio.gather(*(_drive(s, r, min(200, share), []) for s, r in pairs))
+        samples: list[float] = []
+        started = time.perf_counter()
+        await asyncio.gather(*(_drive(s, r, share, samples) for s, r in pairs))
+        elapsed = time.perf_counter() - started
+    finally:
+        for _, writer in streams:
+            writer.close()
+    return _summary(samples, share * len(requests), elapsed)
+
+
+def _run_cases(
+    server: tuple[int, int],
+    mode: str,
+    count: int,
+    cases: dict[str, tuple[dict[str, Any], list[dict[str, str]]]],
+) -> dict[str, dict[str, float]]:
+    """Each case is a message and one header set per connection (the first one is used
+    for the sequential mode). `server` is the port and the server process id."""
+    port, pid = server
+    rows: dict[str, dict[str, float]] = {}
+    for name, (message, header_sets) in cases.items():
+        if mode in ("sequential", "both"):
+            connection = Connection(port, header_sets[0])
+            try:
+                cpu = _cpu_seconds(pid)
+                rows[f"{name} (1 conn)"] = _measure(connection, message, count)
+                rows[f"{name} (1 conn)"]["cpu_us"] = _cpu_per_request(pid, cpu, count, 500)
+            finally:
+                connection.close()
+        if mode in ("concurrent", "both"):
+            requests = [_raw_request(port, message, headers) for headers in header_sets]
+            cpu = _cpu_seconds(pid)
+            row = asyncio.run(_concurrent(port, requests, count))
+            warm = len(requests) * min(200, count // len(requests))
+            row["cpu_us"] = _cpu_per_request(pid, cpu, count, warm)
+            rows[f"{name} ({len(requests)} conn)"] = row
+    return rows
+
+
+def _cpu_per_request(pid: int, before: float, count: int, warmup: int) -> float:
+    """Server CPU microseconds per request over the measured and warm-up requests."""
+    return (_cpu_seconds(pid) - before) / (count + warmup) * 1e6
+
+
+def bench_echo(count: int, mode: str) -> dict[str, dict[str, float]]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "echo_app.py").write_text(ECHO_APP)
@@ -124,16 +226,32 @@ def bench_echo(count: int) -> dict[str, float]:
             "info",
             "--no-access-log",
         ]
-        with _server(command, env):
-            connection = Connection(port, HEADERS)
-            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
-            try:
-                return _measure(connection, message, count)
-            finally:
-                connection.close()
+        with _server(command, env) as pid:
+            cases = {"starlette echo": (CALL_MESSAGE, [HEADERS] * CONNECTIONS)}
+            return _run_cases((port, pid), mode, count, cases)
 
 
-def bench_mymcp(count: int) -> dict[str, dict[str, float]]:
+def _open_session(port: int) -> dict[str, str]:
+    connection = Connection(port, HEADERS)
+    try:
+        init = connection.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": PROTOCOL},
+            }
+        )
+    finally:
+        connection.close()
+    return {
+        **HEADERS,
+        "mcp-session-id": init.getheader("mcp-session-id") or "",
+        "mcp-protocol-version": PROTOCOL,
+    }
+
+
+def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "xdg", "mymcp")
@@ -142,59 +260,91 @@ def bench_mymcp(count: int) -> dict[str, dict[str, float]]:
             f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
         )
         env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
-        with _server([sys.executable, "-m", "mymcp.cli"], env):
-            connection = Connection(port, HEADERS)
+        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
+            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+            cases = {
+                "mymcp tools/call list_tools": (CALL_MESSAGE, sessions),
+                "mymcp ping": (PING_MESSAGE, sessions),
+            }
+            return _run_cases((port, pid), mode, count, cases)
+
+
+def profile_mymcp(count: int, output: Path) -> None:
+    """Sample the MyMCP server with py-spy while it serves concurrent tools/call."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp, "xdg", "mymcp")
+        config.mkdir(parents=True)
+        (config / "config.toml").write_text(
+            f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+        )
+        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
+        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
+            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+            requests = [_raw_request(port, CALL_MESSAGE, headers) for headers in sessions]
+            asyncio.run(_concurrent(port, requests, CONNECTIONS * 200))  # warm up
+            command = ["py-spy", "record", "--pid", str(pid), "--format", "raw"]
+            command += ["--rate", "500", "--nonblocking", "--output", str(output)]
+            sampler = subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
-                init = connection.post(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 0,
-                        "method": "initialize",
-                        "params": {"protocolVersion": "2025-11-25"},
-                    }
-                )
-                connection.headers.update(
-                    {
-                        "mcp-session-id": init.getheader("mcp-session-id") or "",
-                        "mcp-protocol-version": "2025-11-25",
-                    }
-                )
-                return {
-                    "tools/call list_tools": _measure(
-                        connection,
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 1,
-                            "method": "tools/call",
-                            "params": CALL,
-                        },
-                        count,
-                    ),
-                    "ping": _measure(
-                        connection, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, count
-                    ),
-                }
+                asyncio.run(_concurrent(port, requests, count))
             finally:
-                connection.close()
+                sampler.send_signal(2)  # py-spy writes its file on SIGINT
+                sampler.wait(timeout=60)
+    shares: dict[str, int] = {}
+    total = 0
+    for line in output.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack:
+            continue
+        frame = stack.rsplit(";", 1)[-1]
+        source = frame[frame.find("(") + 1 : frame.rfind(":")] if "(" in frame else frame
+        for marker in ("site-packages/", "/wt-hardening/", "/lib/python3"):
+            source = source.split(marker)[-1]
+        shares[source] = shares.get(source, 0) + int(samples)
+        total += int(samples)
+    print(f"{total} samples; share of samples by source file (own time):")
+    for source, samples in sorted(shares.items(), key=lambda item: -item[1])[:15]:
+        print(f"{samples / total * 100:6.1f}%  {source}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3, help="best round of each case is kept")
+    parser.add_argument("--mode", choices=["sequential", "concurrent", "both"], default="both")
+    parser.add_argument("--profile", type=Path, metavar="FILE", help="py-spy MyMCP instead")
     args = parser.parse_args()
+    if args.profile is not None:
+        profile_mymcp(max(args.requests, 20000), args.profile)
+        return
     rows: dict[str, dict[str, float]] = {}
+    cpu: dict[str, list[float]] = {}
     for _ in range(args.rounds):
-        measured = {"starlette echo": bench_echo(args.requests)}
-        measured.update({f"mymcp {k}": v for k, v in bench_mymcp(args.requests).items()})
+        measured = bench_echo(args.requests, args.mode)
+        measured.update(bench_mymcp(args.requests, args.mode))
         for name, row in measured.items():
+            cpu.setdefault(name, []).append(row["cpu_us"])
             if name not in rows or row["rps"] > rows[name]["rps"]:
                 rows[name] = row
-    echo = rows["starlette echo"]["rps"]
-    print(f"{'case':28} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}")
+    print(
+        f"{'case':40} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
+        f" {'cpu us/req':>11} {'echo/cpu':>9}"
+    )
     for name, row in rows.items():
+        connections = name[name.rindex("(") :]
+        echo = rows[f"starlette echo {connections}"]["rps"]
+        # The least CPU per request any round needed: other load only ever adds to it.
+        least = min(cpu[name])
+        echo_cpu = min(cpu[f"starlette echo {connections}"])
         figures = f"{row['p50']:8.3f} {row['p95']:8.3f} {row['rps']:8.0f}"
-        print(f"{name:28} {figures} {row['rps'] / echo:7.2f}x")
+        print(
+            f"{name:40} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,17 @@
-"""The one strict JSON decoder for every document MyMCP trusts.
+"""The JSON decoders of MyMCP: one strict profile for documents it trusts, one for messages.
 
-Manifests, verifier files, OAuth metadata and JWKS, token claims, memory records and list
-cursors all go through here: strict UTF-8, no duplicate object keys, no NaN or infinities
-(neither literals nor overflowing numbers), bounded size and bounded nesting.
+Manifests, verifier files, OAuth metadata and JWKS, token claims, memory records, list
+cursors and stringified tool arguments go through `load_strict_json`: strict UTF-8, no
+duplicate object keys, no NaN or infinities (neither literals nor overflowing numbers),
+bounded size and bounded nesting. On request, it also refuses an escaped unpaired
+surrogate (`"\\ud800"`): valid JSON syntax, but no Unicode text, since no UTF-8 can hold
+it.
+
+Every MCP request body goes through `load_message_json`: the same rules, unpaired
+surrogates always refused, except duplicate keys, which keep the last value as the
+standard library does. Building each object
+through a Python hook would triple the cost of every request, and nothing else in the
+host re-reads the raw bytes, so no second parser can read a different value.
 """
 
 from __future__ import annotations
@@ -10,16 +19,23 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from typing import Any, NoReturn
 
-__all__ = ["DEFAULT_MAX_DEPTH", "StrictJsonError", "StrictJsonReason", "load_strict_json"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "StrictJsonError",
+    "StrictJsonReason",
+    "load_message_json",
+    "load_strict_json",
+]
 
 DEFAULT_MAX_DEPTH = 64
 
 
 class StrictJsonReason(enum.StrEnum):
     TOO_LARGE = "too_large"
-    INVALID_UTF8 = "invalid_utf8"
+    INVALID_UTF8 = "invalid_utf8"  # also an escaped unpaired surrogate, when refused
     INVALID_JSON = "invalid_json"
     DUPLICATE_KEY = "duplicate_key"
     NON_FINITE = "non_finite"
@@ -75,10 +91,56 @@ def _depth_exceeds(document: object, limit: int) -> bool:
     return False
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+# Built once: `json.loads` with any keyword builds a new decoder and scanner per call,
+# which costs as much as decoding a small request.
+_STRICT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_float=_finite_float
+)
+_MESSAGE_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _holds_lone_surrogate(text: str, document: object) -> bool:
+    # Raw surrogates never get this far (strict UTF-8), so only an escape can make one;
+    # a text without any surrogate escape is answered by one C-speed search.
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return False
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _could_exceed_depth(text: str, limit: int) -> bool:
+    # A document with no more brackets than the limit cannot nest deeper than it; counting
+    # is C-speed, so the walk below only runs for bodies that could be a problem.
+    return text.count("[") + text.count("{") > limit
+
+
 def load_strict_json(
-    data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH, max_bytes: int | None = None
+    data: bytes | str,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_bytes: int | None = None,
+    unicode_text: bool = False,
 ) -> Any:
-    """Decode one strict JSON document, or raise `StrictJsonError` saying why not."""
+    """Decode one strict JSON document, or raise `StrictJsonError` saying why not.
+
+    With `unicode_text`, a string that is not Unicode text (an unpaired surrogate, raw in
+    `data` or escaped) is refused as INVALID_UTF8; without it, such strings are left to
+    the caller's own field checks.
+    """
     if max_bytes is not None and len(data) > max_bytes:
         _fail(StrictJsonReason.TOO_LARGE)
     if isinstance(data, bytes | bytearray):
@@ -88,19 +150,44 @@ def load_strict_json(
             _fail(StrictJsonReason.INVALID_UTF8)
     else:
         text = data
+        if unicode_text and not _is_unicode(text):
+            _fail(StrictJsonReason.INVALID_UTF8)
     try:
-        document = json.loads(
-            text,
-            object_pairs_hook=_unique_object,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-        )
+        document = _STRICT_DECODER.decode(text)
     except StrictJsonError:
         raise
     except RecursionError:
         _fail(StrictJsonReason.TOO_DEEP)
     except ValueError:  # JSONDecodeError
         _fail(StrictJsonReason.INVALID_JSON)
-    if _depth_exceeds(document, max_depth):
+    if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
+    if unicode_text and _holds_lone_surrogate(text, document):
+        _fail(StrictJsonReason.INVALID_UTF8)
+    return document
+
+
+def load_message_json(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Decode one request body: strict UTF-8, finite numbers, bounded nesting.
+
+    Raw surrogate bytes are invalid UTF-8; an escaped unpaired surrogate (`"\\ud800"`) is
+    valid JSON syntax but no Unicode text, and would reach every plugin, validator and
+    log as a string nothing can encode. Both are refused as INVALID_UTF8.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        _fail(StrictJsonReason.INVALID_UTF8)
+    try:
+        document = _MESSAGE_DECODER.decode(text)
+    except StrictJsonError:
+        raise
+    except RecursionError:
+        _fail(StrictJsonReason.TOO_DEEP)
+    except ValueError:  # JSONDecodeError, or an integer beyond the digit limit
+        _fail(StrictJsonReason.INVALID_JSON)
+    if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
+        _fail(StrictJsonReason.TOO_DEEP)
+    if _holds_lone_surrogate(text, document):
+        _fail(StrictJsonReason.INVALID_UTF8)
     return document

@@ -1,4 +1,4 @@
-"""The Starlette application: `create_app` over a built runtime, and the production factory.
+"""The ASGI application: `create_app` over a built runtime, and the production factory.
 
 Nothing here runs at import time. `create_production_app` is the supported uvicorn
 factory target (`mymcp.app:create_production_app`, with `--factory`).
@@ -6,14 +6,8 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from mymcp import SERVER_NAME
 from mymcp.config import HostConfiguration
@@ -22,6 +16,8 @@ from mymcp.runtime import HostRuntime
 from mymcp.transport import (
     DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
+    HostApplication,
+    JsonDocument,
     McpEndpoint,
     RequestAuthenticator,
     SessionStore,
@@ -42,18 +38,22 @@ def create_app(
     authenticator: RequestAuthenticator,
     configuration: HostConfiguration | None = None,
     session_limit: int = DEFAULT_SESSION_LIMIT,
+    per_principal_session_limit: int | None = None,
     protected_resource_metadata: Mapping[str, Any] | None = None,
     governance: Governance | None = None,
-) -> Starlette:
-    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`.
+) -> HostApplication:
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version` (and the
+    RFC 9728 metadata when OAuth is on), all behind the same Host/Origin rule.
 
     Without `governance` every caller may call every tool and nothing is audited. The
-    app's lifespan runs the audit's background writer and flushes it at shutdown.
+    app's lifespan runs the audit's background writer and flushes it at shutdown. The
+    per-principal session quota defaults to `[mcp] max_sessions_per_principal`.
     """
     config = configuration or HostConfiguration()
     mcp = config.mcp
     sessions = SessionStore(
         limit=session_limit,
+        per_principal_limit=per_principal_session_limit or mcp.max_sessions_per_principal,
         inactivity_seconds=mcp.session_inactivity_timeout_seconds,
         absolute_seconds=mcp.session_absolute_lifetime_seconds,
     )
@@ -61,46 +61,31 @@ def create_app(
         config.server.address, config.server.port, strict=mcp.strict_protocol_version
     )
     endpoint = McpEndpoint(runtime, authenticator, sessions, options, governance)
-    version_body = {
-        "name": SERVER_NAME,
-        "version": runtime.server_version,
-        "protocolVersion": LATEST_PROTOCOL_VERSION,
+    documents = {
+        "/health": JsonDocument({"status": "ok"}),
+        "/version": JsonDocument(
+            {
+                "name": SERVER_NAME,
+                "version": runtime.server_version,
+                "protocolVersion": LATEST_PROTOCOL_VERSION,
+            }
+        ),
     }
-
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    async def version(request: Request) -> Response:
-        return JSONResponse(version_body)
-
-    routes = [
-        Route("/mcp", endpoint=endpoint),
-        Route("/health", health, methods=["GET"]),
-        Route("/version", version, methods=["GET"]),
-    ]
     if protected_resource_metadata is not None:
-        metadata = dict(protected_resource_metadata)
-
-        async def protected_resource(request: Request) -> Response:
-            return JSONResponse(metadata, headers={"cache-control": "no-store"})
-
-        routes.append(Route(PROTECTED_RESOURCE_PATH, protected_resource, methods=["GET"]))
+        documents[PROTECTED_RESOURCE_PATH] = JsonDocument(
+            protected_resource_metadata, {"cache-control": "no-store"}
+        )
     audit = governance.audit if governance is not None else None
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if audit is not None:
-            audit.start()
-        try:
-            yield
-        finally:
-            if audit is not None:
-                audit.close()
-
-    return Starlette(routes=routes, lifespan=lifespan)
+    return HostApplication(
+        endpoint,
+        options,
+        documents,
+        on_startup=() if audit is None else (audit.start,),
+        on_shutdown=() if audit is None else (audit.close,),
+    )
 
 
-def create_host_app(host: Host) -> Starlette:
+def create_host_app(host: Host) -> HostApplication:
     """The app for a host built by `build_host()`."""
     return create_app(
         host.runtime,
@@ -111,7 +96,7 @@ def create_host_app(host: Host) -> Starlette:
     )
 
 
-def create_production_app() -> Starlette:
+def create_production_app() -> HostApplication:
     """Load the host configuration, build the runtime and authentication, and serve them."""
     from mymcp.runtime.bootstrap import build_host
 

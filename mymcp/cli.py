@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -18,13 +19,23 @@ from mymcp import __version__
 from mymcp.errors import MyMCPError
 
 if TYPE_CHECKING:
+    from mymcp.plugin import PluginDefinition
     from mymcp.runtime.bootstrap import BindingPolicy
+    from mymcp.transport import ConnectionLimits
 
-__all__ = ["dev_main", "main", "selftest_main", "serve"]
+__all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+LOG_LEVEL_VARIABLE = "MYMCP_LOG_LEVEL"
+"""`MYMCP_LOG_LEVEL=debug` turns on debug logging, including full tracebacks."""
+# Loggers that speak at INFO by default: MyMCP's own and uvicorn's lifecycle lines (its
+# "Uvicorn running on" line is the ready signal). Everything else stays at WARNING, so
+# an HTTP client library never logs the issuer or JWKS URLs it fetches.
+_INFO_LOGGERS = ("mymcp", "mcp", "uvicorn.error")
+_LOG_BATCH_SECONDS = 0.02
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -47,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     plugin_check = plugin.add_parser("check", help="validate one plugin manifest file")
     plugin_check.add_argument("manifest", type=Path, metavar="MANIFEST")
+    plugin_check.add_argument(
+        "--import",
+        dest="module",
+        metavar="MODULE",
+        help="also import MODULE, call its mymcp_plugin_v1() and lint its tool schemas",
+    )
     auth = commands.add_parser("auth", help="operator credentials").add_subparsers(
         dest="auth_command", metavar="SUBCOMMAND", required=True
     )
@@ -66,6 +83,83 @@ def _parser() -> argparse.ArgumentParser:
         )
     _governance_parsers(commands)
     return parser
+
+
+class _OneLineExceptions(logging.Filter):
+    """Turns a record's traceback into its exception type on the same line.
+
+    Tracebacks carry install paths and, in exception messages, request content; the log
+    is content-free unless the operator asks for debug output.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            error_type = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
+            record.msg = f"{record.getMessage()} error_type={error_type}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+class _StderrLines(logging.Handler):
+    """`LEVEL:logger:message` lines on stderr (the `logging.BASIC_FORMAT` layout).
+
+    Every request writes two records, and a stream handler spends more on its formatter,
+    its text layer and one write system call per line than on the record itself. Here a
+    line is one f-string, and the per-request lines (INFO and below from `mcp` and its
+    children) emitted on the event loop are collected for at most 20 ms and written
+    together: under load that is one write for hundreds of lines. Every other line is
+    written at once, after any pending ones: warnings, startup, and the shutdown lines,
+    which uvicorn writes just before it re-raises SIGTERM and the process ends without
+    running exit handlers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+        self._pending: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.exc_info or record.stack_info:
+                line = self.format(record) + "\n"  # debug output: the full traceback
+            else:
+                line = f"{record.levelname}:{record.name}:{record.getMessage()}\n"
+        except Exception:
+            self.handleError(record)
+            return
+        batched = record.levelno < logging.WARNING and (
+            record.name == "mcp" or record.name.startswith("mcp.")
+        )
+        loop = _running_loop() if batched else None
+        if loop is None:
+            self._pending.append(line)
+            self.flush()
+            return
+        if not self._pending:
+            loop.call_later(_LOG_BATCH_SECONDS, self.flush)
+        self._pending.append(line)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            if not self._pending:
+                return
+            text = "".join(self._pending)
+            self._pending = []
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # stderr closed or gone: nothing to report to
+                pass
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread, or no loop at all
+        return None
 
 
 def _governance_parsers(commands: Any) -> None:
@@ -116,12 +210,21 @@ def _governance_parsers(commands: Any) -> None:
 
 
 def _configure_logging() -> None:
-    """INFO to stderr. Thread and process fields are never formatted, so skip collecting
-    them: every request writes two log records, and this is the cheap part to save."""
+    """One stderr handler: MyMCP and uvicorn's lifecycle at INFO, other libraries at
+    WARNING, exceptions on one line; `MYMCP_LOG_LEVEL=debug` lifts all of that."""
+    debug = os.environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
+    # Skip what no line shows: threads, processes and the caller's file and line (whose
+    # lookup walks the stack).
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    logging.basicConfig(level=logging.INFO)
+    logging._srcfile = None
+    handler = _StderrLines()
+    if not debug:
+        handler.addFilter(_OneLineExceptions())
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
+    for name in _INFO_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 def _fail(exc: MyMCPError) -> int:
@@ -129,12 +232,13 @@ def _fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
-def serve(binding: BindingPolicy | None = None) -> int:
+def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None = None) -> int:
     """Build the host and serve it until interrupted; exit 1 before binding on failure."""
     import uvicorn
 
     from mymcp.app import create_host_app
     from mymcp.runtime.bootstrap import build_host, production_binding
+    from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     _configure_logging()
     try:
@@ -143,8 +247,16 @@ def serve(binding: BindingPolicy | None = None) -> int:
         return _fail(exc)
     app = create_host_app(host)
     server = host.configuration.server
-    # The `mcp` logger already records each request; uvicorn's access log would repeat it.
-    uvicorn.run(app, host=server.address, port=server.port, log_level="info", access_log=False)
+    # Logging is configured above, so uvicorn must not install its own; the `mcp` logger
+    # already records each request, so its access log would only repeat it.
+    uvicorn.run(
+        app,
+        host=server.address,
+        port=server.port,
+        log_config=None,
+        access_log=False,
+        **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
+    )
     return EXIT_OK
 
 
@@ -174,7 +286,7 @@ def _check() -> int:
     return EXIT_OK
 
 
-def _plugin_check(manifest: Path) -> int:
+def _plugin_check(manifest: Path, module: str | None) -> int:
     from mymcp.plugin import load_manifest
 
     try:
@@ -183,6 +295,32 @@ def _plugin_check(manifest: Path) -> int:
         return _fail(exc)
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
+    if module is None:
+        return EXIT_OK
+    return _lint_plugin_module(module, definition)
+
+
+def _lint_plugin_module(module: str, definition: PluginDefinition) -> int:
+    """Import the plugin as the server would and lint every tool's input schema: errors
+    (the server would refuse the plugin) fail the check, portability problems warn."""
+    from mymcp.runtime import activate_external_plugin, lint_input_schema
+
+    try:
+        adapter = activate_external_plugin(module, definition)
+    except MyMCPError as exc:
+        return _fail(exc)
+    errors = 0
+    for tool in adapter.contribution.tools:
+        for finding in lint_input_schema(tool.tool.get("inputSchema")):
+            errors += finding.severity == "error"
+            print(
+                f"mymcp: {finding.severity}: tool {tool.capability.local_id}: "
+                f"{finding.message} (code={finding.code})",
+                file=sys.stderr,
+            )
+    if errors:
+        return EXIT_FAILURE
+    print(f"mymcp: module OK: {module}; every tool schema compiles under JSON Schema 2020-12")
     return EXIT_OK
 
 
@@ -404,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check()
     if args.command == "plugin":
-        return _plugin_check(args.manifest)
+        return _plugin_check(args.manifest, args.module)
     if args.command == "policy":
         return _policy_explain(args)
     if args.command == "audit":
@@ -422,6 +560,7 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     _configure_logging()
     try:
@@ -439,7 +578,10 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         reload_dirs=[package],
         host=server.address,
         port=server.port,
+        # uvicorn's own logging setup: the reload worker is a fresh process that never
+        # runs this launcher's, and would otherwise log nothing at all.
         access_log=False,
+        **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
     )
     return EXIT_OK
 

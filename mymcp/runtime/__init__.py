@@ -1,18 +1,34 @@
 """The composed host: immutable HostRuntime, bindings, list_tools and bootstrap."""
 
 from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
+from mymcp.runtime._external import activate_external_plugin
 from mymcp.runtime._list_tools import list_tools_payload
 from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
 from mymcp.runtime._runtime import HostRuntime, new_generation_id
+from mymcp.runtime._schema import (
+    PORTABILITY_ROOT_KEYWORDS,
+    ArgumentsValidator,
+    ArgumentViolation,
+    SchemaFinding,
+    compile_input_schema,
+    lint_input_schema,
+)
 
 __all__ = [
     "HOST_ORIGIN",
+    "PORTABILITY_ROOT_KEYWORDS",
+    "ArgumentViolation",
+    "ArgumentsValidator",
     "BoundTool",
     "HostRuntime",
+    "SchemaFinding",
     "ToolRegistry",
+    "activate_external_plugin",
+    "compile_input_schema",
     "compose_runtime",
     "default_binding",
     "is_reserved_name",
     "list_tools_payload",
+    "lint_input_schema",
     "new_generation_id",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -24,12 +25,14 @@ from mymcp.runtime._list_tools import (
 )
 from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
 from mymcp.runtime._runtime import HostRuntime, new_generation_id
+from mymcp.runtime._schema import ArgumentsValidator, compile_input_schema
 
 __all__ = ["compose_runtime", "default_binding", "is_reserved_name"]
 
 # MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
 _PUBLIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _PUBLISHED_KEYS = ("title", "description", "inputSchema", "outputSchema", "icons")
+_log = logging.getLogger("mymcp.host.composition")
 
 
 def default_binding(capability: QualifiedCapabilityId) -> str:
@@ -57,7 +60,7 @@ def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
 
 
 def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[str, Any]:
-    """The MCP definition under the host's name, with D5 annotations and a title."""
+    """The MCP definition under the host's name, with effect annotations and a title."""
     description = tool.get("description")
     if not isinstance(description, str) or not description.strip():
         raise _fail("invalid_tool_definition")
@@ -71,6 +74,33 @@ def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[s
     published.update(name=name, title=title, description=description, inputSchema=schema)
     published["annotations"] = _annotations(title, effects)
     return published
+
+
+def _validator(name: str, definition: Mapping[str, Any]) -> ArgumentsValidator:
+    """Compile the published input schema once; a schema that cannot be compiled fails
+    composition, one that model APIs refuse is served with a warning in the log."""
+    validator, findings = compile_input_schema(definition["inputSchema"])
+    if validator is None:
+        raise _fail("invalid_input_schema")
+    for finding in findings:
+        _log.warning(
+            "tool_schema outcome=%s tool=%s keyword=%s", finding.code, name, finding.keyword
+        )
+    return validator
+
+
+def _bind(name: str, tool: ActivatedTool) -> BoundTool:
+    definition = _publish(name, tool.tool, tool.effects)
+    return BoundTool(
+        name=name,
+        origin=tool.capability,
+        definition=MappingProxyType(definition),
+        handler=tool.handler,
+        is_async=tool.is_async,
+        effects=tool.effects,
+        consent=tool.consent,
+        validator=_validator(name, definition),
+    )
 
 
 def _collect(
@@ -127,35 +157,28 @@ def compose_runtime(
     """Bind every contributed tool to its public name and register `list_tools` first.
 
     The registry order is `list_tools`, then each contribution's tools in contribution
-    order. Any collision raises HostRuntimeCompositionError; nothing is overwritten,
-    suffixed or aliased.
+    order. Any collision, and any input schema that does not compile under JSON Schema
+    2020-12, raises HostRuntimeCompositionError; nothing is overwritten, suffixed or
+    aliased.
     """
     capabilities = _collect(contributions)
     bound = _check_bindings(capabilities, bindings)
     plugin_tools = [
-        BoundTool(
-            name=bound[tool.capability],
-            origin=tool.capability,
-            definition=MappingProxyType(_publish(bound[tool.capability], tool.tool, tool.effects)),
-            handler=tool.handler,
-            is_async=tool.is_async,
-            effects=tool.effects,
-            consent=tool.consent,
-        )
+        _bind(bound[tool.capability], tool)
         for contribution in contributions
         for tool in contribution.tools
     ]
     names = (LIST_TOOLS_NAME, *(tool.name for tool in plugin_tools))
+    host_definition = _publish(LIST_TOOLS_NAME, LIST_TOOLS_DEFINITION, LIST_TOOLS_EFFECTS)
     host_tool = BoundTool(
         name=LIST_TOOLS_NAME,
         origin=HOST_ORIGIN,
-        definition=MappingProxyType(
-            _publish(LIST_TOOLS_NAME, LIST_TOOLS_DEFINITION, LIST_TOOLS_EFFECTS)
-        ),
+        definition=MappingProxyType(host_definition),
         handler=list_tools_handler(server_version, names),
         is_async=True,
         effects=LIST_TOOLS_EFFECTS,
         consent=LIST_TOOLS_CONSENT,
+        validator=_validator(LIST_TOOLS_NAME, host_definition),
     )
     registry = ToolRegistry((host_tool, *plugin_tools))
     effects: dict[QualifiedCapabilityId, ToolEffects] = {}

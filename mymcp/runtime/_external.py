@@ -29,6 +29,7 @@ from mymcp.plugin import (
 
 __all__ = [
     "ENTRYPOINT_NAME",
+    "activate_external_plugin",
     "EXTERNAL_PLUGIN_MESSAGES",
     "MAX_EXTERNAL_CAPABILITIES",
     "MAX_EXTERNAL_PLUGINS",
@@ -66,6 +67,9 @@ EXTERNAL_PLUGIN_MESSAGES: Final[dict[str, str]] = {
     "external_plugin_composition_invalid": (
         "MyMCP external plugins could not be composed with the host"
     ),
+    "external_plugin_schema_invalid": (
+        "MyMCP external plugin publishes an input schema that is not valid JSON Schema 2020-12"
+    ),
 }
 
 _SAFE_FILE_CODES: Final[dict[SafeFileReason, str]] = {
@@ -102,8 +106,11 @@ def _preflight(declaration: PluginDeclaration) -> PluginDefinition:
     return definition
 
 
-def _activate(module_name: str, definition: PluginDefinition) -> PluginAdapter:
-    """Import one module, call its entrypoint and check parity with its manifest."""
+def activate_external_plugin(module_name: str, definition: PluginDefinition) -> PluginAdapter:
+    """Import one module, call its entrypoint and check parity with its manifest.
+
+    Also used by `mymcp plugin check --import`, so the check imports exactly as the
+    server does."""
     try:
         module = importlib.import_module(module_name)
     except (Exception, SystemExit):
@@ -148,6 +155,6 @@ def load_external_plugins(
     if len(set(modules)) != len(modules):
         _fail("external_plugin_composition_invalid")
     return tuple(
-        _activate(str(declaration.module), definition)
+        activate_external_plugin(str(declaration.module), definition)
         for declaration, definition in zip(enabled, definitions, strict=True)
     )

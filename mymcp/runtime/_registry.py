@@ -10,6 +10,7 @@ from typing import Any
 
 from mymcp.errors import HostRuntimeCompositionError
 from mymcp.plugin import Consent, QualifiedCapabilityId, ToolEffects, ToolHandler
+from mymcp.runtime._schema import ArgumentsValidator
 
 __all__ = ["HOST_ORIGIN", "BoundTool", "ToolRegistry"]
 
@@ -19,7 +20,8 @@ HOST_ORIGIN = "host"
 
 @dataclass(frozen=True, slots=True)
 class BoundTool:
-    """A tool under its public name, with the MCP definition the host publishes."""
+    """A tool under its public name, with the MCP definition the host publishes and the
+    validator its input schema was compiled into at composition."""
 
     name: str
     origin: QualifiedCapabilityId | str
@@ -28,6 +30,7 @@ class BoundTool:
     is_async: bool
     effects: ToolEffects
     consent: Consent
+    validator: ArgumentsValidator
 
     @property
     def input_schema(self) -> Mapping[str, Any]:

@@ -30,7 +30,7 @@ from mymcp.plugins.mnemosyne import (
     mnemosyne_manifest,
 )
 from mymcp.runtime._composition import compose_runtime, default_binding
-from mymcp.runtime._external import load_external_plugins
+from mymcp.runtime._external import EXTERNAL_PLUGIN_MESSAGES, load_external_plugins
 from mymcp.runtime._runtime import HostRuntime
 
 __all__ = ["BindingPolicy", "Host", "build_host", "build_runtime", "production_binding"]
@@ -91,10 +91,12 @@ def build_runtime(
             )
         except HostRuntimeCompositionError as exc:
             if externals:
-                raise ExternalPluginLoadError(
-                    "external_plugin_composition_invalid",
-                    "MyMCP external plugins could not be composed with the host",
-                ) from exc
+                code = (
+                    "external_plugin_schema_invalid"
+                    if exc.code == "invalid_input_schema"
+                    else "external_plugin_composition_invalid"
+                )
+                raise ExternalPluginLoadError(code, EXTERNAL_PLUGIN_MESSAGES[code]) from exc
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)

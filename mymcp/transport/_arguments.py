@@ -1,16 +1,19 @@
 """Schema-aware repair of tool arguments that a client sent as stringified JSON.
 
 Some clients (and small local models) stringify nested arguments: `"tags": "[\"a\"]"`.
-Where a property's schema forbids strings, one layer of JSON is decoded, and the decoded
-value is kept only if its JSON type is one the schema allows. Nothing else is validated
-here: each handler validates its own arguments.
+Where a property's schema forbids strings, one layer of JSON is decoded with the strict
+bounded decoder, and the decoded value is kept only if its JSON type is one the schema
+allows. A string that does not decode (too deep, too large, not strict JSON) stays a
+string, so the schema check that follows answers it with the tool's normal validation
+error.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from mymcp._strictjson import StrictJsonError, load_strict_json
 
 __all__ = ["decode_stringified_arguments"]
 
@@ -73,14 +76,14 @@ def decode_stringified_arguments(
         return arguments
     repaired = arguments
     for name, value in arguments.items():
-        if not isinstance(value, str) or len(value) > _MAX_DECODE_LENGTH:
+        if not isinstance(value, str):
             continue
         types = _allowed_types(properties.get(name))
         if types is None or "string" in types:
             continue
         try:
-            decoded = json.loads(value)
-        except ValueError:
+            decoded = load_strict_json(value, max_bytes=_MAX_DECODE_LENGTH, unicode_text=True)
+        except StrictJsonError:
             continue
         if _admits(types, decoded):
             if repaired is arguments:

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
+from anyio.lowlevel import RunVar
 
 from mymcp import SERVER_NAME
 from mymcp.auth import Principal
@@ -33,19 +34,22 @@ from mymcp.governance import (
 from mymcp.plugin import structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
 from mymcp.transport._arguments import decode_stringified_arguments
+from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
 from mymcp.transport._versions import negotiate_version
 
-__all__ = ["Caller", "Dispatcher", "StepUpRequired"]
+__all__ = [
+    "OTHER_TOOL_THREADS",
+    "READ_ONLY_TOOL_THREADS",
+    "Caller",
+    "Dispatcher",
+    "StepUpRequired",
+    "new_failure_id",
+]
 
 _log = logging.getLogger("mymcp.transport.tools")
 
 TOOLS_PAGE_SIZE = 100
-_INTERNAL_FAILURE = {
-    "status": "internal_error",
-    "code": "internal_error",
-    "message": "The tool failed unexpectedly; nothing about the failure is shown here.",
-}
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
     "code": "audit_unavailable",
@@ -88,6 +92,48 @@ _APPROVAL_TOO_LARGE = {
     "message": "The arguments are too large for a person to review and approve; send less.",
 }
 
+# Synchronous handlers run on worker threads, read-only tools and all others under
+# separate limits: writers waiting on a lock hold their threads, and must never be able
+# to take every thread a read needs.
+READ_ONLY_TOOL_THREADS = 32
+OTHER_TOOL_THREADS = 16
+
+
+def new_failure_id() -> str:
+    """An opaque id tying one logged failure to the reply the client got."""
+    return secrets.token_hex(6)
+
+
+def _internal_failure(failure_id: str) -> dict[str, Any]:
+    return {
+        "status": "internal_error",
+        "code": "internal_error",
+        "message": "The tool failed unexpectedly; nothing about the failure is shown here.",
+        "request_id": failure_id,
+    }
+
+
+class _WorkerLimits:
+    """One pair of thread limiters per event loop (anyio's own default limiter is kept the
+    same way), so a limiter is never shared between loops."""
+
+    def __init__(self, read_only: int, other: int) -> None:
+        self._sizes = {True: read_only, False: other}
+        self._limiters: dict[bool, RunVar[CapacityLimiter]] = {
+            True: RunVar("mymcp_read_only_tool_threads"),
+            False: RunVar("mymcp_other_tool_threads"),
+        }
+
+    def for_tool(self, tool: BoundTool) -> CapacityLimiter:
+        read_only = tool.effects.read_only
+        holder = self._limiters[read_only]
+        try:
+            return holder.get()
+        except LookupError:
+            limiter = CapacityLimiter(self._sizes[read_only])
+            holder.set(limiter)
+            return limiter
+
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -126,8 +172,10 @@ class Dispatcher:
         runtime: HostRuntime,
         governance: Governance | None = None,
         *,
-        instructions: str | None = None,
+        instructions: str | None = SERVER_INSTRUCTIONS,
         console_origin: str = "http://127.0.0.1:8000",
+        read_only_threads: int = READ_ONLY_TOOL_THREADS,
+        other_threads: int = OTHER_TOOL_THREADS,
     ) -> None:
         self._runtime = runtime
         governance = governance or Governance(Policy(None, runtime))
@@ -137,11 +185,12 @@ class Dispatcher:
         self._console_origin = console_origin
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
+        self._workers = _WorkerLimits(read_only_threads, other_threads)
 
     def initialize(self, request: Request) -> tuple[dict[str, Any], str | None]:
         """The initialize reply and the negotiated version (None when it is an error)."""
         params = request.params
-        if not isinstance(params, Mapping):
+        if not isinstance(params, dict):  # decoded JSON: objects are dicts
             return error_response(request.id, ErrorCode.INVALID_PARAMS), None
         version = negotiate_version(params.get("protocolVersion"))
         result: dict[str, Any] = {
@@ -189,7 +238,7 @@ class Dispatcher:
 
     def _tools_list(self, request: Request, view: PolicyView) -> dict[str, Any]:
         params = request.params
-        if params is not None and not isinstance(params, Mapping):
+        if params is not None and not isinstance(params, dict):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
         listing = view.listing
         pages = max(1, -(-len(listing) // TOOLS_PAGE_SIZE))
@@ -222,7 +271,7 @@ class Dispatcher:
         self, request: Request, caller: Caller
     ) -> dict[str, Any] | StepUpRequired:
         params = request.params
-        if not isinstance(params, Mapping):
+        if not isinstance(params, dict):
             return error_response(request.id, ErrorCode.INVALID_PARAMS)
         name = params.get("name")
         arguments = params.get("arguments", {})
@@ -235,6 +284,13 @@ class Dispatcher:
         if tool is None or not view.allows(name):
             return self._refuse(request, caller, view, tool, name)
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
+        violation = tool.validator.check(arguments)
+        if violation is not None:
+            # Answered before the handler runs: the plugin only ever sees arguments its
+            # published schema admits, and checks only what a schema cannot express.
+            self._record(caller, name, decision="allowed", outcome=violation.payload()["code"])
+            refusal = structured_result(violation.payload(), is_error=True)
+            return result_response(request.id, refusal)
         digest = self._audit.digest(arguments) if self._audit is not None else None
         if self._approvals is not None and self._approvals.requires(name):
             principal = caller.principal
@@ -363,12 +419,22 @@ class Dispatcher:
             if tool.is_async:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
             else:
-                outcome = await to_thread.run_sync(tool.handler, arguments)
+                limiter = self._workers.for_tool(tool)
+                outcome = await to_thread.run_sync(tool.handler, arguments, limiter=limiter)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
-            _log.warning("tool_failure tool=%s error_type=%s", tool.name, type(exc).__name__)
-            return structured_result(_INTERNAL_FAILURE, is_error=True)
+            return self._failure(tool, type(exc).__name__, exc)
         if not isinstance(outcome, Mapping) or not isinstance(outcome.get("content"), list):
-            _log.warning("tool_failure tool=%s error_type=invalid_result", tool.name)
-            return structured_result(_INTERNAL_FAILURE, is_error=True)
+            return self._failure(tool, "invalid_result", None)
         return dict(outcome)
+
+    def _failure(self, tool: BoundTool, error_type: str, exc: Exception | None) -> dict[str, Any]:
+        failure_id = new_failure_id()
+        _log.error(
+            "tool_failure request_id=%s tool=%s error_type=%s",
+            failure_id,
+            tool.name,
+            error_type,
+            exc_info=exc if _log.isEnabledFor(logging.DEBUG) else None,
+        )
+        return structured_result(_internal_failure(failure_id), is_error=True)

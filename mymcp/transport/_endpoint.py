@@ -1,13 +1,14 @@
-"""The Streamable-HTTP `/mcp` endpoint: hygiene, authentication, sessions, then dispatch.
+"""The Streamable-HTTP `/mcp` endpoint: authentication, hygiene, sessions, then dispatch.
 
-Every rejection happens as early as it can: origin and host first, then the method, then
-authentication (before the body is read), then headers and body bounds, then the
-JSON-RPC envelope, and only then sessions and dispatch.
+Every rejection happens as early as it can: origin and host first (in the application,
+for every route), then the method, then authentication (before the body is read), then
+headers and body bounds, then the JSON-RPC envelope, and only then sessions and
+dispatch. A reply is encoded before anything is committed for it: `initialize` creates
+its session only once the reply's bytes exist.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -15,19 +16,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Send
 
+from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_json
 from mymcp.auth import AuthFailure, Principal
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
-from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired
+from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, new_failure_id
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
     RequestHeaders,
+    encode_json,
     read_body,
-    read_headers,
     send_empty,
+    send_encoded,
     send_json,
     single_ascii,
 )
@@ -47,7 +50,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS
+from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS, NEGOTIABLE_VERSIONS
 
 __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOptions"]
 
@@ -85,9 +88,19 @@ class TransportOptions:
         origins, hosts = loopback_origins(address, port)
         return cls(address, port, strict, origins, hosts)
 
+    def trusts(self, headers: RequestHeaders) -> bool:
+        """The one Host/Origin rule for every route (DNS-rebinding protection): at most
+        one of each, an Origin only if it is this server's own, a Host only if it names
+        this server's own loopback authority."""
+        if len(headers.origin) > 1 or len(headers.host) > 1:
+            return False
+        if headers.origin and headers.origin[0] not in self.origins:
+            return False
+        return not headers.host or headers.host[0].lower() in self.hosts
+
 
 class McpEndpoint:
-    """An ASGI app serving one immutable runtime at the MCP endpoint."""
+    """The MCP endpoint behind the application: one immutable runtime at `/mcp`."""
 
     def __init__(
         self,
@@ -107,12 +120,10 @@ class McpEndpoint:
         )
         self._audit = governance.audit if governance is not None else None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = read_headers(scope)
-        method = scope["method"]
-        if not self._trusted_origin(headers):
-            await send_json(send, 403, error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden"))
-            return
+    async def handle(
+        self, method: str, headers: RequestHeaders, receive: Receive, send: Send
+    ) -> None:
+        """Answer one request whose Host and Origin the application already trusted."""
         if method not in ("POST", "GET", "DELETE"):
             await send_empty(send, 405, {"allow": _ALLOW})
             return
@@ -130,13 +141,6 @@ class McpEndpoint:
         else:
             await self._get_or_delete(method, headers, outcome, send)
 
-    def _trusted_origin(self, headers: RequestHeaders) -> bool:
-        if len(headers.origin) > 1 or len(headers.host) > 1:
-            return False
-        if headers.origin and headers.origin[0] not in self._options.origins:
-            return False
-        return not headers.host or headers.host[0].lower() in self._options.hosts
-
     async def _session_for(
         self, headers: RequestHeaders, principal_id: str, send: Send
     ) -> Session | None:
@@ -153,8 +157,18 @@ class McpEndpoint:
             await send_json(send, 404, _transport_error("Session not found"))
             return None
         version = single_ascii(headers.version)
-        if version is MALFORMED or (version is not None and version != session.protocol_version):
-            await send_json(send, 400, _transport_error("Unsupported MCP-Protocol-Version"))
+        if version is MALFORMED:
+            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+            return None
+        if version is not None and version != session.protocol_version:
+            # A version this server speaks, but not the one this session negotiated, is a
+            # client mixing sessions up, not an unsupported revision: say which it is.
+            problem = (
+                "MCP-Protocol-Version does not match the version negotiated for this session"
+                if version in NEGOTIABLE_VERSIONS
+                else "Unsupported MCP-Protocol-Version"
+            )
+            await send_json(send, 400, _transport_error(problem))
             return None
         if version is None and self._options.strict_protocol_version:
             await send_json(send, 400, _transport_error("Missing MCP-Protocol-Version header"))
@@ -200,9 +214,9 @@ class McpEndpoint:
             await send_json(send, 413, _transport_error("Request body too large"))
             return
         try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError):
-            await send_json(send, 400, error_response(None, ErrorCode.PARSE_ERROR))
+            decoded = load_message_json(body)
+        except StrictJsonError as exc:
+            await send_json(send, 400, _undecodable(exc.reason))
             return
         message = classify(decoded)
         if message is None:
@@ -246,7 +260,7 @@ class McpEndpoint:
             await send_json(send, 403, refusal, self._authenticator.step_up_headers(answer.scopes))
             return
         _log_response(message, answer, started)
-        await send_json(send, 200, answer)
+        await send_encoded(send, 200, _encoded(message, answer)[0])
 
     async def _initialize(
         self, request: Request, headers: RequestHeaders, principal: Principal, send: Send
@@ -261,20 +275,20 @@ class McpEndpoint:
         _log.info("request id=%s method=initialize", _loggable_id(request.id))
         reply, version = self._dispatcher.initialize(request)
         _log_response(request, reply, started)
-        if version is None:
-            await send_json(send, 200, reply)
+        body, encodable = _encoded(request, reply)
+        if version is None or not encodable:
+            await send_encoded(send, 200, body)
             return
+        # The reply's bytes exist, so nothing after this point can fail on its content:
+        # only now is the session created.
         session = self._sessions.create(
             principal.principal_id,
             self._runtime.generation,
             version,
             url_elicitation=_declares_url_elicitation(request.params),
         )
-        if session is None:
-            await send_empty(send, 503)
-            return
         self._record_session("session_open", principal, session.id)
-        await send_json(send, 200, reply, {"mcp-session-id": session.id})
+        await send_encoded(send, 200, body, {"mcp-session-id": session.id})
 
 
 def _declares_url_elicitation(params: object) -> bool:
@@ -288,6 +302,32 @@ def _declares_url_elicitation(params: object) -> bool:
 
 def _transport_error(message: str) -> dict[str, Any]:
     return error_response(None, ErrorCode.INVALID_REQUEST, message)
+
+
+def _undecodable(reason: StrictJsonReason) -> dict[str, Any]:
+    if reason is StrictJsonReason.TOO_DEEP:
+        return _transport_error("Request nests too deeply")
+    if reason is StrictJsonReason.INVALID_UTF8:
+        return error_response(
+            None, ErrorCode.PARSE_ERROR, "Parse error: the body is not valid UTF-8 text"
+        )
+    return error_response(None, ErrorCode.PARSE_ERROR)
+
+
+def _encoded(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
+    """The reply's bytes and whether they are that reply: one that cannot be JSON (a
+    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
+    try:
+        return encode_json(reply), True
+    except (TypeError, ValueError, RecursionError) as exc:
+        _log.error(
+            "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
+            new_failure_id(),
+            _loggable_id(request.id),
+            _loggable_method(request.method),
+            type(exc).__name__,
+        )
+        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
 
 
 def _loggable_method(method: str) -> str:
@@ -307,7 +347,7 @@ def _log_response(request: Request, reply: Mapping[str, Any], started: float) ->
     duration = (time.perf_counter() - started) * 1000
     error = reply.get("error")
     method = _loggable_method(request.method)
-    if isinstance(error, Mapping):
+    if isinstance(error, dict):
         _log.warning(
             "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
             _loggable_id(request.id),

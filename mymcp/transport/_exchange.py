@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,11 +14,13 @@ __all__ = [
     "MALFORMED",
     "MAX_BODY_BYTES",
     "RequestHeaders",
+    "encode_json",
+    "is_visible_ascii",
     "read_body",
     "read_headers",
     "send_empty",
+    "send_encoded",
     "send_json",
-    "is_visible_ascii",
     "single_ascii",
 ]
 
@@ -104,10 +106,52 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
     return b"".join(chunks)
 
 
+def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:
+    """Compact, ASCII-only JSON that refuses NaN and non-JSON values, built once.
+
+    `json.dumps` with any keyword builds a new encoder per call, which costs more than
+    encoding a small reply; the C encoder object is reusable. Circular structures are
+    not tracked (replies are trees) and end in RecursionError like any too-deep value.
+    """
+    base = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+    if make is None:  # a Python without the C accelerator
+        return base.encode
+    escape = json.encoder.encode_basestring_ascii
+    # markers, default, string encoder, indent, key and item separators, sort_keys,
+    # skipkeys, allow_nan
+    chunks = make(None, base.default, escape, None, ":", ",", False, False, False)
+
+    def encode(payload: Mapping[str, Any]) -> str:
+        return "".join(chunks(payload, 0))
+
+    return encode
+
+
+_encode_reply = _reply_encoder()
+
+
+def encode_json(payload: Mapping[str, Any]) -> bytes:
+    """The one encoding of every JSON reply.
+
+    Pure ASCII with `\\u` escapes: a string holding a lone surrogate (which a plugin can
+    produce, for example from a file name) is escaped like any other character instead
+    of failing to encode. Raises TypeError, ValueError or RecursionError only for values
+    no request can produce, such as a plugin result holding NaN or a non-JSON object.
+    """
+    return _encode_reply(payload).encode("ascii")
+
+
 async def send_json(
     send: Send, status: int, payload: Mapping[str, Any], extra: Mapping[str, str] | None = None
 ) -> None:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    """Send a reply built from fixed text and parsed request values (always encodable)."""
+    await send_encoded(send, status, encode_json(payload), extra)
+
+
+async def send_encoded(
+    send: Send, status: int, body: bytes, extra: Mapping[str, str] | None = None
+) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})

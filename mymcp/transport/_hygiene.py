@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 __all__ = ["accepts_mcp_post", "accepts_event_stream", "is_json_content_type", "loopback_origins"]
@@ -40,6 +41,12 @@ def _admits(ranges: set[str], media_type: str) -> bool:
 
 def accepts_mcp_post(accept_values: Iterable[str]) -> bool:
     """POST must admit both JSON and SSE replies, in any order, wildcards honoured."""
+    return _accepts_post(tuple(accept_values))
+
+
+# A client sends the same Accept header on every request: parse each distinct one once.
+@functools.lru_cache(maxsize=64)
+def _accepts_post(accept_values: tuple[str, ...]) -> bool:
     ranges = _media_ranges(accept_values)
     return _admits(ranges, "application/json") and _admits(ranges, "text/event-stream")
 

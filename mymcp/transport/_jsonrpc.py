@@ -93,7 +93,7 @@ def classify(body: object) -> Message | None:
 
 def request_id_of(body: object) -> RequestId | None:
     """The id to echo in an error for an invalid request, when one can be read."""
-    if isinstance(body, Mapping):
+    if isinstance(body, dict):
         candidate = body.get("id")
         if isinstance(candidate, str | int) and _is_id(candidate):
             return candidate

@@ -10,9 +10,16 @@ from dataclasses import dataclass
 
 from mymcp.transport._exchange import is_visible_ascii
 
-__all__ = ["DEFAULT_SESSION_LIMIT", "Session", "SessionStore", "is_session_id_shape"]
+__all__ = [
+    "DEFAULT_PER_PRINCIPAL_SESSION_LIMIT",
+    "DEFAULT_SESSION_LIMIT",
+    "Session",
+    "SessionStore",
+    "is_session_id_shape",
+]
 
 DEFAULT_SESSION_LIMIT = 1024
+DEFAULT_PER_PRINCIPAL_SESSION_LIMIT = 64
 _MAX_SESSION_ID_LENGTH = 256
 
 
@@ -39,33 +46,50 @@ class Session:
 class SessionStore:
     """Sessions keyed by id, in least-recently-active order so idle ones sweep cheaply.
 
-    A limit of 0 seconds disables that lifetime. A full store refuses new sessions (the
-    transport answers 503) after sweeping whatever has expired.
+    Creating a session never fails. A principal at its quota loses its own
+    least-recently-used session, so one client's flood only ever evicts that client's
+    sessions, and a client that opens a session per call and never deletes one keeps
+    working. The global bound is a last resort against many principals at once: it
+    evicts the idlest session of all. A limit of 0 seconds disables that lifetime.
     """
 
     def __init__(
         self,
         *,
         limit: int = DEFAULT_SESSION_LIMIT,
+        per_principal_limit: int = DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
         inactivity_seconds: int = 1800,
         absolute_seconds: int = 28800,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if limit < 1:
-            raise ValueError("session limit must be positive")
+        if limit < 1 or per_principal_limit < 1:
+            raise ValueError("session limits must be positive")
         self._limit = limit
+        self._per_principal = per_principal_limit
         self._inactivity = inactivity_seconds
         self._absolute = absolute_seconds
         self._clock = clock
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        # Per principal, its session ids in the same least-recently-active order.
+        self._by_principal: dict[str, OrderedDict[str, None]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def count_for(self, principal_id: str) -> int:
+        return len(self._by_principal.get(principal_id, ()))
 
     def _expired(self, session: Session, now: float) -> bool:
         if self._inactivity and now - session.last_activity > self._inactivity:
             return True
         return session.absolute_expiry is not None and now >= session.absolute_expiry
+
+    def _remove(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        owned = self._by_principal[session.principal_id]
+        del owned[session_id]
+        if not owned:
+            del self._by_principal[session.principal_id]
 
     def _sweep_idle(self, now: float) -> None:
         # The oldest activity sits first, so idle expiry stops at the first live session.
@@ -73,11 +97,11 @@ class SessionStore:
             oldest = next(iter(self._sessions.values()))
             if not self._expired(oldest, now):
                 break
-            del self._sessions[oldest.id]
+            self._remove(oldest.id)
 
     def _sweep_all(self, now: float) -> None:
         for session_id in [s.id for s in self._sessions.values() if self._expired(s, now)]:
-            del self._sessions[session_id]
+            self._remove(session_id)
 
     def create(
         self,
@@ -86,14 +110,17 @@ class SessionStore:
         protocol_version: str,
         *,
         url_elicitation: bool = False,
-    ) -> Session | None:
-        """A new session, or None when the store is full of live sessions."""
+    ) -> Session:
+        """A new session, after evicting whatever the quotas require."""
         now = self._clock()
         self._sweep_idle(now)
+        owned = self._by_principal.get(principal_id)
+        if owned is not None and len(owned) >= self._per_principal:
+            self._remove(next(iter(owned)))
         if len(self._sessions) >= self._limit:
             self._sweep_all(now)
             if len(self._sessions) >= self._limit:
-                return None
+                self._remove(next(iter(self._sessions)))
         session_id = secrets.token_urlsafe(32)
         while session_id in self._sessions:  # 256 random bits: practically never loops
             session_id = secrets.token_urlsafe(32)
@@ -109,6 +136,7 @@ class SessionStore:
             url_elicitation,
         )
         self._sessions[session_id] = session
+        self._by_principal.setdefault(principal_id, OrderedDict())[session_id] = None
         return session
 
     def lookup(self, session_id: str, principal_id: str, generation: str) -> Session | None:
@@ -121,16 +149,17 @@ class SessionStore:
             return None
         now = self._clock()
         if self._expired(session, now):
-            del self._sessions[session_id]
+            self._remove(session_id)
             return None
         if session.principal_id != principal_id or session.generation != generation:
             return None
         session.last_activity = now
         self._sessions.move_to_end(session_id)
+        self._by_principal[principal_id].move_to_end(session_id)
         return session
 
     def terminate(self, session_id: str, principal_id: str, generation: str) -> bool:
         if self.lookup(session_id, principal_id, generation) is None:
             return False
-        del self._sessions[session_id]
+        self._remove(session_id)
         return True

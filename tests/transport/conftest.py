@@ -66,6 +66,7 @@ def make_client() -> Iterator[Callable[..., TestClient]]:
         *,
         strict: bool = True,
         session_limit: int = 1024,
+        per_principal_limit: int = 64,
         extra_tools: int = 0,
         inactivity: int = 1800,
     ) -> TestClient:
@@ -78,6 +79,7 @@ def make_client() -> Iterator[Callable[..., TestClient]]:
             authenticator=NamedBearer(),
             configuration=config,
             session_limit=session_limit,
+            per_principal_session_limit=per_principal_limit,
         )
         client = TestClient(app, base_url=BASE)
         clients.append(client)

@@ -1,4 +1,4 @@
-"""Every transport rule of D1-D5 against the real app, in-process."""
+"""Every transport rule of the /mcp endpoint against the real app, in-process."""
 
 from __future__ import annotations
 
@@ -340,7 +340,7 @@ def test_unknown_tool_is_invalid_params(client) -> None:
 
 def test_failing_tool_is_an_error_result_that_leaks_nothing(client, caplog) -> None:
     session = initialize(client)
-    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.INFO)
     response = client.post(
         "/mcp", json=rpc("tools/call", {"name": "alpha__explode"}), headers=session_headers(session)
     )
@@ -349,6 +349,24 @@ def test_failing_tool_is_an_error_result_that_leaks_nothing(client, caplog) -> N
     assert result["structuredContent"]["code"] == "internal_error"
     assert "/home/someone" not in response.text
     assert "/home/someone" not in caplog.text
+    # One line, naming the type and an id the client was given too; no traceback.
+    (failure,) = [r for r in caplog.records if "tool_failure" in r.getMessage()]
+    request_id = result["structuredContent"]["request_id"]
+    assert failure.getMessage() == (
+        f"tool_failure request_id={request_id} tool=alpha__explode error_type=RuntimeError"
+    )
+    assert failure.exc_info is None
+    assert "Traceback" not in caplog.text
+
+
+def test_failing_tool_traceback_only_at_debug_level(client, caplog) -> None:
+    session = initialize(client)
+    caplog.set_level(logging.DEBUG, logger="mymcp.transport.tools")
+    client.post(
+        "/mcp", json=rpc("tools/call", {"name": "alpha__explode"}), headers=session_headers(session)
+    )
+    (failure,) = [r for r in caplog.records if "tool_failure" in r.getMessage()]
+    assert failure.exc_info is not None
 
 
 def test_tools_list_pagination_and_bad_cursor(make_client) -> None:
@@ -372,13 +390,19 @@ def test_tools_list_pagination_and_bad_cursor(make_client) -> None:
     assert bad.json()["error"]["code"] == -32602
 
 
-def test_full_session_store_answers_503_without_body(make_client) -> None:
+def test_full_session_store_evicts_the_idlest_session_instead_of_refusing(make_client) -> None:
     client = make_client(session_limit=2)
-    initialize(client)
-    initialize(client)
-    response = client.post("/mcp", json=rpc("initialize", {}), headers=HEADERS)
-    assert response.status_code == 503
-    assert response.content == b""
+    first = initialize(client, authorization="Bearer alice")
+    second = initialize(client, authorization="Bearer bob")
+    ping = rpc("ping")
+    alice = session_headers(first, authorization="Bearer alice")
+    bob = session_headers(second, authorization="Bearer bob")
+    assert client.post("/mcp", json=ping, headers=alice).status_code == 200  # bob is idlest
+    third = initialize(client, authorization="Bearer carol")
+    assert client.post("/mcp", json=ping, headers=bob).status_code == 404
+    assert client.post("/mcp", json=ping, headers=alice).status_code == 200
+    carol = session_headers(third, authorization="Bearer carol")
+    assert client.post("/mcp", json=ping, headers=carol).status_code == 200
 
 
 def test_rejected_authentication_is_an_empty_401_before_parsing(client) -> None:

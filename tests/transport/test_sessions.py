@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from mymcp.transport import SessionStore
+from tests.transport.conftest import initialize, rpc, session_headers
 
 
 class Clock:
@@ -48,21 +53,18 @@ def test_zero_disables_both_limits() -> None:
     assert store.lookup(session.id, "p", "g") is session
 
 
-def test_full_store_sweeps_expired_before_refusing() -> None:
+def test_full_store_sweeps_expired_before_evicting() -> None:
     clock = Clock()
     store = SessionStore(limit=2, inactivity_seconds=10, absolute_seconds=0, clock=clock)
     first = store.create("p", "g", "v")
-    second = store.create("p", "g", "v")
-    assert first is not None
-    assert second is not None
-    assert store.create("p", "g", "v") is None
+    second = store.create("q", "g", "v")
     clock.now += 5
-    assert store.lookup(second.id, "p", "g") is second
-    clock.now += 6  # first is idle for 11 s, second for 6 s
-    third = store.create("p", "g", "v")
-    assert third is not None
+    assert store.lookup(second.id, "q", "g") is second
+    clock.now += 6  # first is idle for 11 s (expired), second for 6 s
+    third = store.create("r", "g", "v")
     assert store.lookup(first.id, "p", "g") is None
-    assert store.lookup(second.id, "p", "g") is second
+    assert store.lookup(second.id, "q", "g") is second
+    assert store.lookup(third.id, "r", "g") is third
 
 
 def test_other_principal_or_generation_sees_nothing_and_cannot_terminate() -> None:
@@ -81,3 +83,121 @@ def test_session_ids_are_unique_and_long() -> None:
     ids = {store.create("p", "g", "v").id for _ in range(500)}  # type: ignore[union-attr]
     assert len(ids) == 500
     assert all(len(i) == 43 for i in ids)
+
+
+def test_a_principal_at_its_quota_loses_its_own_least_recently_used_session() -> None:
+    clock = Clock()
+    store = SessionStore(per_principal_limit=3, clock=clock)
+    mine = [store.create("alice", "g", "v") for _ in range(3)]
+    other = store.create("bob", "g", "v")
+    clock.now += 1
+    assert store.lookup(mine[0].id, "alice", "g") is mine[0]  # mine[1] is now the LRU one
+    newest = store.create("alice", "g", "v")
+    assert store.lookup(mine[1].id, "alice", "g") is None
+    for kept in (mine[0], mine[2], newest):
+        assert store.lookup(kept.id, "alice", "g") is kept
+    assert store.lookup(other.id, "bob", "g") is other
+    assert store.count_for("alice") == 3
+
+
+def test_a_flood_from_one_principal_never_evicts_another_principal() -> None:
+    store = SessionStore(limit=1024, per_principal_limit=64)
+    bob = store.create("bob", "g", "v")
+    for _ in range(5000):
+        store.create("mallory", "g", "v")
+    assert store.count_for("mallory") == 64
+    assert store.lookup(bob.id, "bob", "g") is bob
+    assert store.create("carol", "g", "v") is not None
+    assert len(store) == 66
+
+
+def test_a_full_store_evicts_the_globally_idlest_session() -> None:
+    clock = Clock()
+    store = SessionStore(limit=3, per_principal_limit=3, clock=clock)
+    sessions = {name: store.create(name, "g", "v") for name in ("a", "b", "c")}
+    clock.now += 1
+    store.lookup(sessions["a"].id, "a", "g")
+    store.create("d", "g", "v")
+    assert store.lookup(sessions["b"].id, "b", "g") is None  # b was the idlest
+    assert store.lookup(sessions["a"].id, "a", "g") is sessions["a"]
+    assert store.lookup(sessions["c"].id, "c", "g") is sessions["c"]
+
+
+class SessionQuotas(RuleBasedStateMachine):
+    """Any interleaving of creates, lookups, terminations and time keeps every bound, and
+    a create evicts only the creator's own sessions unless the whole store is full."""
+
+    LIMIT = 6
+    QUOTA = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = Clock()
+        self.store = SessionStore(
+            limit=self.LIMIT,
+            per_principal_limit=self.QUOTA,
+            inactivity_seconds=100,
+            absolute_seconds=0,
+            clock=self.clock,
+        )
+        self.live: dict[str, str] = {}  # id -> principal, as far as the model knows
+
+    @rule(principal=st.sampled_from(["a", "b", "c"]))
+    def create(self, principal: str) -> None:
+        before = dict(self.live)
+        full = len(self.store) >= self.LIMIT
+        session = self.store.create(principal, "g", "v")
+        self.live[session.id] = principal
+        for session_id, owner in before.items():
+            survived = self.store.lookup(session_id, owner, "g") is not None
+            if not survived:
+                del self.live[session_id]
+                if owner != principal:
+                    assert full, "another principal lost a session while the store had room"
+        assert self.store.lookup(session.id, principal, "g") is session
+
+    @rule(data=st.data())
+    def terminate(self, data: st.DataObject) -> None:
+        if self.live:
+            # By position in creation order: ids are random, so drawing ids is not replayable.
+            session_id = list(self.live)[data.draw(st.integers(0, len(self.live) - 1))]
+            assert self.store.terminate(session_id, self.live.pop(session_id), "g")
+
+    @rule(seconds=st.sampled_from([1, 50, 101]))
+    def wait(self, seconds: int) -> None:
+        self.clock.now += seconds
+        self.live = {
+            session_id: owner
+            for session_id, owner in self.live.items()
+            if self.store.lookup(session_id, owner, "g") is not None
+        }
+
+    @invariant()
+    def bounds_hold(self) -> None:
+        assert len(self.store) <= self.LIMIT
+        for principal in ("a", "b", "c"):
+            assert self.store.count_for(principal) <= self.QUOTA
+
+
+TestSessionQuotas = SessionQuotas.TestCase
+TestSessionQuotas.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_a_client_that_opens_a_session_per_call_keeps_working(make_client) -> None:
+    # Like the Inspector CLI: initialize, one call, never DELETE; far past every bound.
+    client = make_client(session_limit=16, per_principal_limit=4)
+    for number in range(200):
+        session = initialize(client, authorization="Bearer inspector")
+        headers = session_headers(session, authorization="Bearer inspector")
+        response = client.post("/mcp", json=rpc("tools/list", request_id=number), headers=headers)
+        assert response.status_code == 200
+
+
+def test_one_principals_flood_never_locks_another_out(make_client) -> None:
+    client = make_client(session_limit=16, per_principal_limit=4)
+    bob = initialize(client, authorization="Bearer bob")
+    for _ in range(100):
+        initialize(client, authorization="Bearer mallory")
+    headers = session_headers(bob, authorization="Bearer bob")
+    assert client.post("/mcp", json=rpc("ping"), headers=headers).status_code == 200
+    assert initialize(client, authorization="Bearer carol")

@@ -458,7 +458,10 @@ def test_any_invisible_or_combining_character_inside_a_secret_is_seen_through(
 def test_cards_in_any_digit_script_and_separator_are_refused(
     body: str, separator: str, digit_script: int
 ) -> None:
-    card = _grouped(luhn_complete(body), separator, "four")
+    digits = luhn_complete(body)
+    fours = [digits[i : i + 4] for i in range(0, len(digits) - 3, 4)]
+    assume(not all(_is_year(group) for group in fours))  # read as a list of years, on purpose
+    card = _grouped(digits, separator, "four")
     written = "".join(chr(digit_script + int(c)) if c.isdigit() else c for c in card)
     assert find_disallowed(f"paid with {written} yesterday") is PAYMENT_CARD
 

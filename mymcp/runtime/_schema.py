@@ -1,0 +1,329 @@
+"""Published input schemas: the lint each one passes, its compiled validator, and the
+content-free description of a call whose arguments break it.
+
+Input schemas are JSON Schema 2020-12, MCP's default dialect. Each is compiled once, at
+composition, with jsonschema-rs: on our schemas it is 3 to 50 times faster than
+fastjsonschema (`bench/schema_validation.py`), and it implements 2020-12, where
+fastjsonschema stops at draft 7 and silently ignores `prefixItems`, `dependentRequired`
+and `unevaluatedProperties`. Compilation is offline: a `$ref` that does not resolve
+inside the schema is an error, never a network fetch.
+
+A violation is described by the path of the offending field, the keyword that failed
+and a fixed sentence built from both and from the schema. It never repeats the value,
+and property names that are not plain identifiers are masked, because an unexpected
+argument's name is client text too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import jsonschema_rs
+
+__all__ = [
+    "DRAFT_2020_12",
+    "PORTABILITY_ROOT_KEYWORDS",
+    "ArgumentViolation",
+    "ArgumentsValidator",
+    "SchemaFinding",
+    "compile_input_schema",
+    "lint_input_schema",
+]
+
+DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
+# Model APIs (Anthropic, OpenAI, Bedrock, Vertex, Azure) refuse a tool whose input schema
+# has any of these at its root, which fails the whole conversation for clients that pass
+# schemas through. Nested inside a property they are fine.
+PORTABILITY_ROOT_KEYWORDS: Final = (
+    "oneOf",
+    "anyOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "$ref",
+    "$defs",
+)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+_ROOT_FIELD = "$"
+_MASKED = "*"
+_BRANCHING = frozenset({"oneOf", "anyOf"})
+_DISCRIMINATING = frozenset({"type", "const", "enum"})
+_MAX_SHOWN_PATTERN = 120
+_MAX_SHOWN_OPTIONS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaFinding:
+    """One lint result: an `error` makes a schema unusable, a `warning` unportable.
+
+    `message` is fixed text about the schema's shape; it is safe to print and to log.
+    """
+
+    severity: Literal["error", "warning"]
+    code: str
+    message: str
+    keyword: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentViolation:
+    """The first problem of a call's arguments against the tool's input schema."""
+
+    field: str
+    rule: str
+    message: str
+
+    def payload(self) -> dict[str, str]:
+        """The structured tool error a client sees."""
+        return {
+            "status": "invalid_request",
+            "code": "invalid_arguments",
+            "field": self.field,
+            "rule": self.rule,
+            "message": self.message,
+        }
+
+
+def _error(code: str, message: str) -> SchemaFinding:
+    return SchemaFinding("error", code, message)
+
+
+def _compile(schema: Mapping[str, Any]) -> jsonschema_rs.Validator | SchemaFinding:
+    declared = schema.get("$schema", DRAFT_2020_12)
+    if declared not in (DRAFT_2020_12, DRAFT_2020_12 + "#"):
+        return _error(
+            "schema_dialect_unsupported",
+            "the input schema declares a $schema other than JSON Schema 2020-12",
+        )
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return _error("schema_not_json", "the input schema is not plain JSON data")
+    document = dict(schema)
+    try:
+        jsonschema_rs.meta.validate(document)
+    except (ValueError, jsonschema_rs.ReferencingError):
+        return _error(
+            "schema_invalid", "the input schema breaks the JSON Schema 2020-12 meta-schema"
+        )
+    try:
+        return jsonschema_rs.Draft202012Validator(document, offline=True)
+    except (ValueError, jsonschema_rs.ReferencingError):
+        return _error(
+            "schema_uncompilable",
+            "the input schema cannot be compiled (an invalid pattern, or a $ref that does "
+            "not resolve inside the schema)",
+        )
+
+
+def compile_input_schema(
+    schema: object,
+) -> tuple[ArgumentsValidator | None, tuple[SchemaFinding, ...]]:
+    """The compiled validator (None when an error prevents one) and every lint finding.
+
+    Errors: the root is not an object schema with `"type": "object"`, or the schema is not
+    plain JSON, declares another dialect, breaks the 2020-12 meta-schema or does not
+    compile. Warnings: a keyword at the root that model APIs refuse.
+    """
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        error = _error(
+            "schema_root_not_object",
+            'the input schema root must be an object schema with "type": "object"',
+        )
+        return None, (error,)
+    compiled = _compile(schema)
+    findings = [compiled] if isinstance(compiled, SchemaFinding) else []
+    findings += [
+        SchemaFinding(
+            "warning",
+            "schema_root_not_portable",
+            f"the input schema root uses '{keyword}', which several model APIs refuse; "
+            "move it inside a property or state the rule in the description",
+            keyword,
+        )
+        for keyword in PORTABILITY_ROOT_KEYWORDS
+        if keyword in schema
+    ]
+    if isinstance(compiled, SchemaFinding):
+        return None, tuple(findings)
+    return ArgumentsValidator(compiled), tuple(findings)
+
+
+def lint_input_schema(schema: object) -> tuple[SchemaFinding, ...]:
+    """Every finding for one published input schema, errors first (see compile_input_schema)."""
+    return compile_input_schema(schema)[1]
+
+
+class ArgumentsValidator:
+    """One compiled input schema; `check` answers a call's arguments in microseconds."""
+
+    __slots__ = ("_validator",)
+
+    def __init__(self, validator: jsonschema_rs.Validator) -> None:
+        self._validator = validator
+
+    def check(self, arguments: Mapping[str, Any]) -> ArgumentViolation | None:
+        """None when the arguments satisfy the schema, else the most useful violation."""
+        try:
+            if self._validator.is_valid(arguments):
+                return None
+            errors = list(self._validator.iter_errors(arguments))
+        except ValueError:
+            # Text that is not Unicode, or nesting beyond the validator's own bound: the
+            # request decoders refuse both first, so this only keeps a bug from escaping.
+            errors = []
+        if not errors:
+            return ArgumentViolation(
+                _ROOT_FIELD, "type", "The arguments could not be checked against the schema."
+            )
+        return _describe(_most_relevant(errors))
+
+
+def _branches(error: jsonschema_rs.ValidationError) -> list[list[jsonschema_rs.ValidationError]]:
+    """The failed branches of a oneOf/anyOf that matched nothing; else empty."""
+    kind = error.kind
+    if kind.name not in _BRANCHING or isinstance(
+        kind, jsonschema_rs.ValidationErrorKind.OneOfMultipleValid
+    ):
+        return []
+    context: list[list[jsonschema_rs.ValidationError]] = getattr(kind, "context", [])
+    return [branch for branch in context if branch]
+
+
+def _only_type_misses(error: jsonschema_rs.ValidationError) -> bool:
+    """Every branch refused the value's type: the union of types says it best."""
+    branches = _branches(error)
+    return bool(branches) and all(
+        len(branch) == 1
+        and branch[0].kind.name == "type"
+        and branch[0].instance_path == error.instance_path
+        for branch in branches
+    )
+
+
+def _branch_score(
+    branch: Sequence[jsonschema_rs.ValidationError], at: list[str | int]
+) -> tuple[int, int]:
+    # The branch that went wrong in the fewest places is the one the caller meant; a
+    # branch refused at its own root by type/const/enum is the wrong branch, not a typo.
+    misses = sum(1 for e in branch if e.kind.name in _DISCRIMINATING and e.instance_path == at)
+    return (len(branch), misses)
+
+
+def _most_relevant(
+    errors: Sequence[jsonschema_rs.ValidationError],
+) -> jsonschema_rs.ValidationError:
+    """A precise error first; a oneOf/anyOf failure is followed into its likeliest branch."""
+    direct = [error for error in errors if not _branches(error)]
+    chosen = direct[0] if direct else errors[0]
+    while _branches(chosen) and not _only_type_misses(chosen):
+        at = chosen.instance_path
+        chosen = _most_relevant(min(_branches(chosen), key=lambda b: _branch_score(b, at)))
+    return chosen
+
+
+def _expected_types(error: jsonschema_rs.ValidationError) -> str:
+    types: list[str] = []
+    if _only_type_misses(error):
+        for branch in _branches(error):
+            types += [name for name in branch[0].kind.types if name not in types]  # type: ignore[attr-defined]
+    else:
+        types = list(error.kind.types)  # type: ignore[attr-defined]
+    return " or ".join(types)
+
+
+def _render(path: Sequence[str | int]) -> str:
+    """`tags[2]`, `namespace.id`; keys that are not plain identifiers are masked."""
+    text = ""
+    for segment in path:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        else:
+            name = segment if _IDENTIFIER.fullmatch(segment) else _MASKED
+            text += f".{name}" if text else name
+    return text or _ROOT_FIELD
+
+
+def _subject(field: str) -> str:
+    if field == _ROOT_FIELD:
+        return "The arguments object"
+    if field.endswith(_MASKED):
+        return "An argument whose name is not shown"
+    return f"Argument '{field}'"
+
+
+def _limit(kind: Any) -> str:
+    return json.dumps(getattr(kind, "limit", getattr(kind, "multiple_of", None)))
+
+
+def _phrase(error: jsonschema_rs.ValidationError) -> str:
+    """What went wrong, from the keyword and the schema; never from the value."""
+    kind = error.kind
+    rule = kind.name
+    if rule == "type" or _only_type_misses(error):
+        return f"has the wrong type; the schema expects {_expected_types(error)}"
+    if rule == "enum":
+        options = json.dumps(kind.options, ensure_ascii=False)  # type: ignore[attr-defined]
+        if len(options) <= _MAX_SHOWN_OPTIONS:
+            return f"is not one of the allowed values {options}"
+        return "is not one of the allowed values listed in the schema"
+    if rule == "pattern":
+        pattern = getattr(kind, "pattern", None)
+        if isinstance(pattern, str) and len(pattern) <= _MAX_SHOWN_PATTERN:
+            return f"does not match the pattern {pattern}"
+        return "does not match the pattern the schema requires"
+    fixed = {
+        "required": "is required but missing",
+        "additionalProperties": "is not accepted by this tool",
+        "unevaluatedProperties": "is not accepted by this tool",
+        "const": "must be exactly the value the schema fixes",
+        "uniqueItems": "holds duplicate items",
+        "falseSchema": "is not allowed here",
+        "not": "has a form the schema forbids",
+        "contains": "holds no item of the kind the schema requires",
+        "propertyNames": "has a member name the schema does not allow",
+        "format": "is not in the format the schema names",
+        "oneOf": (
+            "matches more than one of the forms the schema allows"
+            if isinstance(kind, jsonschema_rs.ValidationErrorKind.OneOfMultipleValid)
+            else "matches none of the forms the schema allows"
+        ),
+        "anyOf": "matches none of the forms the schema allows",
+    }
+    if rule in fixed:
+        return fixed[rule]
+    bounded = {
+        "minLength": "is shorter than the minimum of {} characters",
+        "maxLength": "is longer than the maximum of {} characters",
+        "minItems": "has fewer than the minimum of {} items",
+        "maxItems": "has more than the maximum of {} items",
+        "minProperties": "has fewer than the minimum of {} members",
+        "maxProperties": "has more than the maximum of {} members",
+        "minimum": "is below the minimum of {}",
+        "maximum": "is above the maximum of {}",
+        "exclusiveMinimum": "must be greater than {}",
+        "exclusiveMaximum": "must be less than {}",
+        "multipleOf": "must be a multiple of {}",
+    }
+    if rule in bounded:
+        return bounded[rule].format(_limit(kind))
+    return "breaks a rule of the schema"
+
+
+def _describe(error: jsonschema_rs.ValidationError) -> ArgumentViolation:
+    kind = error.kind
+    rule = "type" if _only_type_misses(error) else kind.name
+    path: list[str | int] = list(error.instance_path)
+    if rule == "required":
+        path.append(kind.property)  # type: ignore[attr-defined]
+    elif rule in ("additionalProperties", "unevaluatedProperties"):
+        path.append(sorted(kind.unexpected)[0])  # type: ignore[attr-defined]
+    field = _render(path)
+    return ArgumentViolation(field, rule, f"{_subject(field)} {_phrase(error)} ({rule}).")

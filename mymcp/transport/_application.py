@@ -1,0 +1,135 @@
+"""The root ASGI application: lifespan, one Host/Origin rule for every route, routing to
+the MCP endpoint, the small JSON documents and mounted sub-applications (the console),
+and the guard that turns any exception into one log line and a bare 500.
+
+It is plain ASGI rather than a framework router: the MCP endpoint is the hot path, and
+each layer a framework adds (routing by pattern, two exception middlewares wrapping
+every `send`) costs measurable throughput at loopback speeds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mymcp.transport._dispatch import new_failure_id
+from mymcp.transport._endpoint import McpEndpoint, TransportOptions
+from mymcp.transport._exchange import encode_json, read_headers, send_empty, send_encoded
+from mymcp.transport._jsonrpc import ErrorCode, error_response
+
+__all__ = ["MCP_PATH", "HostApplication", "JsonDocument"]
+
+MCP_PATH = "/mcp"
+_DOCUMENT_METHODS = ("GET", "HEAD")
+_log = logging.getLogger("mcp")
+
+
+class JsonDocument:
+    """A fixed JSON body served at one path to GET (and HEAD)."""
+
+    __slots__ = ("_body", "_headers")
+
+    def __init__(self, content: Mapping[str, Any], headers: Mapping[str, str] | None = None):
+        self._body = encode_json(content)
+        self._headers = dict(headers or {})
+
+    async def answer(self, method: str, send: Send) -> None:
+        if method not in _DOCUMENT_METHODS:
+            await send_empty(send, 405, {"allow": ", ".join(_DOCUMENT_METHODS)})
+        elif method == "HEAD":
+            await send_empty(send, 200, {"content-type": "application/json", **self._headers})
+        else:
+            await send_encoded(send, 200, self._body, self._headers)
+
+
+class HostApplication:
+    """The ASGI app uvicorn serves: `/mcp` plus fixed JSON documents such as `/health`."""
+
+    def __init__(
+        self,
+        endpoint: McpEndpoint,
+        options: TransportOptions,
+        documents: Mapping[str, JsonDocument],
+        *,
+        mounts: Mapping[str, ASGIApp] | None = None,
+        on_startup: Sequence[Callable[[], None]] = (),
+        on_shutdown: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self._endpoint = endpoint
+        self._options = options
+        self._documents = dict(documents)
+        # A mount answers its exact prefix and everything below it (`/console`, `/console/…`).
+        self._mounts = tuple((prefix, app) for prefix, app in (mounts or {}).items())
+        self._on_startup = tuple(on_startup)
+        self._on_shutdown = tuple(on_shutdown)
+        self._forbidden = encode_json(error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._guarded(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:  # websockets and anything newer: this server speaks plain HTTP only
+            await send({"type": "websocket.close", "code": 1003})
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._route(scope, receive, tracked)
+        except Exception as exc:
+            # One content-free line per failure: exception text and tracebacks can carry
+            # request content and install paths. The id is in the reply too, so an
+            # operator can match a client's report to this line.
+            failure_id = new_failure_id()
+            _log.error(
+                "request_failed request_id=%s error_type=%s",
+                failure_id,
+                type(exc).__name__,
+                exc_info=exc if _log.isEnabledFor(logging.DEBUG) else None,
+            )
+            if not started:
+                message = f"Internal error (request {failure_id})"
+                body = error_response(None, ErrorCode.INTERNAL_ERROR, message)
+                await send_encoded(send, 500, encode_json(body), {"connection": "close"})
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = read_headers(scope)
+        if not self._options.trusts(headers):
+            await send_encoded(send, 403, self._forbidden)
+            return
+        path = scope["path"]
+        if path == MCP_PATH:
+            await self._endpoint.handle(scope["method"], headers, receive, send)
+            return
+        document = self._documents.get(path)
+        if document is not None:
+            await document.answer(scope["method"], send)
+            return
+        for prefix, app in self._mounts:
+            if path == prefix or path.startswith(prefix + "/"):
+                await app(scope, receive, send)
+                return
+        await send_empty(send, 404)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                for start in self._on_startup:
+                    start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                for stop in self._on_shutdown:
+                    stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

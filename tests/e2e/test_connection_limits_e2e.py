@@ -1,0 +1,170 @@
+"""Slow and idle clients against the real server: dropped on time, others still served.
+
+The server runs the production serve path with one-second read deadlines
+(`tests.e2e.limits_server`). Every wait is a socket timeout used as a deadline: a
+dropped connection ends the wait early with EOF; a kept one runs into the timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.server import READY_MARKER, STARTUP_TIMEOUT, RunningServer, Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE = 15.0  # far beyond the one-second limits, far below "forever"
+
+pytestmark = pytest.mark.slow
+
+
+@contextmanager
+def serve_module(sandbox: Sandbox, module: str) -> Iterator[RunningServer]:
+    """Run `python -m <module>` like tests.e2e.server.serve runs `mymcp`."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module],
+        env=sandbox.environ(),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    output: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+            if READY_MARKER in line:
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        ready.wait(STARTUP_TIMEOUT)
+        if process.poll() is not None or not any(READY_MARKER in line for line in output):
+            raise RuntimeError(f"{module} did not start:\n" + "".join(output))
+        yield RunningServer(f"http://127.0.0.1:{sandbox.port}/mcp", sandbox.port, process, output)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+        reader.join(timeout=15)
+
+
+@pytest.fixture
+def short_limits_server(sandbox: Sandbox) -> Iterator[RunningServer]:
+    sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
+    with serve_module(sandbox, "tests.e2e.limits_server") as server:
+        yield server
+
+
+def _connect(port: int) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    connection.settimeout(DEADLINE)
+    return connection
+
+
+def _closed_by_server(connection: socket.socket) -> bool:
+    """Read until EOF; True if the server closed the connection within the deadline."""
+    try:
+        while connection.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+    return True
+
+
+def _health(port: int) -> bytes:
+    with _connect(port) as connection:
+        connection.sendall(
+            f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+        )
+        reply = b""
+        while chunk := connection.recv(4096):
+            reply += chunk
+    return reply
+
+
+def _initialize_request(port: int) -> tuple[bytes, bytes]:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+    ).encode()
+    head = (
+        "POST /mcp HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\n"
+        "Accept: application/json, text/event-stream\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    return head, body
+
+
+def test_stalled_clients_are_dropped_and_a_normal_client_is_still_served(
+    short_limits_server: RunningServer,
+) -> None:
+    port = short_limits_server.port
+    head, body = _initialize_request(port)
+    silent = _connect(port)  # connects and never sends a byte
+    half_headers = _connect(port)
+    half_headers.sendall(head[:30])  # a slowloris: part of the request line, then nothing
+    half_body = _connect(port)
+    half_body.sendall(head + body[:5])  # complete headers, then a stalled body
+    try:
+        # While all three hold their sockets, a normal client is answered.
+        assert _health(port).startswith(b"HTTP/1.1 200")
+        for stalled in (silent, half_headers, half_body):
+            assert _closed_by_server(stalled)
+        assert _health(port).startswith(b"HTTP/1.1 200")
+    finally:
+        for stalled in (silent, half_headers, half_body):
+            stalled.close()
+    assert short_limits_server.process.poll() is None
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_its_response(
+    short_limits_server: RunningServer,
+) -> None:
+    port = short_limits_server.port
+    head, body = _initialize_request(port)
+    with _connect(port) as connection:
+        connection.sendall(head + body)
+        reply = connection.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200")
+        assert _closed_by_server(connection)
+
+
+def test_a_client_that_keeps_sending_requests_is_never_cut_off(
+    short_limits_server: RunningServer,
+) -> None:
+    # Requests back to back on one connection for several times the one-second limits:
+    # the deadlines bound each request's phases, not the connection's life.
+    port = short_limits_server.port
+    request = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    busy_until = time.monotonic() + 3.5
+    with _connect(port) as connection:
+        while time.monotonic() < busy_until:
+            connection.sendall(request)
+            reply = b""
+            while not reply.endswith(b'{"status":"ok"}'):
+                chunk = connection.recv(4096)
+                assert chunk, "the server closed a busy connection"
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200")

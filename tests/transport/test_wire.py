@@ -1,0 +1,342 @@
+"""Hostile bytes on the wire: surrogates, deep nesting, huge numbers, unencodable results.
+
+No request may get a 5xx or leave a session behind, and every reply is one JSON encoding
+that cannot fail on anything the request parser accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from mymcp.app import PROTECTED_RESOURCE_PATH, create_app
+from mymcp.config import HostConfiguration, McpSettings, ServerSettings
+from mymcp.runtime import compose_runtime
+from mymcp.transport import SERVER_INSTRUCTIONS
+from tests.synthetic import contribution, external_bindings, tool
+from tests.transport.conftest import BASE, HEADERS, NamedBearer, initialize, rpc, session_headers
+
+SURROGATE_ID = b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}'
+RAW_SURROGATE_ID = b'{"jsonrpc":"2.0","id":"\xed\xa0\x80","method":"ping"}'
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":'
+
+
+def _initialize_body(client_name: str) -> bytes:
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}}
+    params["clientInfo"] = {"name": client_name, "version": "1"}
+    return json.dumps(rpc("initialize", params)).encode()
+
+
+def _only_session_still_works(client: TestClient, session: str) -> bool:
+    response = client.post("/mcp", json=rpc("ping"), headers=session_headers(session))
+    return response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body", [SURROGATE_ID, RAW_SURROGATE_ID, b'{"jsonrpc":"2.0","id":"\\ud800"}']
+)
+def test_lone_surrogate_in_an_id_is_a_parse_error_not_a_500(client, body: bytes) -> None:
+    session = initialize(client)
+    response = client.post("/mcp", content=body, headers=session_headers(session))
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert response.json()["id"] is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _initialize_body("\\ud800").replace(b"\\\\ud800", b"\\ud800"),
+        _initialize_body("x").replace(b'"x"', b'"\xed\xa0\x80"'),
+        _initialize_body("\\udfff tail").replace(b"\\\\udfff", b"\\udfff"),
+    ],
+)
+def test_initialize_with_a_lone_surrogate_leaves_no_session(make_client, body: bytes) -> None:
+    # With room for one session, a session left behind would evict the one that exists.
+    client = make_client(session_limit=1)
+    session = initialize(client)
+    response = client.post("/mcp", content=body, headers=HEADERS)
+    assert response.status_code == 400
+    assert "mcp-session-id" not in response.headers
+    assert _only_session_still_works(client, session)
+
+
+def test_paired_surrogate_escapes_are_ordinary_text(client) -> None:
+    session = initialize(client)
+    body = b'{"jsonrpc":"2.0","id":"\\ud83d\\ude00","method":"ping"}'
+    response = client.post("/mcp", content=body, headers=session_headers(session))
+    assert response.status_code == 200
+    assert response.json()["id"] == "\U0001f600"
+    assert response.content.isascii()  # one encoding for every reply: escaped ASCII
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (PING + b"[" * 100 + b"]" * 100 + b"}", -32600),
+        (PING + b"[" * 5000 + b"]" * 5000 + b"}", -32600),
+        (PING + b"1e999}", -32700),
+        (PING + b"NaN}", -32700),
+        (PING + b"-Infinity}", -32700),
+        (b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}', -32700),
+    ],
+)
+def test_deep_or_non_finite_bodies_are_refused_before_dispatch(client, body, code) -> None:
+    session = initialize(client)
+    response = client.post("/mcp", content=body, headers=session_headers(session))
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+
+
+def test_large_integers_and_moderate_nesting_are_served(client) -> None:
+    session = initialize(client)
+    big = 10**300
+    nested: Any = "leaf"
+    for _ in range(50):
+        nested = [nested]
+    response = client.post(
+        "/mcp",
+        json=rpc("tools/call", {"name": "alpha__echo", "arguments": {}}, request_id=big),
+        headers=session_headers(session),
+    )
+    assert response.status_code == 200
+    assert response.json()["id"] == big
+    deep = client.post("/mcp", json=rpc("ping", {"x": nested}), headers=session_headers(session))
+    assert deep.status_code == 200
+
+
+# --- replies that cannot be encoded ----------------------------------------------------
+
+
+def _result_tool(result: Any) -> Any:
+    def handler(arguments: dict[str, Any]) -> Any:
+        return result
+
+    return handler
+
+
+@pytest.fixture
+def result_client() -> Iterator[Callable[[Any], TestClient]]:
+    clients: list[TestClient] = []
+
+    def make(result: Any) -> TestClient:
+        alpha = contribution("alpha", tool("alpha", "odd", _result_tool(result)))
+        runtime = compose_runtime([alpha], external_bindings(alpha), server_version="0.1.0")
+        app = create_app(runtime, authenticator=NamedBearer())
+        client = TestClient(app, base_url=BASE)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"n": math.nan}},
+        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"s": {1, 2}}},
+        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"b": b"bytes"}},
+    ],
+)
+def test_an_unencodable_tool_result_is_an_internal_error_for_that_request(
+    result_client, result: Any
+) -> None:
+    client = result_client(result)
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.status_code == 200
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert _only_session_still_works(client, session)
+
+
+def test_a_lone_surrogate_in_a_tool_result_is_escaped(result_client) -> None:
+    # A plugin can produce one (for example a file name decoded with surrogateescape).
+    client = result_client({"content": [{"type": "text", "text": "name-\udcff"}]})
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}})
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.status_code == 200
+    assert b"name-\\udcff" in response.content
+
+
+def test_initialize_reply_is_encoded_before_its_session_exists(make_client, monkeypatch) -> None:
+    from mymcp.transport import _dispatch
+
+    client = make_client(session_limit=1)
+    session = initialize(client)
+    original = _dispatch.Dispatcher.initialize
+
+    def unencodable(self: Any, request: Any) -> Any:
+        reply, version = original(self, request)
+        reply["result"]["serverInfo"]["odd"] = math.inf
+        return reply, version
+
+    monkeypatch.setattr(_dispatch.Dispatcher, "initialize", unencodable)
+    response = client.post("/mcp", content=_initialize_body("c"), headers=HEADERS)
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32603
+    assert "mcp-session-id" not in response.headers
+    assert _only_session_still_works(client, session)
+
+
+# --- fuzz: odd text in every field, ids of every type, every method ---------------------
+
+_odd_text = st.text(
+    alphabet=st.characters(codec=None, exclude_categories=()), max_size=12
+) | st.sampled_from(
+    ["\\ud800", "\\udfff", "\\ud83d\\ude00", "\u202e", "\ufeff", "\x00", "\U0010ffff"]
+)
+_ids = (
+    st.integers(-(10**30), 10**30)
+    | _odd_text
+    | st.none()
+    | st.booleans()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.lists(st.integers(), max_size=2)
+)
+_methods = (
+    st.sampled_from(
+        [
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "notifications/initialized",
+            "server/discover",
+        ]
+    )
+    | _odd_text
+)
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**40), 10**40)
+    | st.floats(allow_nan=False)
+    | _odd_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_odd_text, inner, max_size=3),
+    max_leaves=10,
+)
+_tool_params = st.fixed_dictionaries(
+    {"name": st.sampled_from(["alpha__echo", "list_tools", "alpha__explode"]) | _odd_text},
+    optional={
+        "arguments": st.dictionaries(
+            st.sampled_from(["tags", "count", "text"]) | _odd_text, _values, max_size=3
+        )
+    },
+)
+_messages = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "method": _methods},
+    optional={"id": _ids, "params": _values | _tool_params},
+)
+
+
+def _raw(message: dict[str, Any], depth: int) -> bytes:
+    # json.dumps escapes every non-ASCII character; the escaped forms of lone surrogates
+    # written as six characters above become real escapes here.
+    text = json.dumps(message).replace("\\\\ud", "\\ud")
+    return (("[" * depth) + text + ("]" * depth)).encode()
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(message=_messages, depth=st.sampled_from([0, 0, 0, 1, 70]), in_session=st.booleans())
+def test_fuzzed_messages_never_500_and_sessions_only_with_a_reply(
+    make_client, message: dict[str, Any], depth: int, in_session: bool
+) -> None:
+    client = make_client(session_limit=1)
+    session = initialize(client)
+    headers = session_headers(session) if in_session else HEADERS
+    response = client.post("/mcp", content=_raw(message, depth), headers=headers)
+    assert response.status_code < 500
+    if response.status_code == 200 and response.content:
+        reply = response.json()
+        assert isinstance(reply, dict)
+    created = response.headers.get("mcp-session-id")
+    if created is None:
+        assert _only_session_still_works(client, session)
+    else:
+        assert response.status_code == 200
+        assert "result" in response.json()
+
+
+# --- version header, host checks, instructions ----------------------------------------
+
+
+def test_a_supported_but_different_version_header_says_it_does_not_match(client) -> None:
+    session = initialize(client)
+    mismatch = client.post("/mcp", json=rpc("ping"), headers=session_headers(session, "2025-06-18"))
+    assert mismatch.status_code == 400
+    message = mismatch.json()["error"]["message"]
+    assert message == "MCP-Protocol-Version does not match the version negotiated for this session"
+    unknown = client.post("/mcp", json=rpc("ping"), headers=session_headers(session, "1999-01-01"))
+    assert unknown.status_code == 400
+    assert unknown.json()["error"]["message"] == "Unsupported MCP-Protocol-Version"
+
+
+@pytest.fixture
+def documents_client() -> Iterator[TestClient]:
+    alpha = contribution("alpha", tool("alpha", "one"))
+    runtime = compose_runtime([alpha], external_bindings(alpha), server_version="0.1.0")
+    config = HostConfiguration(
+        server=ServerSettings("127.0.0.1", 8000), mcp=McpSettings(True, 1800, 28800)
+    )
+    metadata = {"resource": f"{BASE}/mcp", "authorization_servers": ["https://issuer.example"]}
+    app = create_app(
+        runtime,
+        authenticator=NamedBearer(),
+        configuration=config,
+        protected_resource_metadata=metadata,
+    )
+    with TestClient(app, base_url=BASE) as client:
+        yield client
+
+
+@pytest.mark.parametrize("path", ["/health", "/version", PROTECTED_RESOURCE_PATH, "/mcp"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"host": "evil.example"},
+        {"host": "evil.example:8000"},
+        {"origin": "http://evil.example"},
+        {"origin": "null"},
+    ],
+)
+def test_every_route_applies_the_same_host_and_origin_rule(
+    documents_client: TestClient, path: str, headers: dict[str, str]
+) -> None:
+    response = documents_client.get(path, headers={**HEADERS, **headers})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/health", "/version", PROTECTED_RESOURCE_PATH])
+def test_documents_answer_their_own_origin(documents_client: TestClient, path: str) -> None:
+    own = {"origin": BASE, "host": "127.0.0.1:8000"}
+    response = documents_client.get(path, headers=own)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert documents_client.post(path, headers=own).status_code == 405
+    assert documents_client.head(path, headers=own).status_code == 200
+
+
+def test_unknown_paths_are_404(documents_client: TestClient) -> None:
+    assert documents_client.get("/nope").status_code == 404
+
+
+def test_initialize_returns_the_instructions(client) -> None:
+    response = client.post("/mcp", content=_initialize_body("c"), headers=HEADERS)
+    assert response.json()["result"]["instructions"] == SERVER_INSTRUCTIONS
