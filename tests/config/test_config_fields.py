@@ -483,3 +483,18 @@ def test_unknown_keys_fail_cleanly_whatever_their_value(value: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         parse_host_configuration(to_toml({"schema_version": 7, "x": value}).encode())
     assert caught.value.code == "invalid_schema"
+
+
+def test_schema_8_session_quota_is_bounded_and_optional() -> None:
+    assert parse({"schema_version": 8}).mcp.max_sessions_per_principal == 64
+    assert (
+        parse(
+            {"schema_version": 8, "mcp": {"max_sessions_per_principal": 3}}
+        ).mcp.max_sessions_per_principal
+        == 3
+    )
+    for bad in (0, 1025, True, "64"):
+        assert (
+            failure({"schema_version": 8, "mcp": {"max_sessions_per_principal": bad}}).code
+            == "invalid_schema"
+        )
