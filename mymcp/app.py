@@ -7,21 +7,26 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from mymcp import SERVER_NAME
 from mymcp.config import HostConfiguration
+from mymcp.console import console_state_directory, create_console
+from mymcp.errors import MyMCPError
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
 from mymcp.transport import (
     DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
+    Dispatcher,
     McpEndpoint,
     RequestAuthenticator,
     SessionStore,
@@ -44,11 +49,16 @@ def create_app(
     session_limit: int = DEFAULT_SESSION_LIMIT,
     protected_resource_metadata: Mapping[str, Any] | None = None,
     governance: Governance | None = None,
+    console_directory: Path | None = None,
+    console_clock: Callable[[], float] = time.time,
 ) -> Starlette:
-    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version`.
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health`, `/version` and the
+    console at `/console/`.
 
     Without `governance` every caller may call every tool and nothing is audited. The
-    app's lifespan runs the audit's background writer and flushes it at shutdown.
+    app's lifespan runs the audit's background writer and flushes it at shutdown. The
+    console accepts the sign-in tokens `mymcp console` leaves in `console_directory`
+    (default `$XDG_STATE_HOME/mymcp/console`).
     """
     config = configuration or HostConfiguration()
     mcp = config.mcp
@@ -73,7 +83,7 @@ def create_app(
     async def version(request: Request) -> Response:
         return JSONResponse(version_body)
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/mcp", endpoint=endpoint),
         Route("/health", health, methods=["GET"]),
         Route("/version", version, methods=["GET"]),
@@ -86,6 +96,19 @@ def create_app(
 
         routes.append(Route(PROTECTED_RESOURCE_PATH, protected_resource, methods=["GET"]))
     audit = governance.audit if governance is not None else None
+    console = create_console(
+        runtime,
+        Dispatcher(runtime, governance),
+        approvals=governance.approvals if governance is not None else None,
+        audit=audit,
+        address=config.server.address,
+        port=config.server.port,
+        state_directory=console_directory or _default_console_directory(),
+        clock=console_clock,
+    )
+    # After /mcp, so that the MCP endpoint is matched first and pays nothing for this.
+    # The bare `/console` goes to the console too, so that even its redirect is guarded.
+    routes += [Route("/console", console), Mount("/console", app=console)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -98,6 +121,15 @@ def create_app(
                 audit.close()
 
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _default_console_directory() -> Path | None:
+    """Where `mymcp console` leaves sign-in tokens; None (nobody can sign in) when the
+    home directory cannot be found."""
+    try:
+        return console_state_directory()
+    except MyMCPError:
+        return None
 
 
 def create_host_app(host: Host) -> Starlette:

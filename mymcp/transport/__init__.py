@@ -1,5 +1,6 @@
 """Streamable HTTP for MCP 2025-11-25: envelope, sessions, hygiene and dispatch."""
 
+from mymcp.transport._dispatch import Caller, Dispatcher
 from mymcp.transport._endpoint import (
     MAX_BODY_BYTES,
     McpEndpoint,
@@ -13,6 +14,8 @@ __all__ = [
     "DEFAULT_SESSION_LIMIT",
     "LATEST_PROTOCOL_VERSION",
     "MAX_BODY_BYTES",
+    "Caller",
+    "Dispatcher",
     "McpEndpoint",
     "RequestAuthenticator",
     "SessionStore",
