@@ -44,7 +44,7 @@ from mymcp.console.memory import (
     reference_from_query,
     reference_query,
 )
-from mymcp.governance import ApprovalError, Approvals, AuditLog, rfc3339
+from mymcp.governance import Approval, ApprovalError, Approvals, AuditLog, rfc3339
 from mymcp.plugin import QualifiedCapabilityId
 from mymcp.plugins.mnemosyne import MNEMOSYNE_PLUGIN_ID
 from mymcp.runtime import HostRuntime
@@ -89,10 +89,18 @@ _DONE: Final[Mapping[str, str]] = {
     "already_active": "The record was already active.",
     "forgotten": "Forgotten: the record was deleted permanently.",
 }
-_ACTION_TEXT: Final[Mapping[str, tuple[str, str]]] = {
-    "archive": ("Archive", "It stays stored and inspectable, but recall no longer finds it."),
-    "restore": ("Restore", "Recall finds it again."),
-    "forget": ("Forget permanently", "The file is deleted. This cannot be undone."),
+_ACTION_TEXT: Final[Mapping[str, tuple[str, str, str]]] = {
+    "archive": (
+        "Archive this record?",
+        "Archive",
+        "It stays stored and inspectable, but recall no longer finds it.",
+    ),
+    "restore": ("Restore this record?", "Restore", "Recall finds it again."),
+    "forget": (
+        "Forget this record permanently?",
+        "Forget permanently",
+        "The file is deleted. This cannot be undone.",
+    ),
 }
 
 Handler = Callable[[Request, ConsoleSession], Awaitable[Response]]
@@ -341,7 +349,7 @@ class ConsolePages:
         pending = pending_summary(approvals.pending())
         return JSONResponse({"enabled": True, "version": approvals.version, "pending": pending})
 
-    def _find_approval(self, approval_id: str) -> Any:
+    def _find_approval(self, approval_id: str) -> Approval | None:
         if self._approvals is None or not _APPROVAL_ID.fullmatch(approval_id):
             return None
         return self._approvals.get(approval_id)
@@ -397,6 +405,10 @@ class ConsolePages:
             scopes=self._memory.scopes,
             can_recall=self._memory.can("memory_recall"),
             can_list=self._memory.can("memory_list"),
+            search_scopes=self._memory.scopes,
+            search_scope="",
+            search_namespace="",
+            search_text="",
         )
 
     async def _listing(self, request: Request, session: ConsoleSession) -> Response:
@@ -441,11 +453,12 @@ class ConsolePages:
             200 if outcome is None or outcome.ok else 409,
             session=session,
             section="memory",
-            scopes=self._memory.scopes,
             scope=scope,
-            text=text,
-            namespace=namespace or "",
             outcome=outcome,
+            search_scopes=self._memory.scopes,
+            search_scope=scope,
+            search_namespace=namespace or "",
+            search_text=text,
         )
 
     async def _record(self, request: Request, session: ConsoleSession) -> Response:
@@ -498,12 +511,13 @@ class ConsolePages:
                 notice=None,
                 error=None,
             )
-        label, consequence = _ACTION_TEXT[action]
+        heading, label, consequence = _ACTION_TEXT[action]
         return self._render(
             "confirm.html",
             session=session,
             section="memory",
             action=action,
+            heading=heading,
             label=label,
             consequence=consequence,
             record=record,

@@ -6,10 +6,14 @@ import html
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given
 
 from mymcp.console.approvals import visible
+from mymcp.console.memory import reference_from_query, reference_query
 from mymcp.governance import read_records
 from tests.console.conftest import GATES, Stack, running
 
@@ -208,6 +212,7 @@ def test_scope_namespace_collection_record(stack: Stack) -> None:
     stack.sign_in()
     home = stack.client.get("/console/memory").text
     assert 'href="/console/memory/project"' in home
+    assert 'name="namespace" value=""' in home
     scope = stack.client.get("/console/memory/project").text
     assert 'href="/console/memory/project/garden"' in scope
     assert 'href="/console/memory/project/mnemosyne"' in scope
@@ -239,6 +244,28 @@ def test_scope_namespace_collection_record(stack: Stack) -> None:
         "Updated 20",
     ):
         assert expected in text, expected
+
+
+@given(
+    scope=st.text(min_size=1, max_size=20),
+    namespace=st.text(min_size=1, max_size=70),
+    collection=st.none() | st.text(min_size=1, max_size=70),
+    memory_id=st.text(min_size=1, max_size=40),
+)
+def test_record_urls_name_exactly_their_record(
+    scope: str, namespace: str, collection: str | None, memory_id: str
+) -> None:
+    canonical = {
+        "schema_version": 2,
+        "scope": scope,
+        "namespace_id": namespace,
+        "collection_id": collection,
+        "id": memory_id,
+    }
+    legacy = {"schema_version": 1, "scope": scope, "id": memory_id}
+    for reference in (canonical, legacy):
+        query = dict(parse_qsl(reference_query(reference), keep_blank_values=True))
+        assert reference_from_query(query) == reference
 
 
 def test_listings_are_paginated(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -273,6 +300,8 @@ def test_search_runs_recall(stack: Stack) -> None:
     stack.remember("Cellar", content="The cellar stays cool all year.")
     stack.sign_in()
     found = stack.client.get("/console/memory/search?scope=project&q=watering+tomatoes")
+    assert 'value="watering tomatoes"' in found.text
+    assert '<option value="project" selected>' in found.text
     text = _text(found.text)
     assert "Tomatoes want full sun" in text
     assert "cellar stays cool" not in text
