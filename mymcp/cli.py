@@ -454,7 +454,7 @@ def _console(args: argparse.Namespace) -> int:
     )
     print(url, flush=True)
     try:
-        httpx.get(f"{origin}/health", timeout=2.0)
+        httpx.get(f"{origin}/health", timeout=2.0, trust_env=False)  # loopback, no proxy
     except httpx.HTTPError:
         print(f"note: no server answers at {origin} yet; start it with `mymcp`.", file=sys.stderr)
     if not args.no_browser:

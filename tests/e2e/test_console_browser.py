@@ -42,8 +42,6 @@ pytestmark = [
 playwright_api = pytest.importorskip(
     "playwright.async_api", reason="playwright (the test extra) is not installed"
 )
-Browser = playwright_api.Browser
-Page = playwright_api.Page
 
 GATES = {
     "MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true",
