@@ -6,16 +6,24 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route
 
 from mymcp import SERVER_NAME
 from mymcp.config import HostConfiguration
+from mymcp.console import console_state_directory, create_console
+from mymcp.errors import MyMCPError
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
 from mymcp.transport import (
     DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
+    Dispatcher,
     HostApplication,
     JsonDocument,
     McpEndpoint,
@@ -41,13 +49,18 @@ def create_app(
     per_principal_session_limit: int | None = None,
     protected_resource_metadata: Mapping[str, Any] | None = None,
     governance: Governance | None = None,
+    console_directory: Path | None = None,
+    console_clock: Callable[[], float] = time.time,
 ) -> HostApplication:
-    """An ASGI app serving `runtime` at `/mcp`, plus `/health` and `/version` (and the
-    RFC 9728 metadata when OAuth is on), all behind the same Host/Origin rule.
+    """An ASGI app serving `runtime` at `/mcp`, plus `/health`, `/version` (and the
+    RFC 9728 metadata when OAuth is on) and the console at `/console/`, all behind the
+    same Host/Origin rule.
 
     Without `governance` every caller may call every tool and nothing is audited. The
     app's lifespan runs the audit's background writer and flushes it at shutdown. The
-    per-principal session quota defaults to `[mcp] max_sessions_per_principal`.
+    per-principal session quota defaults to `[mcp] max_sessions_per_principal`. The
+    console accepts the sign-in tokens `mymcp console` leaves in `console_directory`
+    (default `$XDG_STATE_HOME/mymcp/console`).
     """
     config = configuration or HostConfiguration()
     mcp = config.mcp
@@ -76,13 +89,36 @@ def create_app(
             protected_resource_metadata, {"cache-control": "no-store"}
         )
     audit = governance.audit if governance is not None else None
+    console = create_console(
+        runtime,
+        Dispatcher(runtime, governance),
+        approvals=governance.approvals if governance is not None else None,
+        audit=audit,
+        address=config.server.address,
+        port=config.server.port,
+        state_directory=console_directory or _default_console_directory(),
+        clock=console_clock,
+    )
+    # The console's own router sees only `/console` and below; the MCP endpoint never
+    # passes through it. The bare `/console` goes there too, so even its redirect is guarded.
+    console_routes = Starlette(routes=[Route("/console", console), Mount("/console", app=console)])
     return HostApplication(
         endpoint,
         options,
         documents,
+        mounts={"/console": console_routes},
         on_startup=() if audit is None else (audit.start,),
         on_shutdown=() if audit is None else (audit.close,),
     )
+
+
+def _default_console_directory() -> Path | None:
+    """Where `mymcp console` leaves sign-in tokens; None (nobody can sign in) when the
+    home directory cannot be found."""
+    try:
+        return console_state_directory()
+    except MyMCPError:
+        return None
 
 
 def create_host_app(host: Host) -> HostApplication:

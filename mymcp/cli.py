@@ -1,4 +1,4 @@
-"""Operator commands: serve, check, plugin check, credentials, policy and audit."""
+"""Operator commands: serve, check, plugin check, credentials, policy, audit and console."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
             help="verifier file to use (default: authentication.operator_bearer.verifier_path)",
         )
     _governance_parsers(commands)
+    _console_parser(commands)
     return parser
 
 
@@ -160,6 +161,30 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:  # a worker thread, or no loop at all
         return None
+
+
+def _console_parser(commands: Any) -> None:
+    console = commands.add_parser(
+        "console",
+        help="sign in to the web console (approvals, memory, audit) with a one-time link",
+        description=(
+            "Print a one-time sign-in link for the MyMCP console, served by the running "
+            "server at http://<address>:<port>/console/, and open it in your browser. The "
+            "link works once, within 5 minutes; the console session it opens lasts 8 hours. "
+            "Only a person at this terminal can sign in: MCP credentials never open the "
+            "console. The link's token is stored only as a SHA-256 digest, in "
+            "$XDG_STATE_HOME/mymcp/console (~/.local/state/mymcp/console), which the "
+            "server must share."
+        ),
+    )
+    console.add_argument(
+        "--no-browser", action="store_true", help="only print the link; do not open a browser"
+    )
+    console.add_argument(
+        "--sign-out-all",
+        action="store_true",
+        help="end every console session and void unused sign-in links, instead of signing in",
+    )
 
 
 def _governance_parsers(commands: Any) -> None:
@@ -534,6 +559,52 @@ def _readable(record: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def _console(args: argparse.Namespace) -> int:
+    import time
+    import webbrowser
+
+    import httpx
+
+    from mymcp.config import load_host_configuration
+    from mymcp.console import SIGN_IN_TTL_SECONDS, console_state_directory, issue_sign_in
+    from mymcp.console import sign_out_all as end_console_sessions
+
+    try:
+        directory = console_state_directory()
+        if args.sign_out_all:
+            end_console_sessions(directory)
+            print(
+                "Signed out every console session; unused sign-in links no longer work.",
+                file=sys.stderr,
+            )
+            return EXIT_OK
+        server = load_host_configuration().server
+        token = issue_sign_in(directory, now=time.time())
+    except MyMCPError as exc:
+        return _fail(exc)
+    host = f"[{server.address}]" if ":" in server.address else server.address
+    origin = f"http://{host}:{server.port}"
+    url = f"{origin}/console/sign-in?token={token}"
+    minutes = SIGN_IN_TTL_SECONDS // 60
+    print(
+        f"Sign in to the MyMCP console with this link (once, within {minutes} minutes):",
+        file=sys.stderr,
+    )
+    print(url, flush=True)
+    try:
+        httpx.get(f"{origin}/health", timeout=2.0, trust_env=False)  # loopback, no proxy
+    except httpx.HTTPError:
+        print(f"note: no server answers at {origin} yet; start it with `mymcp`.", file=sys.stderr)
+    if not args.no_browser:
+        try:
+            opened = webbrowser.open(url)
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            print("No browser could be opened: copy the link into one.", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
@@ -547,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _policy_explain(args)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "console":
+        return _console(args)
     return _token(args)
 
 

@@ -2,7 +2,12 @@
 
 from mymcp.transport._application import MCP_PATH, HostApplication, JsonDocument
 from mymcp.transport._connections import DEFAULT_CONNECTION_LIMITS, ConnectionLimits
-from mymcp.transport._dispatch import OTHER_TOOL_THREADS, READ_ONLY_TOOL_THREADS
+from mymcp.transport._dispatch import (
+    OTHER_TOOL_THREADS,
+    READ_ONLY_TOOL_THREADS,
+    Caller,
+    Dispatcher,
+)
 from mymcp.transport._endpoint import (
     MAX_BODY_BYTES,
     McpEndpoint,
@@ -30,6 +35,8 @@ __all__ = [
     "ConnectionLimits",
     "HostApplication",
     "JsonDocument",
+    "Caller",
+    "Dispatcher",
     "McpEndpoint",
     "RequestAuthenticator",
     "SessionStore",

@@ -103,23 +103,26 @@ class HostApplication:
                 await send_encoded(send, 500, encode_json(body), {"connection": "close"})
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        if path != MCP_PATH:
+            for prefix, app in self._mounts:
+                # A mounted application applies the same Host/Origin rule itself, so that
+                # its refusals carry its own page and security headers.
+                if path == prefix or path.startswith(prefix + "/"):
+                    await app(scope, receive, send)
+                    return
         headers = read_headers(scope)
         if not self._options.trusts(headers):
             await send_encoded(send, 403, self._forbidden)
             return
-        path = scope["path"]
         if path == MCP_PATH:
             await self._endpoint.handle(scope["method"], headers, receive, send)
             return
         document = self._documents.get(path)
-        if document is not None:
+        if document is None:
+            await send_empty(send, 404)
+        else:
             await document.answer(scope["method"], send)
-            return
-        for prefix, app in self._mounts:
-            if path == prefix or path.startswith(prefix + "/"):
-                await app(scope, receive, send)
-                return
-        await send_empty(send, 404)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

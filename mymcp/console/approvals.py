@@ -1,0 +1,153 @@
+"""What a person sees before approving a call: the call exactly, and what it would change.
+
+Every argument is shown as pretty-printed JSON of the exact value the tool would get.
+Characters that render invisibly or reorder text (controls, format characters such as
+right-to-left overrides, line and paragraph separators) are shown as `\\uXXXX`, so that
+what is shown cannot differ from what runs. For a memory change the record it targets is
+inspected; for `memory_revise` the stored and the proposed text stand side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from mymcp.console.memory import LIFECYCLE_ACTIONS, MemoryBrowser, Outcome
+from mymcp.governance import Approval, ApprovalState, rfc3339
+
+__all__ = ["ApprovalDetail", "ComparedField", "describe", "pending_summary", "visible"]
+
+_REVISE: Final = "memory_revise"
+_TARGETING: Final = frozenset({*LIFECYCLE_ACTIONS.values(), _REVISE})
+_KEPT: Final = frozenset("\n\t")
+
+STATE_TEXT: Final[Mapping[ApprovalState, str]] = {
+    ApprovalState.PENDING: "Waiting for your decision.",
+    ApprovalState.GRANTED: (
+        "Approved. The client may now repeat this identical call; it runs once."
+    ),
+    ApprovalState.DENIED: (
+        "Denied. When the client repeats this call it is told that you denied it."
+    ),
+    ApprovalState.SPENT: "Approved and used: the call ran once.",
+    ApprovalState.EXPIRED: "Expired: nobody decided in time, or the approval was not used.",
+}
+
+
+def visible(text: str) -> str:
+    """`text` with every invisible or reordering character shown as `\\uXXXX`."""
+    return "".join(
+        char
+        if char in _KEPT or not unicodedata.category(char).startswith(("C", "Zl", "Zp"))
+        else f"\\u{ord(char):04x}"
+        for char in text
+    )
+
+
+def pretty_arguments(arguments: Mapping[str, Any]) -> str:
+    return visible(json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedField:
+    """One field of a revision: what is stored, what is proposed, and whether it differs."""
+
+    name: str
+    stored: str
+    proposed: str
+
+    @property
+    def changed(self) -> bool:
+        return self.stored != self.proposed
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDetail:
+    approval: Approval
+    arguments: str
+    state_text: str
+    created: str
+    expires: str
+    target: Outcome | None = None
+    comparison: tuple[ComparedField, ...] = ()
+    revision_note: str | None = None
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value) if value else "(no tags)"
+    return visible(str(value))
+
+
+def _label(container: object) -> object:
+    return container.get("label") if isinstance(container, Mapping) else None
+
+
+def _comparison(
+    stored: Mapping[str, Any], proposed: Mapping[str, Any]
+) -> tuple[ComparedField, ...]:
+    rows = [
+        ("Namespace label", _label(stored.get("namespace")), proposed.get("namespace_label")),
+        ("Collection label", _label(stored.get("collection")), proposed.get("collection_label")),
+        ("Title", stored.get("title"), proposed.get("title")),
+        ("Content", stored.get("content"), proposed.get("content")),
+        ("Tags", stored.get("tags"), proposed.get("tags")),
+    ]
+    return tuple(ComparedField(name, _shown(old), _shown(new)) for name, old, new in rows)
+
+
+def _revision_note(stored: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    lifecycle = stored.get("lifecycle")
+    current = lifecycle.get("revision") if isinstance(lifecycle, Mapping) else None
+    expected = arguments.get("expected_revision")
+    if current is None or expected == current:
+        return None
+    return (
+        f"The call expects revision {expected}, but the record is at revision {current}: "
+        "if approved, it will fail with revision_conflict and change nothing."
+    )
+
+
+async def describe(approval: Approval, memory: MemoryBrowser) -> ApprovalDetail:
+    """Everything the approval page shows; inspects the targeted record when there is one."""
+    arguments = approval.arguments
+    detail = ApprovalDetail(
+        approval=approval,
+        arguments=pretty_arguments(arguments),
+        state_text=STATE_TEXT[approval.state],
+        created=rfc3339(approval.created_at),
+        expires=rfc3339(approval.expires_at),
+    )
+    tool = memory.memory_tool(approval.tool)
+    if tool not in _TARGETING or "reference" not in arguments:
+        return detail
+    target = await memory.inspect(arguments["reference"])
+    record = target.payload.get("memory") if target.ok else None
+    if not isinstance(record, Mapping):
+        return replace(detail, target=target)
+    comparison = _comparison(record, arguments) if tool == _REVISE else ()
+    return replace(
+        detail,
+        target=target,
+        comparison=comparison,
+        revision_note=_revision_note(record, arguments),
+    )
+
+
+def pending_summary(approvals: list[Approval]) -> list[dict[str, str]]:
+    """The pending list as the live page polls it (no argument values)."""
+    return [
+        {
+            "id": approval.id,
+            "tool": approval.tool,
+            "principal": approval.principal,
+            "created_at": rfc3339(approval.created_at),
+            "expires_at": rfc3339(approval.expires_at),
+        }
+        for approval in approvals
+    ]

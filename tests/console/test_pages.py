@@ -1,0 +1,470 @@
+"""The console's pages in-process: approvals, the memory browser, its actions, the audit."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from mymcp.console.approvals import visible
+from mymcp.console.memory import reference_from_query, reference_query
+from mymcp.governance import read_records
+from tests.console.conftest import GATES, Stack, remember_arguments, running
+
+XSS_TITLE = "<script>alert(1)</script>"
+XSS_CONTENT = '<img src=x onerror="alert(2)"> & </pre><b>bold</b>'
+
+
+def _approval_path(result: dict[str, Any]) -> str:
+    payload = result["structuredContent"]
+    assert payload["status"] == "approval_required", payload
+    return str(payload["approval_url"]).removeprefix("http://127.0.0.1:8000")
+
+
+def _status(result: dict[str, Any]) -> str:
+    return str(result["structuredContent"]["status"])
+
+
+def _record_path(reference: dict[str, Any]) -> str:
+    collection = reference["collection_id"]
+    query = f"scope={reference['scope']}&namespace={reference['namespace_id']}"
+    if collection is not None:
+        query += f"&collection={collection}"
+    return f"/console/memory/record?{query}&id={reference['id']}"
+
+
+def _text(page: str) -> str:
+    """The page's visible text, roughly: tags dropped, entities decoded, spaces folded."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def _console_calls(stack: Stack) -> list[tuple[str, str]]:
+    audit = stack.host.governance.audit
+    assert audit is not None
+    audit.commit()
+    return [
+        (str(record["tool"]), str(record["outcome"]))
+        for record in read_records(audit.directory)
+        if record.get("principal") == "console" and "outcome" in record
+    ]
+
+
+# -- approvals ------------------------------------------------------------------------------
+
+
+def test_an_approved_call_runs_exactly_once_when_the_client_repeats_it(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    reference = stack.remember("Archive me")
+    session = stack.mcp_session()
+    arguments = {"reference": reference, "expected_revision": 1}
+    path = _approval_path(stack.mcp_call(session, "memory_archive", arguments))
+    approval_id = path.rsplit("/", 1)[1]
+
+    feed = stack.client.get("/console/approvals.json").json()
+    assert [item["id"] for item in feed["pending"]] == [approval_id]
+    assert feed["pending"][0]["tool"] == "memory_archive"
+    listing = stack.client.get("/console/approvals").text
+    assert f'href="/console/approvals/{approval_id}"' in listing
+
+    detail = stack.client.get(path)
+    text = _text(detail.text)
+    assert "Waiting for your decision" in text
+    assert "Requested by anonymous" in text
+    assert "The record this call targets" in text
+    assert "Archive me" in text
+    assert f'"id": "{reference["id"]}"' in html.unescape(detail.text)
+    assert '"expected_revision": 1' in html.unescape(detail.text)
+
+    decided = stack.post(path, {"decision": "approve", "csrf": csrf})
+    assert (decided.status_code, decided.headers["location"]) == (303, path)
+    assert "Approved. The client may now repeat" in stack.client.get(path).text
+    assert stack.client.get("/console/approvals.json").json()["pending"] == []
+
+    assert _status(stack.mcp_call(session, "memory_archive", arguments)) == "archived"
+    assert "Approved and used" in stack.client.get(path).text
+    again = stack.mcp_call(session, "memory_archive", arguments)
+    assert _approval_path(again) != path  # a second run needs a second approval
+
+
+def test_a_denied_call_is_refused_when_the_client_repeats_it(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    reference = stack.remember("Keep me")
+    session = stack.mcp_session()
+    arguments = {"reference": reference, "expected_revision": 1}
+    path = _approval_path(stack.mcp_call(session, "memory_archive", arguments))
+    assert stack.post(path, {"decision": "deny", "csrf": csrf}).status_code == 303
+    assert "Denied" in stack.client.get(path).text
+    assert _status(stack.mcp_call(session, "memory_archive", arguments)) == "approval_denied"
+    inspected = stack.run("memory_inspect", {"reference": reference})
+    assert inspected["memory"]["lifecycle"]["state"] == "active"
+
+
+def test_a_decision_cannot_be_made_twice_or_after_expiry(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    session = stack.mcp_session()
+    first = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments("first")))
+    assert stack.post(first, {"decision": "deny", "csrf": csrf}).status_code == 303
+    twice = stack.post(first, {"decision": "approve", "csrf": csrf})
+    assert twice.status_code == 409
+    assert "already decided" in twice.text
+    assert "Denied" in twice.text
+
+    late = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments("late")))
+    stack.clock.now += 301
+    expired = stack.post(late, {"decision": "approve", "csrf": csrf})
+    assert expired.status_code == 409
+    assert "expired before your decision" in expired.text
+
+    unknown = stack.post("/console/approvals/nope", {"decision": "approve", "csrf": csrf})
+    assert unknown.status_code == 404
+    bad = stack.post(first, {"decision": "maybe", "csrf": csrf})
+    assert bad.status_code == 400
+
+
+def test_the_live_feed_changes_version_with_every_new_request(stack: Stack) -> None:
+    stack.sign_in()
+    before = stack.client.get("/console/approvals.json").json()
+    assert before["enabled"] is True
+    assert before["pending"] == []
+    session = stack.mcp_session()
+    for title in ("one", "two"):
+        stack.mcp_call(session, "memory_remember", remember_arguments(title))
+    after = stack.client.get("/console/approvals.json").json()
+    assert after["version"] != before["version"]
+    assert [item["tool"] for item in after["pending"]] == ["memory_remember"] * 2
+    assert set(after["pending"][0]) == {"id", "tool", "principal", "created_at", "expires_at"}
+    page = stack.client.get("/console/approvals").text
+    assert f'data-version="{after["version"]}"' in page
+
+
+def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:
+    stack.sign_in()
+    reference = stack.remember("Old title", tags=["keep"])
+    session = stack.mcp_session()
+    proposal = {
+        "reference": reference,
+        "expected_revision": 1,
+        "namespace_label": "Mnemosyne",
+        "collection_label": "Decisions",
+        "title": "New title",
+        "content": "The content of Old title",
+        "tags": ["keep", "added"],
+    }
+    path = _approval_path(stack.mcp_call(session, "memory_revise", proposal))
+    page = stack.client.get(path).text
+    rows = {
+        _text(match.group(1)).removesuffix(" changed"): (
+            "changed" in match.group(0),
+            [_text(cell) for cell in re.findall(r"<td>(.*?)</td>", match.group(0), re.S)],
+        )
+        for match in re.finditer(r"<tr[^>]*>\s*<th scope=\"row\">(.*?)</th>.*?</tr>", page, re.S)
+    }
+    assert rows["Title"] == (True, ["Old title", "New title"])
+    assert rows["Tags"] == (True, ["keep", "keep, added"])
+    assert rows["Content"] == (False, ["The content of Old title"] * 2)
+    assert rows["Namespace label"] == (False, ["Mnemosyne", "Mnemosyne"])
+    assert "revision_conflict" not in page
+
+    stale = _approval_path(
+        stack.mcp_call(session, "memory_revise", {**proposal, "expected_revision": 7})
+    )
+    assert "expects revision 7, but the record is at revision 1" in stack.client.get(stale).text
+
+
+def test_invisible_characters_in_arguments_are_shown(stack: Stack) -> None:
+    stack.sign_in()
+    session = stack.mcp_session()
+    sneaky = "evil\u202egnp.exe\u200b"
+    path = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments(sneaky)))
+    page = stack.client.get(path).text
+    assert "\u202e" not in page
+    assert "\u200b" not in page
+    assert "evil\\u202egnp.exe\\u200b" in page
+    assert visible("line\nnext\ttab\u2028") == "line\nnext\ttab\\u2028"
+
+
+def test_without_approval_settings_the_console_says_so(tmp_path: Path) -> None:
+    config = '[server]\naddress = "127.0.0.1"\nport = 8000\n'
+    with running(tmp_path, config="schema_version = 8\n" + config) as stack:
+        stack.sign_in()
+        assert "selects none" in stack.client.get("/console/approvals").text
+        assert stack.client.get("/console/approvals.json").json() == {
+            "enabled": False,
+            "version": 0,
+            "pending": [],
+        }
+        assert stack.client.get("/console/approvals/abc").status_code == 404
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def test_scope_namespace_collection_record(stack: Stack) -> None:
+    stack.remember("In decisions")
+    stack.remember("Loose", collection=None)
+    stack.remember("Garden bed", namespace={"kind": "project", "id": "garden", "label": "G"})
+    stack.sign_in()
+    home = stack.client.get("/console/memory").text
+    assert 'href="/console/memory/project"' in home
+    assert 'name="namespace" value=""' in home
+    scope = stack.client.get("/console/memory/project").text
+    assert 'href="/console/memory/project/garden"' in scope
+    assert 'href="/console/memory/project/mnemosyne"' in scope
+    assert "3 records" in _text(scope)
+    namespace = stack.client.get("/console/memory/project/mnemosyne").text
+    assert 'href="/console/memory/project/mnemosyne/decisions"' in namespace
+    assert 'href="/console/memory/project/mnemosyne/-"' in namespace
+    assert "Garden bed" not in namespace
+    collection = stack.client.get("/console/memory/project/mnemosyne/decisions").text
+    assert "In decisions" in collection
+    assert "Loose" not in collection
+    outside = stack.client.get("/console/memory/project/mnemosyne/-").text
+    assert "Loose" in outside
+    assert "In decisions" not in outside
+
+    link = re.search(r'href="(/console/memory/record\?[^"]+)">In decisions<', collection)
+    assert link is not None
+    record = stack.client.get(html.unescape(link.group(1)))
+    text = _text(record.text)
+    for expected in (
+        "Title In decisions",
+        "Status active",
+        "Revision 1",
+        "Namespace mnemosyne (Mnemosyne)",
+        "Collection decisions (Decisions)",
+        "Tags console",
+        "The content of In decisions",
+        "Created 20",
+        "Updated 20",
+    ):
+        assert expected in text, expected
+
+
+@given(
+    scope=st.text(min_size=1, max_size=20),
+    namespace=st.text(min_size=1, max_size=70),
+    collection=st.none() | st.text(min_size=1, max_size=70),
+    memory_id=st.text(min_size=1, max_size=40),
+)
+def test_record_urls_name_exactly_their_record(
+    scope: str, namespace: str, collection: str | None, memory_id: str
+) -> None:
+    canonical = {
+        "schema_version": 2,
+        "scope": scope,
+        "namespace_id": namespace,
+        "collection_id": collection,
+        "id": memory_id,
+    }
+    legacy = {"schema_version": 1, "scope": scope, "id": memory_id}
+    for reference in (canonical, legacy):
+        query = dict(parse_qsl(reference_query(reference), keep_blank_values=True))
+        assert reference_from_query(query) == reference
+
+
+def test_listings_are_paginated(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("mymcp.console.memory.PAGE_SIZE", 2)
+    monkeypatch.setattr("mymcp.console.memory.CONTAINER_PAGE_SIZE", 2)
+    titles = {f"Note {n}" for n in range(5)}
+    for title in sorted(titles):
+        stack.remember(title)
+    stack.sign_in()
+    seen: list[str] = []
+    path = "/console/memory/project/mnemosyne/decisions"
+    pages = 0
+    while True:
+        page = stack.client.get(path).text
+        pages += 1
+        seen += re.findall(r">(Note \d)</a>", page)
+        following = re.search(r'href="(\?cursor=[^"]+)" rel="next"', page)
+        if following is None:
+            break
+        path = "/console/memory/project/mnemosyne/decisions" + html.unescape(following.group(1))
+    assert pages == 3
+    assert sorted(seen) == sorted(titles)
+    scope = _text(stack.client.get("/console/memory/project").text)
+    assert "mnemosyne 5 records" in scope  # the namespace walk crossed three pages
+    broken = stack.client.get("/console/memory/project/mnemosyne/decisions?cursor=forged")
+    assert broken.status_code == 409
+    assert "invalid_cursor" in broken.text
+
+
+def test_search_runs_recall(stack: Stack) -> None:
+    stack.remember("Tomatoes", content="Tomatoes want full sun and deep watering.")
+    stack.remember("Cellar", content="The cellar stays cool all year.")
+    stack.sign_in()
+    found = stack.client.get("/console/memory/search?scope=project&q=watering+tomatoes")
+    assert 'value="watering tomatoes"' in found.text
+    assert '<option value="project" selected>' in found.text
+    text = _text(found.text)
+    assert "Tomatoes want full sun" in text
+    assert "cellar stays cool" not in text
+    nothing = stack.client.get("/console/memory/search?scope=project&q=zeppelin")
+    assert "Nothing relevant was found" in nothing.text
+    invalid = stack.client.get("/console/memory/search?scope=moon&q=x")
+    assert invalid.status_code == 409
+    assert "invalid_scope" in invalid.text
+
+
+def test_archive_restore_and_forget_with_a_confirmation_step(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    reference = stack.remember("Short-lived")
+    record = _record_path(reference)
+    page = stack.client.get(record).text
+    archive_link = f'href="/console/memory/record/archive?{record.split("?", 1)[1]}"'
+    assert html.unescape(page).count(archive_link.replace("&amp;", "&")) == 1
+    assert "/record/forget?" not in page  # an active record is archived first
+
+    confirm = stack.client.get(record.replace("/record?", "/record/archive?"))
+    assert "Archive this record?" in confirm.text
+    assert 'name="expected_revision" value="1"' in confirm.text
+    form = {
+        "csrf": csrf,
+        "scope": "project",
+        "namespace": "mnemosyne",
+        "collection": "decisions",
+        "id": reference["id"],
+        "expected_revision": "1",
+    }
+    archived = stack.post("/console/memory/record/archive", form)
+    assert archived.status_code == 303
+    assert archived.headers["location"].endswith("&done=archived")
+    page = stack.client.get(archived.headers["location"]).text
+    assert "Archived: the record is kept" in page
+    assert "Status archived" in _text(page)
+    assert "/record/restore?" in page
+    assert "/record/forget?" in page
+
+    conflict = stack.post("/console/memory/record/forget", form)  # revision is 2 now
+    assert conflict.status_code == 409
+    assert "revision_conflict" in conflict.text
+
+    confirm = stack.client.get(record.replace("/record?", "/record/forget?"))
+    assert "This cannot be undone" in confirm.text
+    forgotten = stack.post("/console/memory/record/forget", {**form, "expected_revision": "2"})
+    assert forgotten.headers["location"] == (
+        "/console/memory/project/mnemosyne/decisions?done=forgotten"
+    )
+    assert (
+        "Forgotten: the record was deleted" in stack.client.get(forgotten.headers["location"]).text
+    )
+    gone = stack.client.get(record)
+    assert gone.status_code == 404
+    assert "not_found" in gone.text
+    assert stack.run("memory_inspect", {"reference": reference})["status"] == "not_found"
+    calls = _console_calls(stack)
+    assert ("memory_archive", "ok") in calls
+    assert ("memory_forget", "revision_conflict") in calls
+    assert ("memory_forget", "ok") in calls
+
+
+def test_switched_off_tools_have_no_buttons(tmp_path: Path) -> None:
+    gates = {"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true"}
+    with running(tmp_path, gates=gates) as stack:
+        csrf = stack.sign_in()
+        reference = stack.remember("Stays")
+        record = _record_path(reference)
+        page = stack.client.get(record).text
+        assert "Status active" in _text(page)
+        assert "/record/archive?" not in page
+        assert stack.client.get(record.replace("/record?", "/record/archive?")).status_code == 404
+        form = {"csrf": csrf, "scope": "project", "namespace": "mnemosyne"}
+        form |= {"collection": "decisions", "id": reference["id"], "expected_revision": "1"}
+        refused = stack.post("/console/memory/record/archive", form)
+        assert refused.status_code == 409
+        assert "tool_unavailable" in refused.text
+
+
+def test_memory_content_is_escaped_everywhere(stack: Stack) -> None:
+    assert set(GATES) <= set(stack.env)
+    reference = stack.remember(XSS_TITLE, content=XSS_CONTENT)
+    stack.sign_in()
+    session = stack.mcp_session()
+    proposal = {
+        "reference": reference,
+        "expected_revision": 1,
+        "namespace_label": "Mnemosyne",
+        "collection_label": "Decisions",
+        "title": XSS_TITLE + " v2",
+        "content": XSS_CONTENT,
+        "tags": [],
+    }
+    approval = _approval_path(stack.mcp_call(session, "memory_revise", proposal))
+    pages = [
+        "/console/memory/project",
+        "/console/memory/project/mnemosyne/decisions",
+        _record_path(reference),
+        _record_path(reference).replace("/record?", "/record/archive?"),
+        "/console/memory/search?scope=project&q=alert+bold",
+        approval,
+    ]
+    for path in pages:
+        page = stack.client.get(path).text
+        assert "<script>alert" not in page, path
+        assert "<img src=x" not in page, path
+        assert "<b>bold" not in page, path
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, path
+        assert page.count("<script") == 1, path  # the console's own, from /static/
+    assert XSS_TITLE in _text(stack.client.get(_record_path(reference)).text)
+
+
+# -- audit ------------------------------------------------------------------------------------
+
+
+def test_the_audit_page_shows_filters_and_verifies(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    reference = stack.remember("Audited")
+    stack.post(
+        "/console/memory/record/archive",
+        {
+            "csrf": csrf,
+            "scope": "project",
+            "namespace": "mnemosyne",
+            "collection": "decisions",
+            "id": reference["id"],
+            "expected_revision": "1",
+        },
+    )
+    stack.client.get("/console/memory/project")
+    page = stack.client.get("/console/audit")
+    text = _text(page.text)
+    assert "Intact:" in text
+    assert "console_sign_in" in text
+    assert "memory_archive" in text
+    seqs = [int(n) for n in re.findall(r'<td data-label="#">(\d+)</td>', page.text)]
+    assert seqs == sorted(seqs, reverse=True)
+    assert len(seqs) > 3
+
+    only = stack.client.get("/console/audit?tool=memory_archive&principal=console")
+    rows = re.findall(r"<tr>\s*<td data-label=\"Time\">.*?</tr>", only.text, re.S)
+    assert len(rows) == 2  # the decision and the outcome
+    assert all("memory_archive" in row and "console" in row for row in rows)
+    assert "allowed -&gt; ok" in rows[0]
+    events = stack.client.get("/console/audit?event=console_sign_in&limit=1").text
+    assert len(re.findall(r'<td data-label="Event">console_sign_in</td>', events)) == 1
+
+    audit = stack.host.governance.audit
+    assert audit is not None
+    segment = next(audit.directory.glob("segment-*.jsonl"))
+    lines = segment.read_bytes().splitlines(keepends=True)
+    lines[0] = lines[0].replace(b'"seq":1', b'"seq":7')
+    segment.write_bytes(b"".join(lines))
+    broken = _text(stack.client.get("/console/audit").text)
+    assert "Broken: segment-000001.jsonl line 1" in broken
+
+
+def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    stack.post("/console/sign-out", {"csrf": csrf})
+    audit = stack.host.governance.audit
+    assert audit is not None
+    audit.commit()
+    events = [r["event"] for r in read_records(audit.directory)]
+    assert events.count("console_sign_in") == 1
+    assert events.count("console_sign_out") == 1
