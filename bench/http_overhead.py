@@ -269,6 +269,36 @@ def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
             return _run_cases((port, pid), mode, count, cases)
 
 
+def _governed_config(port: int, audit: Path) -> str:
+    """Schema 8 with the audit on and a 20-rule policy (the bench's anonymous client is
+    allowed list_tools by the first rule; the others speak for other principals)."""
+    rules = ['[[policy.rules]]\nprincipals = ["anonymous"]\nallow = ["@read_only"]\n']
+    rules += [
+        f'[[policy.rules]]\nprincipals = ["operator:user{i}", "oauth:user{i}*"]\n'
+        f'allow = ["memory_*"]\ndeny = ["@destructive"]\n'
+        for i in range(18)
+    ]
+    rules.append('[[policy.rules]]\nprincipals = ["scope:memory.write"]\nallow = ["@mutating"]\n')
+    return (
+        f'schema_version = 8\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+        f'[audit]\ndirectory = "{audit}"\n[policy]\ndefault = "deny"\n' + "".join(rules)
+    )
+
+
+def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
+    """The same call with governance on: policy decided per call, every call audited."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp, "xdg", "mymcp")
+        config.mkdir(parents=True)
+        (config / "config.toml").write_text(_governed_config(port, Path(tmp, "audit")))
+        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
+        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
+            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+            cases = {"mymcp governed tools/call list_tools": (CALL_MESSAGE, sessions)}
+            return _run_cases((port, pid), mode, count, cases)
+
+
 def profile_mymcp(count: int, output: Path) -> None:
     """Sample the MyMCP server with py-spy while it serves concurrent tools/call."""
     port = free_port()
@@ -327,6 +357,7 @@ def main() -> None:
     for _ in range(args.rounds):
         measured = bench_echo(args.requests, args.mode)
         measured.update(bench_mymcp(args.requests, args.mode))
+        measured.update(bench_mymcp_governed(args.requests, args.mode))
         for name, row in measured.items():
             cpu.setdefault(name, []).append(row["cpu_us"])
             if name not in rows or row["rps"] > rows[name]["rps"]:

@@ -42,6 +42,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -78,6 +79,7 @@ _TAIL_WINDOW: Final = 65536
 FLUSH_INTERVAL_SECONDS: Final = 1.0
 MAX_PENDING: Final = 65536
 _WAKE_AT: Final = 1024
+_SESSION_TAGS: Final = 4096
 
 AuditRecord = dict[str, Any]
 
@@ -93,6 +95,35 @@ def canonical_json(value: object) -> bytes:
     new one per call, which costs more than the encoding of a small record.)
     """
     return _CANONICAL.encode(value).encode("ascii")
+
+
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _canonical_record(record: Mapping[str, Any]) -> bytes:
+    """`canonical_json` of a record, faster for the flat records the audit writes.
+
+    Strings, integers, finite floats, None and booleans are written exactly as the canonical encoder
+    writes them (the C string escaper it uses, sorted keys); a record holding anything
+    else takes the general encoder. A test checks the two agree on generated records.
+    """
+    parts = []
+    for key in sorted(record):
+        value = record[key]
+        if isinstance(value, str):
+            text = _encode_string(value)
+        elif value is None:
+            text = "null"
+        elif value is True or value is False:
+            text = "true" if value else "false"
+        elif type(value) is int:
+            text = str(value)
+        elif type(value) is float and math.isfinite(value):
+            text = float.__repr__(value)
+        else:
+            return canonical_json(record)
+        parts.append(f"{_encode_string(key)}:{text}")
+    return ("{" + ",".join(parts) + "}").encode("ascii")
 
 
 def record_hash(record: Mapping[str, Any]) -> str:
@@ -218,7 +249,11 @@ class AuditLog:
     ) -> None:
         _prepare_directory(directory)
         self.directory = directory
-        self._key = _load_key(directory)
+        key = _load_key(directory)
+        # Keyed once: every digest copies these instead of setting up HMAC again.
+        self._arguments_mac = hmac.new(key, b"arguments\x00", hashlib.sha256)
+        self._session_mac = hmac.new(key, b"session\x00", hashlib.sha256)
+        self._session_tags: dict[str, str] = {}
         self._max_segment_bytes = max_segment_bytes
         self._max_segments = max_segments
         self._clock = clock
@@ -243,12 +278,25 @@ class AuditLog:
             data = canonical_json(value)
         except (ValueError, TypeError, RecursionError):
             return "unhashable"
-        return hmac.digest(self._key, b"arguments\x00" + data, "sha256").hex()
+        mac = self._arguments_mac.copy()
+        mac.update(data)
+        return mac.hexdigest()
 
     def session_tag(self, session_id: str) -> str:
-        """Keyed hash of a session id: records of one session group without the id."""
-        data = b"session\x00" + session_id.encode("utf-8", "surrogatepass")
-        return hmac.digest(self._key, data, "sha256").hex()[:32]
+        """Keyed hash of a session id: records of one session group without the id.
+
+        Remembered per session id (a bounded map, cleared when full): a session's
+        requests all need the same tag.
+        """
+        tag = self._session_tags.get(session_id)
+        if tag is None:
+            mac = self._session_mac.copy()
+            mac.update(session_id.encode("utf-8", "surrogatepass"))
+            tag = mac.hexdigest()[:32]
+            if len(self._session_tags) >= _SESSION_TAGS:
+                self._session_tags.clear()
+            self._session_tags[session_id] = tag
+        return tag
 
     def append(self, event: str, **fields: Any) -> None:
         """Queue one record; it is written by the next `commit` (at most a second away)."""
@@ -375,7 +423,7 @@ class _ChainWriter:
 
     def add(self, moment: float, fields: AuditRecord) -> None:
         record = {"seq": self.seq + 1, "time": _timestamp(moment), **fields, "prev": self.hash}
-        body = canonical_json(record)
+        body = _canonical_record(record)
         digest = hashlib.sha256(body).hexdigest()
         line = _line(body, digest)
         if self.size and self.size + len(line) > self._max:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import logging
 import secrets
 import time
@@ -186,6 +187,8 @@ class Dispatcher:
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
         self._workers = _WorkerLimits(read_only_threads, other_threads)
+        self._call_prefix = secrets.token_hex(3)
+        self._call_numbers = itertools.count(1)
 
     def initialize(self, request: Request) -> tuple[dict[str, Any], str | None]:
         """The initialize reply and the negotiated version (None when it is an error)."""
@@ -323,7 +326,9 @@ class Dispatcher:
         """
         if digest is None and self._audit is not None:
             digest = self._audit.digest(arguments)
-        call = secrets.token_hex(6)
+        # Pairs the decision record with the outcome record: unique in this process, and
+        # with the random prefix across restarts and processes sharing one audit.
+        call = f"{self._call_prefix}{next(self._call_numbers):x}"
         if not tool.effects.read_only and self._audit is not None:
             self._record(caller, tool.name, call=call, args_digest=digest, decision="allowed")
             try:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mymcp.errors import AuditError
 from mymcp.governance import AuditLog, read_records, verify_audit
-from mymcp.governance.audit import GENESIS_HASH, record_hash
+from mymcp.governance.audit import GENESIS_HASH, _canonical_record, canonical_json, record_hash
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -338,3 +338,18 @@ def test_kill_9_during_a_write_burst_leaves_a_verifiable_log(tmp_path: Path) -> 
     after = verify_audit(tmp_path)
     assert after.ok, after.problem
     assert after.records >= result.records + 1
+
+
+_flat_values = st.one_of(
+    st.text(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=12), _flat_values, max_size=14))
+def test_the_fast_record_encoding_is_the_canonical_one(record: dict[str, Any]) -> None:
+    assert _canonical_record(record) == canonical_json(record)
