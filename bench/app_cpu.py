@@ -85,6 +85,19 @@ async def _measure(app: Any, count: int, rounds: int) -> dict[str, float]:
     return results
 
 
+def _configure_launcher_logging() -> None:
+    """The launcher's logging, in this checkout or in an older one measured through
+    PYTHONPATH (which set it up in `mymcp.cli`)."""
+    try:
+        from mymcp.logs import configure_logging, log_settings
+    except ImportError:
+        import mymcp.cli
+
+        mymcp.cli._configure_logging()  # type: ignore[attr-defined]
+        return
+    configure_logging(log_settings())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -92,14 +105,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:
         os.environ.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, "xdg"))
-        import mymcp.cli
         from mymcp.app import create_host_app
         from mymcp.runtime.bootstrap import build_host
 
         report = sys.stdout
         with open(os.devnull, "w") as devnull:
             sys.stderr = devnull
-            mymcp.cli._configure_logging()
+            _configure_launcher_logging()
             app = create_host_app(build_host())
             results = asyncio.run(_measure(app, args.requests, args.rounds))
     for name, cpu in results.items():

@@ -1,9 +1,11 @@
 """The one safe reader for every small file MyMCP trusts (config, verifier, manifests, settings).
 
-Rules (D14): the immediate parent directory and the file are opened without following
+Rules: the immediate parent directory and the file are opened without following
 symlinks, the file is read relative to the directory descriptor, permission bits are
 checked, reads are bounded, and the file's identity is checked before and after the read.
-Callers map the neutral `SafeFileReason` onto their own stable error vocabulary.
+A refusal names its reason, the path at fault (the file or its directory) and, for the
+operator's terminal, what to do; `as_error` turns it into a caller's error type, which is
+the only place a reason becomes a code.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import TypeVar
 
-from mymcp.errors import MyMCPError
+from mymcp.errors import Location, MyMCPError
 
-__all__ = ["SafeFileError", "SafeFileReason", "read_safe_file"]
+__all__ = ["SafeFileError", "SafeFileReason", "as_error", "read_safe_file"]
 
 _CHUNK = 16384
 
@@ -31,24 +34,61 @@ class SafeFileReason(enum.StrEnum):
     CHANGED = "source_changed"
 
 
-class SafeFileError(MyMCPError):
-    """A trusted file could not be read safely; `reason` says why, never where."""
+_DETAILS: dict[SafeFileReason, str] = {
+    SafeFileReason.MISSING: "no such file or directory",
+    SafeFileReason.UNSAFE_PATH: "a symlink, or a path component that is not a directory",
+    SafeFileReason.NOT_REGULAR: "not a regular file",
+    SafeFileReason.UNSAFE_PERMISSIONS: "writable by group or others",
+    SafeFileReason.UNREADABLE: "cannot be read",
+    SafeFileReason.TOO_LARGE: "larger than allowed",
+    SafeFileReason.CHANGED: "changed while it was being read; try again",
+}
 
-    def __init__(self, reason: SafeFileReason) -> None:
-        super().__init__(reason.value, "MyMCP could not read a trusted file safely")
+
+class SafeFileError(MyMCPError):
+    """A trusted file could not be read safely: `reason` says why, `location` where."""
+
+    def __init__(self, reason: SafeFileReason, path: Path, detail: str | None = None) -> None:
+        super().__init__(
+            reason.value,
+            "MyMCP could not read a trusted file safely",
+            location=Location(source=str(path)),
+            detail=detail or _DETAILS[reason],
+        )
         self.reason = reason
+
+
+_Error = TypeVar("_Error", bound=MyMCPError)
+
+
+def as_error(failure: SafeFileError, error_type: type[_Error], prefix: str = "") -> _Error:
+    """`failure` in the vocabulary of `error_type`: the code is `prefix` plus the reason
+    (a missing file counts as `unreadable`); where and what carry over unchanged."""
+    reason = (
+        SafeFileReason.UNREADABLE if failure.reason is SafeFileReason.MISSING else failure.reason
+    )
+    return error_type(prefix + reason.value, location=failure.location, detail=failure.detail)
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
-def _check_permissions(st: os.stat_result, *, private: bool) -> None:
+def _check_permissions(st: os.stat_result, path: Path, *, private: bool) -> None:
     if os.name != "posix":
         return
     forbidden = 0o077 if private else 0o022
     if st.st_mode & forbidden:
-        raise SafeFileError(SafeFileReason.UNSAFE_PERMISSIONS)
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            detail = f"the directory is writable by group or others (mode {mode:04o}); "
+            detail += f"run: chmod go-w {path}"
+        elif private:
+            detail = f"the file must be private (mode {mode:04o}); run: chmod 600 {path}"
+        else:
+            detail = f"the file is writable by group or others (mode {mode:04o}); "
+            detail += f"run: chmod go-w {path}"
+        raise SafeFileError(SafeFileReason.UNSAFE_PERMISSIONS, path, detail)
 
 
 def _open_parent(parent: Path) -> int:
@@ -56,11 +96,12 @@ def _open_parent(parent: Path) -> int:
     try:
         return os.open(parent, flags)
     except FileNotFoundError:
-        raise SafeFileError(SafeFileReason.MISSING) from None
+        raise SafeFileError(SafeFileReason.MISSING, parent) from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise SafeFileError(SafeFileReason.UNSAFE_PATH) from None
-        raise SafeFileError(SafeFileReason.UNREADABLE) from None
+            detail = "the directory is a symlink, or a component of its path is not a directory"
+            raise SafeFileError(SafeFileReason.UNSAFE_PATH, parent, detail) from None
+        raise SafeFileError(SafeFileReason.UNREADABLE, parent, exc.strerror) from None
 
 
 def read_safe_file(path: Path, *, max_bytes: int, private: bool = False) -> bytes:
@@ -75,70 +116,72 @@ def read_safe_file(path: Path, *, max_bytes: int, private: bool = False) -> byte
     try:
         dir_stat = os.fstat(dir_fd)
         if not stat.S_ISDIR(dir_stat.st_mode):
-            raise SafeFileError(SafeFileReason.UNSAFE_PATH)
-        _check_permissions(dir_stat, private=False)
+            raise SafeFileError(SafeFileReason.UNSAFE_PATH, path.parent)
+        _check_permissions(dir_stat, path.parent, private=False)
         try:
             before = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
-            raise SafeFileError(SafeFileReason.MISSING) from None
-        except OSError:
-            raise SafeFileError(SafeFileReason.UNREADABLE) from None
+            raise SafeFileError(SafeFileReason.MISSING, path) from None
+        except OSError as exc:
+            raise SafeFileError(SafeFileReason.UNREADABLE, path, exc.strerror) from None
         if stat.S_ISLNK(before.st_mode):
-            raise SafeFileError(SafeFileReason.UNSAFE_PATH)
+            detail = "the file is a symlink; point to the real file instead"
+            raise SafeFileError(SafeFileReason.UNSAFE_PATH, path, detail)
         if not stat.S_ISREG(before.st_mode):
-            raise SafeFileError(SafeFileReason.NOT_REGULAR)
-        _check_permissions(before, private=private)
-        return _read_opened(dir_fd, path.name, before, max_bytes, private=private)
+            raise SafeFileError(SafeFileReason.NOT_REGULAR, path)
+        _check_permissions(before, path, private=private)
+        return _read_opened(dir_fd, path, before, max_bytes, private=private)
     finally:
         os.close(dir_fd)
 
 
 def _read_opened(
-    dir_fd: int, name: str, before: os.stat_result, max_bytes: int, *, private: bool
+    dir_fd: int, path: Path, before: os.stat_result, max_bytes: int, *, private: bool
 ) -> bytes:
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
+        fd = os.open(path.name, flags, dir_fd=dir_fd)
     except FileNotFoundError:
-        raise SafeFileError(SafeFileReason.CHANGED) from None
+        raise SafeFileError(SafeFileReason.CHANGED, path) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise SafeFileError(SafeFileReason.UNSAFE_PATH) from None
+            raise SafeFileError(SafeFileReason.UNSAFE_PATH, path) from None
         if exc.errno == errno.EISDIR:
-            raise SafeFileError(SafeFileReason.NOT_REGULAR) from None
-        raise SafeFileError(SafeFileReason.UNREADABLE) from None
+            raise SafeFileError(SafeFileReason.NOT_REGULAR, path) from None
+        raise SafeFileError(SafeFileReason.UNREADABLE, path, exc.strerror) from None
     try:
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
-            raise SafeFileError(SafeFileReason.CHANGED)
+            raise SafeFileError(SafeFileReason.CHANGED, path)
         if not stat.S_ISREG(opened.st_mode):
-            raise SafeFileError(SafeFileReason.NOT_REGULAR)
-        _check_permissions(opened, private=private)  # a chmod between stat and open
+            raise SafeFileError(SafeFileReason.NOT_REGULAR, path)
+        _check_permissions(opened, path, private=private)  # a chmod between stat and open
         if opened.st_size > max_bytes:
-            raise SafeFileError(SafeFileReason.TOO_LARGE)
+            detail = f"{opened.st_size} bytes; at most {max_bytes} are read"
+            raise SafeFileError(SafeFileReason.TOO_LARGE, path, detail)
         chunks: list[bytes] = []
         total = 0
         while True:
             try:
                 chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
-            except OSError:
-                raise SafeFileError(SafeFileReason.UNREADABLE) from None
+            except OSError as exc:
+                raise SafeFileError(SafeFileReason.UNREADABLE, path, exc.strerror) from None
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:  # the size checked above was within bounds: it grew
-                raise SafeFileError(SafeFileReason.CHANGED)
+                raise SafeFileError(SafeFileReason.CHANGED, path)
         after = os.fstat(fd)
     finally:
         os.close(fd)
     data = b"".join(chunks)
     if _identity(after) != _identity(opened) or len(data) != opened.st_size:
-        raise SafeFileError(SafeFileReason.CHANGED)
+        raise SafeFileError(SafeFileReason.CHANGED, path)
     try:
-        again = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        again = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
-        raise SafeFileError(SafeFileReason.CHANGED) from None
+        raise SafeFileError(SafeFileReason.CHANGED, path) from None
     if (again.st_dev, again.st_ino) != (opened.st_dev, opened.st_ino):
-        raise SafeFileError(SafeFileReason.CHANGED)
+        raise SafeFileError(SafeFileReason.CHANGED, path)
     return data

@@ -22,6 +22,8 @@ import math
 import re
 from typing import Any, NoReturn
 
+from mymcp.errors import NOWHERE, Location, MyMCPError
+
 __all__ = [
     "DEFAULT_MAX_DEPTH",
     "StrictJsonError",
@@ -42,11 +44,19 @@ class StrictJsonReason(enum.StrEnum):
     TOO_DEEP = "too_deep"
 
 
-class StrictJsonError(ValueError):
-    """The input is not one strict JSON document; carries no excerpt of it."""
+class StrictJsonError(MyMCPError, ValueError):
+    """The input is not one strict JSON document; carries no excerpt of it, only the
+    reason and, for a syntax error, the decoder's complaint and position."""
 
-    def __init__(self, reason: StrictJsonReason) -> None:
-        super().__init__(reason.value)
+    def __init__(
+        self, reason: StrictJsonReason, detail: str | None = None, location: Location = NOWHERE
+    ) -> None:
+        super().__init__(
+            reason.value,
+            "MyMCP could not decode one strict JSON document",
+            location=location,
+            detail=detail,
+        )
         self.reason = reason
 
 
@@ -158,7 +168,10 @@ def load_strict_json(
         raise
     except RecursionError:
         _fail(StrictJsonReason.TOO_DEEP)
-    except ValueError:  # JSONDecodeError
+    except json.JSONDecodeError as exc:
+        position = Location(line=exc.lineno, column=exc.colno)
+        raise StrictJsonError(StrictJsonReason.INVALID_JSON, exc.msg, position) from None
+    except ValueError:  # an integer beyond the digit limit
         _fail(StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)

@@ -3,39 +3,39 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
+from mymcp.logs import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    LogSettings,
+    StderrLines,
+    configure_logging,
+    log_settings,
+    uvicorn_log_config,
+)
 
 if TYPE_CHECKING:
+    from mymcp.config import ServerSettings
     from mymcp.plugin import PluginDefinition
     from mymcp.runtime.bootstrap import BindingPolicy
     from mymcp.transport import ConnectionLimits
 
-__all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve"]
+__all__ = ["dev_main", "main", "selftest_main", "serve"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-
-LOG_LEVEL_VARIABLE = "MYMCP_LOG_LEVEL"
-"""`MYMCP_LOG_LEVEL=debug` turns on debug logging, including full tracebacks."""
-# Loggers that speak at INFO by default: MyMCP's own and uvicorn's lifecycle lines (its
-# "Uvicorn running on" line is the ready signal). Everything else stays at WARNING, so
-# an HTTP client library never logs the issuer or JWKS URLs it fetches.
-_INFO_LOGGERS = ("mymcp", "mcp", "uvicorn.error")
-_LOG_BATCH_SECONDS = 0.02
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -44,14 +44,42 @@ _DESCRIPTION = (
 )
 
 
+def _logging_options(*, top_level: bool) -> argparse.ArgumentParser:
+    """`--log-level` and `--log-format`, accepted before or after the command."""
+    options = argparse.ArgumentParser(add_help=False)
+    default = None if top_level else argparse.SUPPRESS
+    options.add_argument(
+        "--log-level",
+        choices=tuple(LOG_LEVELS),
+        default=default,
+        help="log level (default: MYMCP_LOG_LEVEL, then [server] log_level, then info)",
+    )
+    options.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=default,
+        help="log line format (default: MYMCP_LOG_FORMAT, then [server] log_format, then text)",
+    )
+    return options
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mymcp", description=_DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="mymcp", description=_DESCRIPTION, parents=[_logging_options(top_level=True)]
+    )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("serve", help="serve MCP on the configured loopback address (default)")
+    logging_options = _logging_options(top_level=False)
+    commands.add_parser(
+        "serve",
+        help="serve MCP on the configured loopback address (default)",
+        parents=[logging_options],
+    )
     commands.add_parser(
         "check",
-        help="validate configuration, plugins, credentials and Mnemosyne settings; never serves",
+        help="validate configuration, plugins, credentials, Mnemosyne settings and the "
+        "memory root; never serves",
+        parents=[logging_options],
     )
     plugin = commands.add_parser("plugin", help="plugin tools").add_subparsers(
         dest="plugin_command", metavar="SUBCOMMAND", required=True
@@ -62,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
         "--import",
         dest="module",
         metavar="MODULE",
-        help="also import MODULE, call its mymcp_plugin_v1() and lint its tool schemas",
+        help="also import MODULE as the server would, call its mymcp_plugin_v1(), report every "
+        "mismatch with the manifest and lint its tool schemas",
     )
     auth = commands.add_parser("auth", help="operator credentials").add_subparsers(
         dest="auth_command", metavar="SUBCOMMAND", required=True
@@ -84,83 +113,6 @@ def _parser() -> argparse.ArgumentParser:
     _governance_parsers(commands)
     _console_parser(commands)
     return parser
-
-
-class _OneLineExceptions(logging.Filter):
-    """Turns a record's traceback into its exception type on the same line.
-
-    Tracebacks carry install paths and, in exception messages, request content; the log
-    is content-free unless the operator asks for debug output.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info:
-            error_type = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
-            record.msg = f"{record.getMessage()} error_type={error_type}"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
-        record.stack_info = None
-        return True
-
-
-class _StderrLines(logging.Handler):
-    """`LEVEL:logger:message` lines on stderr (the `logging.BASIC_FORMAT` layout).
-
-    Every request writes two records, and a stream handler spends more on its formatter,
-    its text layer and one write system call per line than on the record itself. Here a
-    line is one f-string, and the per-request lines (INFO and below from `mcp` and its
-    children) emitted on the event loop are collected for at most 20 ms and written
-    together: under load that is one write for hundreds of lines. Every other line is
-    written at once, after any pending ones: warnings, startup, and the shutdown lines,
-    which uvicorn writes just before it re-raises SIGTERM and the process ends without
-    running exit handlers.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
-        self._pending: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            if record.exc_info or record.stack_info:
-                line = self.format(record) + "\n"  # debug output: the full traceback
-            else:
-                line = f"{record.levelname}:{record.name}:{record.getMessage()}\n"
-        except Exception:
-            self.handleError(record)
-            return
-        batched = record.levelno < logging.WARNING and (
-            record.name == "mcp" or record.name.startswith("mcp.")
-        )
-        loop = _running_loop() if batched else None
-        if loop is None:
-            self._pending.append(line)
-            self.flush()
-            return
-        if not self._pending:
-            loop.call_later(_LOG_BATCH_SECONDS, self.flush)
-        self._pending.append(line)
-
-    def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
-            if not self._pending:
-                return
-            text = "".join(self._pending)
-            self._pending = []
-            try:
-                sys.stderr.write(text)
-                sys.stderr.flush()
-            except (OSError, ValueError):  # stderr closed or gone: nothing to report to
-                pass
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # a worker thread, or no loop at all
-        return None
 
 
 def _console_parser(commands: Any) -> None:
@@ -234,30 +186,29 @@ def _governance_parsers(commands: Any) -> None:
         )
 
 
-def _configure_logging() -> None:
-    """One stderr handler: MyMCP and uvicorn's lifecycle at INFO, other libraries at
-    WARNING, exceptions on one line; `MYMCP_LOG_LEVEL=debug` lifts all of that."""
-    debug = os.environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
-    # Skip what no line shows: threads, processes and the caller's file and line (whose
-    # lookup walks the stack).
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logging._srcfile = None
-    handler = _StderrLines()
-    if not debug:
-        handler.addFilter(_OneLineExceptions())
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
-    for name in _INFO_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.INFO)
+def _begin_logging(args: argparse.Namespace) -> StderrLines:
+    """Logging from the first line on, held until the configuration says its format."""
+    return configure_logging(log_settings(args.log_level, args.log_format), held=True)
+
+
+def _settle_logging(
+    handler: StderrLines, args: argparse.Namespace, server: ServerSettings | None = None
+) -> None:
+    configured = None if server is None else LogSettings(server.log_level, server.log_format)
+    handler.settle(log_settings(args.log_level, args.log_format, configured=configured))
 
 
 def _fail(exc: MyMCPError) -> int:
-    print(f"mymcp: error: {exc.message} (code={exc.code})", file=sys.stderr)
+    """Print the whole diagnostic: this is the operator's own terminal."""
+    print(f"mymcp: error: {exc}", file=sys.stderr)
     return EXIT_FAILURE
 
 
-def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None = None) -> int:
+def serve(
+    binding: BindingPolicy | None = None,
+    limits: ConnectionLimits | None = None,
+    args: argparse.Namespace | None = None,
+) -> int:
     """Build the host and serve it until interrupted; exit 1 before binding on failure."""
     import uvicorn
 
@@ -265,13 +216,16 @@ def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None 
     from mymcp.runtime.bootstrap import build_host, production_binding
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
-    _configure_logging()
+    args = args or _parser().parse_args([])
+    logs = _begin_logging(args)
     try:
         host = build_host(binding=binding or production_binding)
     except MyMCPError as exc:
+        _settle_logging(logs, args)
         return _fail(exc)
-    app = create_host_app(host)
     server = host.configuration.server
+    _settle_logging(logs, args, server)
+    app = create_host_app(host)
     # Logging is configured above, so uvicorn must not install its own; the `mcp` logger
     # already records each request, so its access log would only repeat it.
     uvicorn.run(
@@ -285,17 +239,19 @@ def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None 
     return EXIT_OK
 
 
-def _check() -> int:
+def _check(args: argparse.Namespace) -> int:
     from mymcp.governance import audit_directory
     from mymcp.runtime.bootstrap import build_host
 
-    _configure_logging()
+    logs = _begin_logging(args)
     try:
         host = build_host(with_audit=False)
         audit = host.configuration.audit
         directory = audit_directory(host.configuration) if audit.enabled else None
     except MyMCPError as exc:
+        _settle_logging(logs, args)
         return _fail(exc)
+    _settle_logging(logs, args, host.configuration.server)
     names = ", ".join(host.runtime.registry.names)
     print(f"mymcp: configuration OK; tools: {names}")
     policy = host.configuration.policy
@@ -312,29 +268,57 @@ def _check() -> int:
 
 
 def _plugin_check(manifest: Path, module: str | None) -> int:
-    from mymcp.plugin import load_manifest
+    """Check a manifest exactly as the server's preflight does; with a module, import it
+    as the server would and report every parity mismatch and schema finding."""
+    from mymcp.runtime import preflight_manifest
 
     try:
-        definition = load_manifest(manifest.absolute())
+        definition = preflight_manifest(manifest.absolute())
     except MyMCPError as exc:
         return _fail(exc)
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
     if module is None:
         return EXIT_OK
-    return _lint_plugin_module(module, definition)
+    return _check_plugin_module(module, definition)
 
 
-def _lint_plugin_module(module: str, definition: PluginDefinition) -> int:
-    """Import the plugin as the server would and lint every tool's input schema: errors
-    (the server would refuse the plugin) fail the check, portability problems warn."""
-    from mymcp.runtime import activate_external_plugin, lint_input_schema
+def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, Any], str]:
+    """The values the host configuration gives this plugin, and where they come from."""
+    from mymcp.config import load_host_configuration
 
     try:
-        adapter = activate_external_plugin(module, definition)
+        configuration = load_host_configuration()
+    except MyMCPError:
+        return {}, "none (the host configuration does not load)"
+    for index, declaration in enumerate(configuration.plugins):
+        if declaration.id == definition.plugin_id and declaration.configuration:
+            return declaration.configuration, f"plugins[{index}].configuration"
+    return {}, "none"
+
+
+def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
+    """Errors (the server would refuse the plugin) fail the check, portability problems
+    warn. Every mismatch is printed, not only the first."""
+    from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
+
+    values, origin = _declared_configuration(definition)
+    problem = definition.configuration.violation(values)
+    if problem is not None:
+        print(
+            f"mymcp: error: {origin}.{problem[0]}: the configuration does not match the "
+            f"plugin's schema: {problem[1]} (code=external_plugin_configuration_invalid)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    try:
+        adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return _fail(exc)
     errors = 0
+    for mismatch in mismatch_diagnostics(module, adapter, definition):
+        errors += 1
+        print(f"mymcp: error: {mismatch.render()}", file=sys.stderr)
     for tool in adapter.contribution.tools:
         for finding in lint_input_schema(tool.tool.get("inputSchema")):
             errors += finding.severity == "error"
@@ -345,7 +329,10 @@ def _lint_plugin_module(module: str, definition: PluginDefinition) -> int:
             )
     if errors:
         return EXIT_FAILURE
-    print(f"mymcp: module OK: {module}; every tool schema compiles under JSON Schema 2020-12")
+    print(
+        f"mymcp: module OK: {module}; it matches its manifest (configuration: {origin}) and "
+        "every tool schema compiles under JSON Schema 2020-12"
+    )
     return EXIT_OK
 
 
@@ -609,9 +596,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
-        return serve()
+        return serve(args=args)
     if args.command == "check":
-        return _check()
+        return _check(args)
     if args.command == "plugin":
         return _plugin_check(args.manifest, args.module)
     if args.command == "policy":
@@ -626,22 +613,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 def dev_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp-dev`: validate, then serve with uvicorn's reloader."""
     parser = argparse.ArgumentParser(
-        prog="mymcp-dev", description="Serve MyMCP with auto-reload (development only)."
+        prog="mymcp-dev",
+        description="Serve MyMCP with auto-reload (development only).",
+        parents=[_logging_options(top_level=True)],
     )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
-    parser.parse_args(argv)
+    args = parser.parse_args(argv)
     import uvicorn
 
     from mymcp.config import load_host_configuration, validate_semantics
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
-    _configure_logging()
+    logs = _begin_logging(args)
     try:
         configuration = load_host_configuration()
         validate_semantics(configuration)
     except MyMCPError as exc:
+        _settle_logging(logs, args)
         return _fail(exc)
     server = configuration.server
+    _settle_logging(logs, args, server)
+    configured = LogSettings(server.log_level, server.log_format)
     # Watch the package itself, not whatever directory the command was started from.
     package = str(Path(__file__).resolve().parent)
     uvicorn.run(
@@ -651,8 +643,11 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         reload_dirs=[package],
         host=server.address,
         port=server.port,
-        # uvicorn's own logging setup: the reload worker is a fresh process that never
-        # runs this launcher's, and would otherwise log nothing at all.
+        # The reload worker is a fresh process that never runs this launcher's setup, so
+        # uvicorn applies the same handler there from this document.
+        log_config=uvicorn_log_config(
+            log_settings(args.log_level, args.log_format, configured=configured)
+        ),
         access_log=False,
         **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
     )
@@ -660,14 +655,28 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
 
 
 def selftest_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `mymcp-test`: run the test suite in a subprocess."""
+    """Entry point of `mymcp-test`: run the test suite of the source checkout this package
+    is installed from (editable installs), from whatever directory it is started in.
+
+    Arguments go to pytest; without any, the whole suite runs.
+    """
     try:
         import pytest  # noqa: F401
     except ImportError:
         print("mymcp-test needs the test extra: pip install 'mymcp[test]'", file=sys.stderr)
         return EXIT_FAILURE
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "tests").is_dir() or not (checkout / "pyproject.toml").is_file():
+        print(
+            f"mymcp-test: no test suite next to the installed package ({checkout}); it runs "
+            "the tests of a source checkout installed with pip install -e '.[test]'",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     args = list(argv if argv is not None else sys.argv[1:])
-    return subprocess.call([sys.executable, "-m", "pytest", "tests", *args], env=os.environ.copy())
+    return subprocess.call(
+        [sys.executable, "-m", "pytest", *args], cwd=checkout, env=os.environ.copy()
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 import mymcp._safefile as safefile
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
+from mymcp.errors import ConfigurationError, ExternalPluginLoadError, MyMCPError
 
 
 @pytest.fixture
@@ -29,8 +30,11 @@ def _file(directory: Path, data: bytes = b"content", mode: int = 0o600) -> Path:
 def _reason(path: Path, max_bytes: int = 1024, *, private: bool = False) -> SafeFileReason:
     with pytest.raises(SafeFileError) as caught:
         read_safe_file(path, max_bytes=max_bytes, private=private)
-    assert str(path) not in str(caught.value)
-    return caught.value.reason
+    error = caught.value
+    # The fixed message is content-free; the location names the file or its directory.
+    assert str(path) not in error.message
+    assert error.location.source in (str(path), str(path.parent))
+    return error.reason
 
 
 def test_reads_a_safe_file(directory: Path) -> None:
@@ -294,4 +298,46 @@ def test_error_message_is_neutral(directory: Path) -> None:
     with pytest.raises(SafeFileError) as caught:
         read_safe_file(directory / "absent", max_bytes=1)
     assert caught.value.code == "missing"
-    assert "absent" not in str(caught.value)
+    assert "absent" not in caught.value.message
+
+
+def test_unsafe_permissions_name_the_directory_its_mode_and_the_fix(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o775)  # noqa: S103 - the unsafe mode under test
+    (shared / "file").write_bytes(b"x")
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(shared / "file", max_bytes=10)
+    assert str(caught.value) == (
+        f"{shared}: MyMCP could not read a trusted file safely: the directory is writable by "
+        f"group or others (mode 0775); run: chmod go-w {shared} (code=unsafe_permissions)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "error_type", "prefix", "code"),
+    [
+        (SafeFileReason.MISSING, ConfigurationError, "", "unreadable"),
+        (SafeFileReason.UNSAFE_PATH, ConfigurationError, "", "unsafe_path"),
+        (SafeFileReason.CHANGED, ConfigurationError, "", "source_changed"),
+        (
+            SafeFileReason.TOO_LARGE,
+            ExternalPluginLoadError,
+            "external_manifest_",
+            "external_manifest_too_large",
+        ),
+        (
+            SafeFileReason.MISSING,
+            ExternalPluginLoadError,
+            "external_manifest_",
+            "external_manifest_unreadable",
+        ),
+    ],
+)
+def test_one_place_turns_a_reason_into_a_code(
+    reason: SafeFileReason, error_type: type[MyMCPError], prefix: str, code: str
+) -> None:
+    failure = SafeFileError(reason, Path("/etc/x"), "why")
+    converted = as_error(failure, error_type, prefix)
+    assert (type(converted), converted.code) == (error_type, code)
+    assert (converted.location, converted.detail) == (failure.location, "why")

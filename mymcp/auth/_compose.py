@@ -1,12 +1,14 @@
 """Startup composition: turn authentication settings into one immutable Authenticator.
 
 Checks run in a fixed order, and the first failure ends composition with a
-`HostAuthenticationCompositionError` carrying one stable code:
+`HostAuthenticationCompositionError` carrying one stable code (and, for the operator's
+terminal, the key path and cause):
 
 1. every enabled adapter has a composer and its settings table (`adapter_type_unavailable`);
 2. routes: source `authorization`; operator bearer on `(authorization, bearer)` with no
    profile (`route_invalid`); OAuth likewise (`oauth_route_invalid`);
-3. no two enabled adapters share a route (`route_collision`);
+3. at most one adapter is enabled, since every enabled one answers the bearer route
+   (`route_collision`);
 4. enabled OAuth requires anonymous access to be off (`anonymous_access_enabled`);
 5. sources: the verifier file (`verifier_source`); for OAuth the issuer grammar
    (`oauth_configuration`), the loopback resource (`oauth_resource`) and discovery plus
@@ -26,101 +28,117 @@ from pathlib import Path
 import httpx
 
 from mymcp.auth._discovery import (
-    DiscoveryError,
     HttpClientFactory,
     default_http_client,
     discover_jwks_uri,
     fetch_bounded,
 )
-from mymcp.auth._evidence import AUTHORIZATION_SOURCE, RouteKey
+from mymcp.auth._evidence import AUTHORIZATION_SOURCE
 from mymcp.auth._jwks import MAX_JWKS_BYTES, VerificationKey, parse_jwks
 from mymcp.auth._oauth import OAUTH_JWT_TYPE, Clock, OAuthJwtAdapter
 from mymcp.auth._operator_bearer import OPERATOR_BEARER_TYPE, OperatorBearerAdapter
-from mymcp.auth._router import AuthenticationAdapter, Authenticator, OAuthChallenge, RoutedAdapter
+from mymcp.auth._router import (
+    BEARER_SCHEME,
+    AuthenticationAdapter,
+    Authenticator,
+    OAuthChallenge,
+    RoutedAdapter,
+)
 from mymcp.auth._verifier_file import VerifierSourceError, load_verifier
 from mymcp.config import AdapterDeclaration, AuthenticationSettings, ServerSettings, is_issuer
-from mymcp.errors import HostAuthenticationCompositionError
+from mymcp.errors import DiscoveryError, HostAuthenticationCompositionError, Location
 
 __all__ = ["build_authenticator", "derive_resource"]
 
 _LOG = logging.getLogger("mymcp.host.authentication")
-_BEARER_ROUTE: RouteKey = (AUTHORIZATION_SOURCE, "bearer", None)
-
-_MESSAGES = {
-    "adapter_type_unavailable": "MyMCP authentication adapter type is unavailable",
-    "verifier_source": "MyMCP operator bearer verifier source is unusable",
-    "route_invalid": "MyMCP authentication adapter route is invalid",
-    "oauth_route_invalid": "MyMCP OAuth adapter route must be the bearer authorization route",
-    "oauth_validation_source": "MyMCP OAuth issuer metadata or keys are unavailable or invalid",
-    "oauth_resource": "MyMCP OAuth protected resource cannot be derived from the binding",
-    "oauth_configuration": "MyMCP OAuth issuer configuration is invalid",
-    "anonymous_access_enabled": "MyMCP OAuth requires anonymous access to be disabled",
-    "route_collision": "MyMCP authentication adapter routes collide",
-}
+_BEARER_ROUTE = (AUTHORIZATION_SOURCE, BEARER_SCHEME, None)
 
 
-class _Failure(Exception):
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+def _failure(
+    code: str, detail: str | None = None, location: Location | None = None
+) -> HostAuthenticationCompositionError:
+    return HostAuthenticationCompositionError(code, location=location or Location(), detail=detail)
 
 
 def derive_resource(server: ServerSettings) -> tuple[str, str]:
     """(resource URL, protected-resource metadata URL) from the loopback binding only."""
     address, port = server.address, server.port
+    unusable = _failure("oauth_resource", f"{address!r} port {port!r} is not a loopback binding")
     if not isinstance(address, str) or "%" in address:
-        raise _Failure("oauth_resource")
+        raise unusable
     if type(port) is not int or not 1 <= port <= 65535:
-        raise _Failure("oauth_resource")
+        raise unusable
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        raise _Failure("oauth_resource") from None
+        raise unusable from None
     if not ip.is_loopback:
-        raise _Failure("oauth_resource")
+        raise unusable
     host = f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
     origin = f"http://{host}:{port}"
     return f"{origin}/mcp", f"{origin}/.well-known/oauth-protected-resource/mcp"
 
 
-def _route(declaration: AdapterDeclaration) -> RouteKey:
+def _route(declaration: AdapterDeclaration) -> tuple[str, str, str | None]:
     route = declaration.route
     return (route.source, route.scheme, route.profile)
 
 
 def _check_declarations(
-    settings: AuthenticationSettings, enabled: list[AdapterDeclaration]
+    settings: AuthenticationSettings, enabled: list[tuple[int, AdapterDeclaration]]
 ) -> None:
+    """The order of the checks is the contract's: types, routes, collisions, anonymity."""
     required = {
         OPERATOR_BEARER_TYPE: settings.operator_bearer_verifier_path,
         OAUTH_JWT_TYPE: settings.oauth_issuer,
     }
-    for declaration in enabled:
+    for index, declaration in enabled:
         if declaration.type not in required or required[declaration.type] is None:
-            raise _Failure("adapter_type_unavailable")
-    for declaration in enabled:
-        route = _route(declaration)
-        if declaration.type == OAUTH_JWT_TYPE and route != _BEARER_ROUTE:
-            raise _Failure("oauth_route_invalid")
-        if route != _BEARER_ROUTE:
-            raise _Failure("route_invalid")
-    routes = [_route(declaration) for declaration in enabled]
-    if len(set(routes)) != len(routes):
-        raise _Failure("route_collision")
-    uses_oauth = any(declaration.type == OAUTH_JWT_TYPE for declaration in enabled)
+            raise _failure(
+                "adapter_type_unavailable",
+                f"no adapter of type {declaration.type!r} can be enabled under this schema; "
+                f"the types are {OPERATOR_BEARER_TYPE} (schema 4+) and {OAUTH_JWT_TYPE} "
+                "(schema 5+), each with its settings table",
+                Location(key=f"authentication.adapters[{index}].type"),
+            )
+    for index, declaration in enabled:
+        if _route(declaration) != _BEARER_ROUTE:
+            code = "oauth_route_invalid" if declaration.type == OAUTH_JWT_TYPE else "route_invalid"
+            raise _failure(
+                code,
+                'an enabled adapter answers route { source = "authorization", scheme = '
+                '"bearer" } without a profile',
+                Location(key=f"authentication.adapters[{index}].route"),
+            )
+    if len(enabled) > 1:
+        raise _failure(
+            "route_collision",
+            "only one adapter can be enabled: every enabled adapter answers the bearer route",
+            Location(key=f"authentication.adapters[{enabled[1][0]}].enabled"),
+        )
+    uses_oauth = any(declaration.type == OAUTH_JWT_TYPE for _, declaration in enabled)
     if uses_oauth and settings.anonymous_enabled:
-        raise _Failure("anonymous_access_enabled")
+        raise _failure(
+            "anonymous_access_enabled",
+            "set anonymous_enabled = false when OAuth is enabled",
+            Location(key="authentication.anonymous_enabled"),
+        )
 
 
 def _operator_bearer(path: Path) -> OperatorBearerAdapter:
     try:
         return OperatorBearerAdapter(load_verifier(path))
-    except VerifierSourceError:
-        raise _Failure("verifier_source") from None
+    except VerifierSourceError as exc:
+        raise _failure("verifier_source", f"{exc.code}: {exc.detail}", exc.location) from None
 
 
 def _fetch_keys(client: httpx.Client, jwks_uri: str) -> Mapping[str, VerificationKey]:
-    return parse_jwks(fetch_bounded(client, jwks_uri, max_bytes=MAX_JWKS_BYTES, kind="jwks"))
+    body = fetch_bounded(client, jwks_uri, max_bytes=MAX_JWKS_BYTES, kind="jwks")
+    try:
+        return parse_jwks(body)
+    except DiscoveryError as exc:
+        exc.locate(Location(source=jwks_uri))
+        raise
 
 
 def _refetch_keys(factory: HttpClientFactory, jwks_uri: str) -> Mapping[str, VerificationKey]:
@@ -133,14 +151,18 @@ def _oauth(
     issuer: str, server: ServerSettings, factory: HttpClientFactory, clock: Clock | None
 ) -> tuple[OAuthJwtAdapter, OAuthChallenge]:
     if not is_issuer(issuer):
-        raise _Failure("oauth_configuration")
+        raise _failure("oauth_configuration", f"{issuer!r} is not a canonical https issuer")
     resource, metadata_url = derive_resource(server)
     try:
         with factory(ssl.create_default_context()) as client:
             jwks_uri = discover_jwks_uri(client, issuer)
             keys = _fetch_keys(client, jwks_uri)
-    except (DiscoveryError, httpx.HTTPError, ssl.SSLError, OSError):
-        raise _Failure("oauth_validation_source") from None
+    except DiscoveryError as exc:
+        detail = f"{exc.code}: {exc.detail}" if exc.detail else exc.code
+        raise _failure("oauth_validation_source", detail, exc.location) from None
+    except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise _failure("oauth_validation_source", detail, Location(source=issuer)) from None
     adapter = OAuthJwtAdapter(
         issuer=issuer,
         audience=resource,
@@ -157,22 +179,26 @@ def _compose(
     factory: HttpClientFactory,
     clock: Clock | None,
 ) -> Authenticator:
-    enabled = [declaration for declaration in settings.adapters if declaration.enabled]
+    enabled = [
+        (i, declaration) for i, declaration in enumerate(settings.adapters) if declaration.enabled
+    ]
     _check_declarations(settings, enabled)
-    routes: dict[RouteKey, RoutedAdapter] = {}
+    if not enabled:
+        return Authenticator(adapter=None, anonymous_enabled=settings.anonymous_enabled)
+    ((_, declaration),) = enabled
     challenge: OAuthChallenge | None = None
     verifier_path, issuer = settings.operator_bearer_verifier_path, settings.oauth_issuer
-    for declaration in enabled:
-        adapter: AuthenticationAdapter
-        if declaration.type == OPERATOR_BEARER_TYPE and verifier_path is not None:
-            adapter = _operator_bearer(verifier_path)
-        elif declaration.type == OAUTH_JWT_TYPE and issuer is not None:
-            adapter, challenge = _oauth(issuer, server, factory, clock)
-        else:  # unreachable after _check_declarations; kept so the code fails closed
-            raise _Failure("adapter_type_unavailable")
-        routes[_route(declaration)] = RoutedAdapter(declaration.id, adapter)
+    adapter: AuthenticationAdapter
+    if declaration.type == OPERATOR_BEARER_TYPE and verifier_path is not None:
+        adapter = _operator_bearer(verifier_path)
+    elif declaration.type == OAUTH_JWT_TYPE and issuer is not None:
+        adapter, challenge = _oauth(issuer, server, factory, clock)
+    else:  # unreachable after _check_declarations; kept so the code fails closed
+        raise _failure("adapter_type_unavailable")
     return Authenticator(
-        routes=routes, anonymous_enabled=settings.anonymous_enabled, oauth=challenge
+        adapter=RoutedAdapter(declaration.id, adapter),
+        anonymous_enabled=settings.anonymous_enabled,
+        oauth=challenge,
     )
 
 
@@ -192,11 +218,9 @@ def build_authenticator(
     factory = http_client_factory if http_client_factory is not None else default_http_client
     try:
         authenticator = _compose(settings, server, factory, clock)
-    except _Failure as failure:
-        _LOG.error("authentication_composition outcome=error code=%s", failure.code)
-        raise HostAuthenticationCompositionError(failure.code, _MESSAGES[failure.code]) from None
-    _LOG.info(
-        "authentication_composition outcome=loaded enabled=%d",
-        authenticator.enabled_adapter_count,
-    )
+    except HostAuthenticationCompositionError as exc:
+        _LOG.error("authentication_composition outcome=error code=%s", exc.code)
+        raise
+    enabled = sum(1 for declaration in settings.adapters if declaration.enabled)
+    _LOG.info("authentication_composition outcome=loaded enabled=%d", enabled)
     return authenticator

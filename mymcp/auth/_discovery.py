@@ -20,12 +20,12 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
+from mymcp.errors import DiscoveryError, Location
 
 __all__ = [
     "FETCH_DEADLINE_SECONDS",
     "MAX_METADATA_BYTES",
     "USER_AGENT",
-    "DiscoveryError",
     "HttpClientFactory",
     "default_http_client",
     "discover_jwks_uri",
@@ -40,14 +40,6 @@ _CHUNK = 16384
 
 HttpClientFactory = Callable[[ssl.SSLContext], httpx.Client]
 """Builds the client for one fetch session from the verified TLS context MyMCP made."""
-
-
-class DiscoveryError(Exception):
-    """Code: metadata_unavailable, metadata_invalid, jwks_unavailable or jwks_invalid."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 def default_http_client(context: ssl.SSLContext) -> httpx.Client:
@@ -92,8 +84,14 @@ def metadata_urls(issuer: str) -> tuple[str, str]:
     return rfc8414, openid
 
 
+def _refused(kind: str, url: str, detail: str, unavailable: bool = False) -> DiscoveryError:
+    code = f"{kind}_unavailable" if unavailable else f"{kind}_invalid"
+    return DiscoveryError(code, location=Location(source=url), detail=detail)
+
+
 def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) -> bytes:
-    """GET `url` under the fetch rules; raises DiscoveryError(`<kind>_unavailable|invalid`)."""
+    """GET `url` under the fetch rules; raises DiscoveryError(`<kind>_unavailable|invalid`)
+    naming the URL and, for the operator's terminal, why."""
     deadline = time.monotonic() + FETCH_DEADLINE_SECONDS
     headers = {
         "Accept": "application/json",
@@ -105,40 +103,45 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
             "GET", url, headers=headers, timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS)
         )
         response = client.send(request, stream=True, follow_redirects=False)
-    except (httpx.HTTPError, ssl.SSLError, OSError):
-        raise DiscoveryError(f"{kind}_unavailable") from None
+    except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+        raise _refused(kind, url, f"{type(exc).__name__}: {exc}", unavailable=True) from None
     try:
         if response.status_code != 200:
-            raise DiscoveryError(f"{kind}_unavailable")
+            detail = f"HTTP {response.status_code}; only 200 is accepted, redirects included"
+            raise _refused(kind, url, detail, unavailable=True)
         if response.headers.get("content-encoding", "identity").lower() != "identity":
-            raise DiscoveryError(f"{kind}_invalid")
+            raise _refused(kind, url, "the body is compressed; identity encoding is required")
         declared = response.headers.get("content-length")
+        too_large = f"the body is larger than {max_bytes} bytes"
         if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-            raise DiscoveryError(f"{kind}_invalid")
+            raise _refused(kind, url, too_large)
         body = bytearray()
         for chunk in response.iter_bytes(_CHUNK):  # identity encoding: these are raw bytes
             body += chunk
             if len(body) > max_bytes:
-                raise DiscoveryError(f"{kind}_invalid")
+                raise _refused(kind, url, too_large)
             if time.monotonic() > deadline:
-                raise DiscoveryError(f"{kind}_unavailable")
+                detail = f"no complete answer within {FETCH_DEADLINE_SECONDS:g} s"
+                raise _refused(kind, url, detail, unavailable=True)
         return bytes(body)
-    except (httpx.HTTPError, ssl.SSLError, OSError):
-        raise DiscoveryError(f"{kind}_unavailable") from None
+    except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+        raise _refused(kind, url, f"{type(exc).__name__}: {exc}", unavailable=True) from None
     finally:
         response.close()
 
 
-def _jwks_uri_from(body: bytes, issuer: str) -> str:
+def _jwks_uri_from(body: bytes, issuer: str, url: str) -> str:
     try:
         document = load_strict_json(body, max_bytes=MAX_METADATA_BYTES)
-    except StrictJsonError:
-        raise DiscoveryError("metadata_invalid") from None
+    except StrictJsonError as exc:
+        raise _refused("metadata", url, f"not strict JSON ({exc.code})") from None
     if not isinstance(document, dict) or document.get("issuer") != issuer:
-        raise DiscoveryError("metadata_invalid")
+        raise _refused("metadata", url, f"its issuer is not exactly {issuer!r}")
     jwks_uri = document.get("jwks_uri")
     if not isinstance(jwks_uri, str) or not is_valid_jwks_uri(jwks_uri, issuer):
-        raise DiscoveryError("metadata_invalid")
+        raise _refused(
+            "metadata", url, "jwks_uri is missing or not an https URL on the issuer's host"
+        )
     return jwks_uri
 
 
@@ -148,7 +151,7 @@ def discover_jwks_uri(client: httpx.Client, issuer: str) -> str:
     for url in metadata_urls(issuer):
         try:
             body = fetch_bounded(client, url, max_bytes=MAX_METADATA_BYTES, kind="metadata")
-            return _jwks_uri_from(body, issuer)
+            return _jwks_uri_from(body, issuer, url)
         except DiscoveryError as exc:
             failure = exc
     raise failure

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mymcp.auth._principal import AuthFailure
 
-__all__ = ["AUTHORIZATION_SOURCE", "MAX_PAYLOAD_BYTES", "Evidence", "RouteKey", "extract_evidence"]
+__all__ = ["AUTHORIZATION_SOURCE", "MAX_PAYLOAD_BYTES", "Evidence", "extract_evidence"]
 
 AUTHORIZATION_SOURCE = "authorization"
 MAX_PAYLOAD_BYTES = 8192
@@ -26,21 +26,14 @@ MAX_PAYLOAD_BYTES = 8192
 # RFC 9110 token characters; the scheme is compared after ASCII lowercasing.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
-RouteKey = tuple[str, str, str | None]
-"""(source, scheme, profile): the exact key an adapter is registered under."""
-
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One credential presented in the `Authorization` header."""
 
     scheme: str
+    """Lowercased; header evidence never names a profile."""
     payload: str
-
-    @property
-    def route(self) -> RouteKey:
-        # Header evidence never names a profile, so only profile-free routes are reachable.
-        return (AUTHORIZATION_SOURCE, self.scheme, None)
 
 
 def extract_evidence(authorization_values: Sequence[str]) -> Evidence | AuthFailure | None:

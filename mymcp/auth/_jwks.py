@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.auth._discovery import DiscoveryError
 from mymcp.auth._encoding import (
     b64url_decode,
     is_printable_ascii,
 )
+from mymcp.errors import DiscoveryError
 
 __all__ = [
     "ACCEPTED_ALGORITHMS",

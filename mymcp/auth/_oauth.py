@@ -29,7 +29,6 @@ from typing import Protocol, TypeGuard
 from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.auth._discovery import DiscoveryError
 from mymcp.auth._encoding import (
     b64url_decode,
     b64url_encode,
@@ -37,6 +36,7 @@ from mymcp.auth._encoding import (
 )
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
 from mymcp.auth._principal import AuthFailure, Identity, is_valid_subject
+from mymcp.errors import DiscoveryError
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",

@@ -1,4 +1,4 @@
-"""Operator-bearer provisioning (D12): create, list and revoke credentials offline.
+"""Operator-bearer provisioning: create, list and revoke credentials offline.
 
 The verifier file only ever holds digests. Each change rewrites the complete file
 atomically: a private temporary file in the same directory is written and fsynced,
@@ -13,7 +13,7 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,7 +29,7 @@ from mymcp.auth._verifier_file import (
     load_verifier,
     serialize_verifier,
 )
-from mymcp.errors import MyMCPError
+from mymcp.errors import NOWHERE, Location, MyMCPError
 
 __all__ = ["CredentialProvisioningError", "create_token", "list_credentials", "revoke_token"]
 
@@ -42,7 +42,7 @@ class CredentialProvisioningError(MyMCPError):
     `verifier_too_large` and `write_failed`.
     """
 
-    _MESSAGES: ClassVar[dict[str, str]] = {
+    MESSAGES: ClassVar[Mapping[str, str]] = {
         "invalid_subject": "MyMCP credential subject is invalid",
         "unsafe_directory": "MyMCP verifier directory is missing or unsafe",
         "verifier_source": "MyMCP operator bearer verifier source is unusable",
@@ -51,9 +51,22 @@ class CredentialProvisioningError(MyMCPError):
         "write_failed": "MyMCP could not write the verifier file",
     }
 
-    def __init__(self, code: str, *, reason: str | None = None) -> None:
-        super().__init__(code, self._MESSAGES[code])
+    def __init__(
+        self,
+        code: str,
+        *,
+        reason: str | None = None,
+        location: Location = NOWHERE,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(code, location=location, detail=detail)
         self.reason = reason
+
+    @classmethod
+    def of_source(cls, failure: VerifierSourceError) -> CredentialProvisioningError:
+        """The existing verifier file is unusable: keep its code as the reason."""
+        detail = f"{failure.code}: {failure.detail}" if failure.detail else failure.code
+        return cls("verifier_source", reason=failure.code, location=failure.location, detail=detail)
 
 
 @contextlib.contextmanager
@@ -61,17 +74,25 @@ def _locked_directory(path: Path) -> Iterator[int]:
     """Open the verifier's parent without following links, check it, lock it exclusively."""
     try:
         check_verifier_path(path)
-    except VerifierSourceError:
-        raise CredentialProvisioningError("verifier_source", reason="unsafe") from None
+    except VerifierSourceError as exc:
+        raise CredentialProvisioningError.of_source(exc) from None
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         dir_fd = os.open(path.parent, flags)
-    except OSError:
-        raise CredentialProvisioningError("unsafe_directory") from None
+    except OSError as exc:
+        raise CredentialProvisioningError(
+            "unsafe_directory",
+            location=Location(source=str(path.parent)),
+            detail=f"{exc.strerror}; the directory must exist and must not be a symlink",
+        ) from None
     try:
         info = os.fstat(dir_fd)
         if not stat.S_ISDIR(info.st_mode) or (os.name == "posix" and info.st_mode & 0o022):
-            raise CredentialProvisioningError("unsafe_directory")
+            raise CredentialProvisioningError(
+                "unsafe_directory",
+                location=Location(source=str(path.parent)),
+                detail=f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})",
+            )
         if sys.platform != "win32":
             import fcntl
 
@@ -85,7 +106,7 @@ def _read_existing(path: Path) -> tuple[Credential, ...]:
     try:
         return load_verifier(path, allow_missing=True)
     except VerifierSourceError as exc:
-        raise CredentialProvisioningError("verifier_source", reason=exc.code) from None
+        raise CredentialProvisioningError.of_source(exc) from None
 
 
 def _write_atomically(dir_fd: int, name: str, data: bytes) -> None:
@@ -148,7 +169,7 @@ def list_credentials(verifier_path: Path) -> list[tuple[str, str]]:
     try:
         credentials = load_verifier(verifier_path, allow_missing=True)
     except VerifierSourceError as exc:
-        raise CredentialProvisioningError("verifier_source", reason=exc.code) from None
+        raise CredentialProvisioningError.of_source(exc) from None
     return [(credential.id, credential.subject) for credential in credentials]
 
 

@@ -1,19 +1,19 @@
 """The authenticator the transport calls once per request, before reading the body.
 
-Routing is a single exact dictionary lookup: evidence names a route, the route names at
-most one adapter, and that adapter's answer is final. There is no fallback to another
-adapter and failed evidence never degrades to anonymous access.
+Every adapter type answers the `Authorization: Bearer` route and no two enabled adapters
+may share a route, so at most one adapter is ever enabled: bearer evidence goes to it,
+any other scheme is unsupported, and the adapter's answer is final. Failed evidence
+never degrades to anonymous access.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
-from mymcp.auth._evidence import Evidence, RouteKey, extract_evidence
+from mymcp.auth._evidence import Evidence, extract_evidence
 from mymcp.auth._principal import (
     ANONYMOUS,
     AuthFailure,
@@ -23,7 +23,13 @@ from mymcp.auth._principal import (
     registered_principal,
 )
 
-__all__ = ["AuthenticationAdapter", "Authenticator", "OAuthChallenge", "RoutedAdapter"]
+__all__ = [
+    "BEARER_SCHEME",
+    "AuthenticationAdapter",
+    "Authenticator",
+    "OAuthChallenge",
+    "RoutedAdapter",
+]
 
 
 class AuthenticationAdapter(Protocol):
@@ -34,8 +40,13 @@ class AuthenticationAdapter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RoutedAdapter:
+    """The enabled adapter and the id it is declared under (principals carry that id)."""
+
     adapter_id: str
     adapter: AuthenticationAdapter
+
+
+BEARER_SCHEME: Final = "bearer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,23 +62,21 @@ class OAuthChallenge:
 class Authenticator:
     """Immutable per-process authentication front door, built once by `build_authenticator`."""
 
-    __slots__ = ("_anonymous_enabled", "_enabled_adapter_count", "_oauth", "_routes")
+    __slots__ = ("_adapter", "_anonymous_enabled", "_oauth")
 
-    _routes: Mapping[RouteKey, RoutedAdapter]
+    _adapter: RoutedAdapter | None
     _anonymous_enabled: bool
-    _enabled_adapter_count: int
     _oauth: OAuthChallenge | None
 
     def __init__(
         self,
         *,
-        routes: Mapping[RouteKey, RoutedAdapter],
+        adapter: RoutedAdapter | None,
         anonymous_enabled: bool,
         oauth: OAuthChallenge | None = None,
     ) -> None:
-        object.__setattr__(self, "_routes", types.MappingProxyType(dict(routes)))
+        object.__setattr__(self, "_adapter", adapter)
         object.__setattr__(self, "_anonymous_enabled", anonymous_enabled)
-        object.__setattr__(self, "_enabled_adapter_count", len(routes))
         object.__setattr__(self, "_oauth", oauth)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -75,10 +84,6 @@ class Authenticator:
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError("Authenticator is immutable")
-
-    @property
-    def enabled_adapter_count(self) -> int:
-        return self._enabled_adapter_count
 
     @property
     def anonymous_enabled(self) -> bool:
@@ -107,7 +112,7 @@ class Authenticator:
             return self
         oauth = dataclasses.replace(self._oauth, scopes_supported=tuple(sorted(set(scopes))))
         return Authenticator(
-            routes=self._routes, anonymous_enabled=self._anonymous_enabled, oauth=oauth
+            adapter=self._adapter, anonymous_enabled=self._anonymous_enabled, oauth=oauth
         )
 
     async def authenticate(self, authorization_values: Sequence[str]) -> Principal | AuthFailure:
@@ -120,8 +125,8 @@ class Authenticator:
         return await self._dispatch(evidence)
 
     async def _dispatch(self, evidence: Evidence) -> Principal | AuthFailure:
-        routed = self._routes.get(evidence.route)
-        if routed is None:
+        routed = self._adapter
+        if routed is None or evidence.scheme != BEARER_SCHEME:
             return AuthFailure.UNSUPPORTED
         try:
             outcome = await routed.adapter.authenticate(evidence.payload)

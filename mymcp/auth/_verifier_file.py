@@ -1,7 +1,7 @@
 """The operator-bearer verifier file (format_version 1): read, validate, serialize.
 
 The file holds digests only, never secrets. Reading goes through the one safe reader
-(D14) with `private=True`, so the file must carry no group or world permission bits.
+with `private=True`, so the file must carry no group or world permission bits.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
 from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._encoding import (
     b64url_decode,
     b64url_encode,
 )
 from mymcp.auth._principal import is_valid_subject
-from mymcp.errors import MyMCPError
+from mymcp.errors import NOWHERE, Location, MyMCPError
 
 __all__ = [
     "MAX_CREDENTIALS",
@@ -41,24 +41,23 @@ FORMAT_VERSION = 1
 _ID = re.compile(r"[0-9a-f]{32}")
 _FORBIDDEN_PATH_CHARACTERS = ("\x00", "~", "$", "%")
 
-# The safe reader's neutral reasons, in the verifier's own source vocabulary.
-_REASONS: dict[SafeFileReason, str] = {
-    SafeFileReason.MISSING: "unreadable",
-    SafeFileReason.UNSAFE_PATH: "unsafe",
-    SafeFileReason.NOT_REGULAR: "unsafe",
-    SafeFileReason.UNSAFE_PERMISSIONS: "unsafe",
-    SafeFileReason.UNREADABLE: "unreadable",
-    SafeFileReason.TOO_LARGE: "excessive",
-    SafeFileReason.CHANGED: "changed",
-}
+_CODES = (
+    *(reason.value for reason in SafeFileReason if reason is not SafeFileReason.MISSING),
+    "invalid_utf8",
+    "invalid_format",
+)
 
 
 class VerifierSourceError(MyMCPError):
-    """The verifier file is unsafe or invalid; `code` is one of the verifier source codes:
-    unsafe, unreadable, excessive, changed, invalid_utf8, invalid_format."""
+    """The verifier file is unsafe or invalid. `code` is a safe-file code (`unsafe_path`,
+    `not_regular`, `unsafe_permissions`, `unreadable`, `too_large`, `source_changed`),
+    `invalid_utf8` or `invalid_format`; startup reports each as `verifier_source`."""
 
-    def __init__(self, code: str) -> None:
-        super().__init__(code, "MyMCP operator bearer verifier source is unusable")
+    MESSAGES = dict.fromkeys(_CODES, "MyMCP operator bearer verifier source is unusable")
+
+
+def _invalid(detail: str, where: Location = NOWHERE) -> VerifierSourceError:
+    return VerifierSourceError("invalid_format", location=where, detail=detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,48 +76,54 @@ def is_credential_id(value: object) -> TypeGuard[str]:
 def check_verifier_path(path: Path) -> None:
     """Refuse relative paths, expansion characters and `.`/`..` components."""
     text = str(path)
+    unsafe = VerifierSourceError(
+        "unsafe_path",
+        location=Location(source=text),
+        detail="expected an absolute path without '~', '$', '%', NUL, '.' or '..'",
+    )
     if not path.is_absolute() or any(ch in text for ch in _FORBIDDEN_PATH_CHARACTERS):
-        raise VerifierSourceError("unsafe")
+        raise unsafe
     if any(part in (".", "..") for part in re.split(r"[/\\]", text)):
-        raise VerifierSourceError("unsafe")
+        raise unsafe
 
 
-def _parse_record(record: object) -> Credential:
+def _parse_record(record: object, index: int) -> Credential:
+    where = Location(key=f"credentials[{index}]")
     if not isinstance(record, dict) or set(record) != {"id", "subject", "digest"}:
-        raise VerifierSourceError("invalid_format")
+        raise _invalid("expected exactly id, subject and digest", where)
     credential_id, subject, digest_text = record["id"], record["subject"], record["digest"]
-    if not is_credential_id(credential_id) or not is_valid_subject(subject):
-        raise VerifierSourceError("invalid_format")
-    if not isinstance(digest_text, str) or len(digest_text) != 43:
-        raise VerifierSourceError("invalid_format")
-    digest = b64url_decode(digest_text)
-    if digest is None or len(digest) != 32:
-        raise VerifierSourceError("invalid_format")
+    if not is_credential_id(credential_id):
+        raise _invalid("id is not 32 lowercase hex characters", where)
+    if not is_valid_subject(subject):
+        raise _invalid("subject breaks the subject rules", where)
+    digest = b64url_decode(digest_text) if isinstance(digest_text, str) else None
+    if len(str(digest_text)) != 43 or digest is None or len(digest) != 32:
+        raise _invalid("digest is not 43 base64url characters of a SHA-256", where)
     return Credential(id=credential_id, subject=subject, digest=digest)
 
 
 def parse_verifier(data: bytes) -> tuple[Credential, ...]:
     """Validate the bytes of a verifier file and return its credentials in file order."""
     if len(data) > MAX_VERIFIER_BYTES:
-        raise VerifierSourceError("excessive")
+        raise VerifierSourceError("too_large", detail=f"more than {MAX_VERIFIER_BYTES} bytes")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
         raise VerifierSourceError("invalid_utf8") from None
     try:
         document = load_strict_json(data, max_bytes=MAX_VERIFIER_BYTES)
-    except StrictJsonError:
-        raise VerifierSourceError("invalid_format") from None
+    except StrictJsonError as exc:
+        raise _invalid(f"not strict JSON ({exc.code})", exc.location) from None
     if not isinstance(document, dict) or set(document) != {"format_version", "credentials"}:
-        raise VerifierSourceError("invalid_format")
+        raise _invalid("expected an object of exactly format_version and credentials")
     version, records = document["format_version"], document["credentials"]
     if type(version) is not int or version != FORMAT_VERSION:
-        raise VerifierSourceError("invalid_format")
+        raise _invalid(f"format_version must be {FORMAT_VERSION}")
     if not isinstance(records, list) or len(records) > MAX_CREDENTIALS:
-        raise VerifierSourceError("invalid_format")
-    credentials = tuple(_parse_record(record) for record in records)
+        raise _invalid(f"credentials must be a list of at most {MAX_CREDENTIALS}")
+    credentials = tuple(_parse_record(record, index) for index, record in enumerate(records))
     if len({credential.id for credential in credentials}) != len(credentials):
-        raise VerifierSourceError("invalid_format")
+        raise _invalid("an id repeats")
     return credentials
 
 
@@ -134,8 +139,12 @@ def load_verifier(path: Path, *, allow_missing: bool = False) -> tuple[Credentia
     except SafeFileError as exc:
         if allow_missing and exc.reason is SafeFileReason.MISSING:
             return ()
-        raise VerifierSourceError(_REASONS.get(exc.reason, "unreadable")) from None
-    return parse_verifier(data)
+        raise as_error(exc, VerifierSourceError) from None
+    try:
+        return parse_verifier(data)
+    except VerifierSourceError as exc:
+        exc.locate(Location(source=str(path)))
+        raise
 
 
 def serialize_verifier(credentials: Iterable[Credential]) -> bytes:

@@ -10,11 +10,9 @@ from mymcp.config._governance import (
     ToolSelector,
     parse_principal_selector,
     parse_tool_selector,
-    shown,
 )
 from mymcp.config._grammar import (
     BUNDLED_PLUGIN_ID,
-    CONFIGURATION_MESSAGES,
     MAX_AUTHENTICATION_ADAPTERS,
     MAX_CONFIGURATION_BYTES,
     MAX_SESSION_LIFETIME_SECONDS,
@@ -25,11 +23,13 @@ from mymcp.config._grammar import (
     is_issuer,
 )
 from mymcp.config._loader import (
+    key_position,
     load_host_configuration,
     parse_host_configuration,
+    toml_error_position,
     validate_semantics,
 )
-from mymcp.config._location import config_path, xdg_directory
+from mymcp.config._location import config_path, home_directory, xdg_directory
 from mymcp.config._model import (
     DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
     DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
@@ -45,7 +45,6 @@ from mymcp.config._model import (
 
 __all__ = [
     "BUNDLED_PLUGIN_ID",
-    "CONFIGURATION_MESSAGES",
     "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
     "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
     "DEFAULT_SESSIONS_PER_PRINCIPAL",
@@ -71,12 +70,14 @@ __all__ = [
     "ToolSelector",
     "config_error",
     "config_path",
+    "home_directory",
     "is_issuer",
+    "key_position",
     "load_host_configuration",
     "parse_host_configuration",
     "parse_principal_selector",
     "parse_tool_selector",
-    "shown",
+    "toml_error_position",
     "validate_semantics",
     "xdg_directory",
 ]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
-from mymcp.config._grammar import config_error, fail, is_safe_absolute_path
+from mymcp.config._grammar import config_error, is_safe_absolute_path
+from mymcp.errors import found, shown
 
 __all__ = [
     "DEFAULT_APPROVAL_TTL_SECONDS",
@@ -33,7 +34,6 @@ __all__ = [
     "parse_principal_selector",
     "parse_tool_selector",
     "policy_settings",
-    "shown",
 ]
 
 DEFAULT_AUDIT_SEGMENT_BYTES: Final = 8 * 1024 * 1024
@@ -103,12 +103,6 @@ class ApprovalSettings:
 
     tools: tuple[ToolSelector, ...] = ()
     ttl_seconds: int = DEFAULT_APPROVAL_TTL_SECONDS
-
-
-def shown(value: object) -> str:
-    """A short, escaped rendering of a configuration value for the operator's terminal."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _policy_fail(code: str, where: str, detail: str) -> NoReturn:
@@ -272,15 +266,26 @@ def policy_settings(value: object) -> PolicySettings:
 
 def _table(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        fail(where)
+        raise config_error("invalid_schema", where, f"expected a table, got {found(value)}")
     return value
+
+
+def _unknown(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise config_error(
+            "invalid_schema",
+            f"{where}.{unknown[0]}",
+            f"unknown key; [{where}] takes {', '.join(sorted(allowed))}",
+        )
 
 
 def _bounded_int(table: dict[str, Any], key: str, low: int, high: int, default: int) -> int:
     value = table.get(key, default)
     if type(value) is not int or not low <= value <= high:
         where = f"{_TABLE_OF[key]}.{key}"
-        raise config_error("invalid_schema", where, f"expected an integer {low}-{high}") from None
+        detail = f"expected an integer from {low} to {high}, got {found(value)}"
+        raise config_error("invalid_schema", where, detail) from None
     return value
 
 
@@ -294,19 +299,19 @@ _TABLE_OF: Final = {
 def audit_settings(value: object) -> AuditSettings:
     """Validate an `[audit]` table (every key optional)."""
     table = _table(value, "audit")
-    unknown = sorted(set(table) - {"enabled", "directory", "max_segment_bytes", "max_segments"})
-    if unknown:
-        fail(f"audit.{unknown[0]}")
+    _unknown(table, {"enabled", "directory", "max_segment_bytes", "max_segments"}, "audit")
     enabled = table.get("enabled", True)
     if type(enabled) is not bool:
-        fail("audit.enabled")
+        detail = f"expected true or false, got {found(enabled)}"
+        raise config_error("invalid_schema", "audit.enabled", detail)
     directory: Path | None = None
     if "directory" in table:
         if not is_safe_absolute_path(table["directory"]):
             raise config_error(
                 "invalid_schema",
                 "audit.directory",
-                "expected an absolute path without '~', '$', '%', '.' or '..'",
+                "expected an absolute path without '~', '$', '%', '.' or '..', "
+                f"got {found(table['directory'])}",
             )
         directory = Path(table["directory"])
     return AuditSettings(
@@ -322,13 +327,12 @@ def audit_settings(value: object) -> AuditSettings:
 def approval_settings(value: object) -> ApprovalSettings:
     """Validate an `[approval]` table (every key optional)."""
     table = _table(value, "approval")
-    unknown = sorted(set(table) - {"tools", "ttl_seconds"})
-    if unknown:
-        fail(f"approval.{unknown[0]}")
+    _unknown(table, {"tools", "ttl_seconds"}, "approval")
     tools: tuple[ToolSelector, ...] = ()
     raw = table.get("tools", [])
     if not isinstance(raw, list):
-        fail("approval.tools")
+        detail = f"expected an array of tool selectors, got {found(raw)}"
+        raise config_error("invalid_schema", "approval.tools", detail)
     if raw:
         tools = _tool_list(table, "tools", "approval")
     return ApprovalSettings(

@@ -1,17 +1,16 @@
-"""Stable configuration error codes and messages, and the grammars of configuration values."""
+"""The grammars and bounds of configuration values, and the error for breaking one."""
 
 from __future__ import annotations
 
 import keyword
 import re
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
-from mymcp.errors import ConfigurationError
+from mymcp.errors import ConfigurationError, Location
 
 __all__ = [
     "BUNDLED_PLUGIN_ID",
-    "CONFIGURATION_MESSAGES",
     "MAX_AUTHENTICATION_ADAPTERS",
     "MAX_CONFIGURATION_BYTES",
     "MAX_SESSION_LIFETIME_SECONDS",
@@ -19,7 +18,6 @@ __all__ = [
     "OPERATOR_BEARER_ADAPTER_TYPE",
     "SUPPORTED_SCHEMA_VERSIONS",
     "config_error",
-    "fail",
     "is_adapter_route_token",
     "is_issuer",
     "is_module_name",
@@ -34,60 +32,13 @@ BUNDLED_PLUGIN_ID: Final = "mnemosyne"
 OPERATOR_BEARER_ADAPTER_TYPE: Final = "operator-bearer-v1"
 OAUTH_JWT_ADAPTER_TYPE: Final = "oauth-jwt-jwks-v1"
 
-CONFIGURATION_MESSAGES: Final[dict[str, str]] = {
-    "invalid_location": "MyMCP configuration location is unavailable",
-    "unsafe_path": "MyMCP configuration path is unsafe",
-    "not_regular": "MyMCP configuration source is not a regular file",
-    "unsafe_permissions": "MyMCP configuration source permissions are unsafe",
-    "unreadable": "MyMCP configuration source could not be read",
-    "too_large": "MyMCP configuration exceeds 65536 bytes",
-    "source_changed": "MyMCP configuration changed while being read",
-    "invalid_utf8": "MyMCP configuration is not valid UTF-8",
-    "invalid_toml": "MyMCP configuration is not valid TOML",
-    "unsupported_schema_version": "MyMCP configuration schema_version is not supported",
-    "invalid_schema": "MyMCP configuration does not match its schema",
-    "duplicate_plugin": "MyMCP configuration declares a plugin id more than once",
-    "duplicate_authentication_adapter_id": (
-        "MyMCP configuration declares an authentication adapter id more than once"
-    ),
-    "duplicate_authentication_adapter_route": (
-        "MyMCP configuration declares an authentication adapter route more than once"
-    ),
-    "authentication_adapter_limit_exceeded": (
-        "MyMCP authentication adapter limit of 32 is exceeded"
-    ),
-    "bundled_plugin_conflict": "MyMCP configuration declares the bundled plugin id",
-    "enabled_plugin_unsupported": "MyMCP configuration schema 1 cannot enable plugins",
-    "policy_invalid": "MyMCP configuration policy is invalid",
-    "policy_unknown_key": "MyMCP configuration policy has an unknown key",
-    "policy_empty_list": "MyMCP configuration policy has an empty list",
-    "policy_invalid_principal": "MyMCP configuration policy has an invalid principal selector",
-    "policy_invalid_tool": "MyMCP configuration policy has an invalid tool selector",
-    "policy_unknown_tool": "MyMCP configuration policy names a tool that does not exist",
-    "policy_duplicate_rule": "MyMCP configuration policy repeats a rule",
-    "policy_duplicate_selector": "MyMCP configuration policy repeats a selector in one list",
-    "policy_too_large": "MyMCP configuration policy is too large",
-}
-
 
 def config_error(
     code: str, where: str | None = None, detail: str | None = None
 ) -> ConfigurationError:
-    """The error for `code`; `where` is a key path such as `server.port`.
-
-    `detail` says what is wrong with the value. It is meant for the operator's terminal;
-    logs carry only the code.
-    """
-    message = CONFIGURATION_MESSAGES[code]
-    if where is not None:
-        message = f"{message} (at {where})"
-    if detail is not None:
-        message = f"{message}: {detail}"
-    return ConfigurationError(code, message)
-
-
-def fail(where: str, code: str = "invalid_schema") -> NoReturn:
-    raise config_error(code, where) from None
+    """The error for `code` at key path `where` (such as `server.port`); `detail` says,
+    for the operator's terminal, what the key takes and what it holds."""
+    return ConfigurationError(code, location=Location(key=where), detail=detail)
 
 
 _ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

@@ -1,50 +1,163 @@
-"""Read the host configuration once, safely, and report the outcome without content."""
+"""Read the host configuration once, safely, and report the outcome.
+
+Logs carry the outcome and a code, never a path or content. The error raised for the
+operator's terminal names the file, the key path, and the line and column: `tomllib`
+reports them for syntax errors, and for a schema error the key's line is found in the
+text.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
 from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES, config_error
 from mymcp.config._location import config_path
 from mymcp.config._model import HostConfiguration
 from mymcp.config._schema import host_configuration_from_document
-from mymcp.errors import ConfigurationError
+from mymcp.errors import ConfigurationError, Location
 
-__all__ = ["load_host_configuration", "parse_host_configuration", "validate_semantics"]
+__all__ = [
+    "key_position",
+    "load_host_configuration",
+    "parse_host_configuration",
+    "toml_error_position",
+    "validate_semantics",
+]
 
 _log = logging.getLogger("mymcp.host.configuration")
 
-_SAFE_FILE_CODES: Final[dict[SafeFileReason, str]] = {
-    SafeFileReason.UNSAFE_PATH: "unsafe_path",
-    SafeFileReason.NOT_REGULAR: "not_regular",
-    SafeFileReason.UNSAFE_PERMISSIONS: "unsafe_permissions",
-    SafeFileReason.UNREADABLE: "unreadable",
-    SafeFileReason.TOO_LARGE: "too_large",
-    SafeFileReason.CHANGED: "source_changed",
-}
+_TOML_POSITION: Final = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_TOML_END: Final = re.compile(r"\s*\(at end of document\)$")
 
 
-def parse_host_configuration(data: bytes) -> HostConfiguration:
+def toml_error_position(error: tomllib.TOMLDecodeError, text: str) -> tuple[str, Location]:
+    """`tomllib`'s complaint without its position suffix, and the position as a location."""
+    message = str(error)
+    match = _TOML_POSITION.search(message)
+    if match is not None:
+        return message[: match.start()], Location(line=int(match[1]), column=int(match[2]))
+    end = _TOML_END.search(message)
+    if end is not None:
+        return message[: end.start()], Location(line=text.count("\n") + 1)
+    return message, Location()
+
+
+_KEY_PART: Final = r"""(?:[A-Za-z0-9_-]+|"[^"\\]*"|'[^']*')"""
+_DOTTED_KEY: Final = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_HEADER: Final = re.compile(rf"\s*(\[\[?)\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
+_ASSIGNMENT: Final = re.compile(rf"\s*({_DOTTED_KEY})\s*=")
+_PATH_PART: Final = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+_Path = tuple[str | int, ...]
+
+
+def _key_parts(dotted: str) -> list[str]:
+    return [part.strip("\"'") for part in re.findall(_KEY_PART, dotted)]
+
+
+def _key_lines(text: str) -> list[tuple[_Path, int, int]]:
+    """(key path, line, column) of every table header and `key =` line, best effort: it
+    follows headers and arrays of tables and skips multi-line strings."""
+    found: list[tuple[_Path, int, int]] = []
+    arrays: dict[tuple[str, ...], int] = {}
+    table: _Path = ()
+    in_string = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if in_string:
+            in_string = (line.count('"""') + line.count("'''")) % 2 == 0
+            continue
+        header = _HEADER.match(line)
+        if header is not None:
+            names = _key_parts(header[2])
+            is_array = header[1] == "[["
+            if is_array:
+                arrays[tuple(names)] = arrays.get(tuple(names), -1) + 1
+            path: list[str | int] = []
+            for position, name in enumerate(names):
+                path.append(name)
+                prefix = tuple(names[: position + 1])
+                if prefix in arrays and (is_array or position < len(names) - 1):
+                    path.append(arrays[prefix])
+            table = tuple(path)
+            found.append((table, number, line.index("[") + 1))
+            continue
+        assignment = _ASSIGNMENT.match(line)
+        if assignment is not None:
+            found.append(
+                (table + tuple(_key_parts(assignment[1])), number, assignment.start(1) + 1)
+            )
+            in_string = (line.count('"""') + line.count("'''")) % 2 == 1
+    return found
+
+
+def key_position(text: str, key: str) -> tuple[int, int] | None:
+    """The line and column where key path `key` (`plugins[1].module`) is written, or of
+    the nearest enclosing key or table that is; None when nothing of it is written."""
+    target: _Path = tuple(int(index) if index else name for name, index in _PATH_PART.findall(key))
+    best: tuple[int, int, int] | None = None
+    for path, line, column in _key_lines(text):
+        encloses = len(path) <= len(target) and target[: len(path)] == path
+        if encloses and (best is None or len(path) > best[0]):
+            best = (len(path), line, column)
+    if best is None:
+        return None
+    depth, line, column = best
+    last = target[-1] if target else None
+    if depth < len(target) and isinstance(last, str):
+        # A key inside an inline table, such as `route = { scheme = "x" }`.
+        written = text.splitlines()[line - 1]
+        inner = re.compile(rf"[{{,]\s*({re.escape(last)})\s*=").search(written, column)
+        if inner is not None:
+            column = inner.start(1) + 1
+    return line, column
+
+
+def parse_host_configuration(data: bytes, source: Path | None = None) -> HostConfiguration:
     """Validate configuration bytes: strict UTF-8, TOML, then the schema matrix.
 
-    Does not log and does not run the semantic pass (see `validate_semantics`).
+    `source` is the file the bytes came from; errors name it. Does not log and does not
+    run the semantic pass (see `validate_semantics`).
     """
+    where = Location(source=None if source is None else str(source))
     if len(data) > MAX_CONFIGURATION_BYTES:
-        raise config_error("too_large")
+        raise ConfigurationError("too_large", location=where)
     try:
         text = data.decode("utf-8", errors="strict")
-    except UnicodeDecodeError:
-        raise config_error("invalid_utf8") from None
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigurationError(
+            "invalid_utf8",
+            location=Location(where.source, line=line),
+            detail=f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
+        ) from None
     try:
         document = tomllib.loads(text)
-    except (ValueError, RecursionError):  # TOMLDecodeError is a ValueError
-        raise config_error("invalid_toml") from None
-    return host_configuration_from_document(document)
+    except tomllib.TOMLDecodeError as exc:
+        complaint, position = toml_error_position(exc, text)
+        raise ConfigurationError(
+            "invalid_toml", location=position.filled(where), detail=complaint
+        ) from None
+    except RecursionError:
+        raise ConfigurationError(
+            "invalid_toml", location=where, detail="values nest too deeply"
+        ) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ConfigurationError("invalid_toml", location=where, detail=str(exc)) from None
+    try:
+        return host_configuration_from_document(document)
+    except ConfigurationError as exc:
+        written = key_position(text, exc.location.key or "")
+        if written is not None:
+            where = Location(where.source, line=written[0], column=written[1])
+        exc.locate(where)
+        raise
 
 
 def _read(environ: Mapping[str, str] | None, home: Path | None) -> HostConfiguration:
@@ -54,8 +167,8 @@ def _read(environ: Mapping[str, str] | None, home: Path | None) -> HostConfigura
     except SafeFileError as exc:
         if exc.reason is SafeFileReason.MISSING:
             return HostConfiguration(origin="absent_defaults")
-        raise config_error(_SAFE_FILE_CODES[exc.reason]) from None
-    return parse_host_configuration(data)
+        raise as_error(exc, ConfigurationError) from None
+    return dataclasses.replace(parse_host_configuration(data, path), source=path)
 
 
 def load_host_configuration(
@@ -87,18 +200,26 @@ def load_host_configuration(
 
 def _semantic_error(config: HostConfiguration) -> ConfigurationError | None:
     seen: set[str] = set()
-    for plugin in config.plugins:
+    for index, plugin in enumerate(config.plugins):
+        where = f"plugins[{index}]"
         if plugin.id == BUNDLED_PLUGIN_ID:
-            return config_error("bundled_plugin_conflict", "plugins.id")
+            return config_error("bundled_plugin_conflict", f"{where}.id")
         if plugin.id in seen:
-            return config_error("duplicate_plugin", "plugins.id")
+            return config_error("duplicate_plugin", f"{where}.id")
         seen.add(plugin.id)
         if not plugin.enabled:
             continue
         if config.schema_version == 1:
-            return config_error("enabled_plugin_unsupported", "plugins.enabled")
+            return config_error(
+                "enabled_plugin_unsupported",
+                f"{where}.enabled",
+                "schema 1 may declare plugins but not enable them; use schema 2 or later "
+                "and add manifest_path and module",
+            )
         if plugin.manifest_path is None or plugin.module is None:
-            return config_error("invalid_schema", "plugins")
+            return config_error(
+                "invalid_schema", where, "an enabled plugin needs manifest_path and module"
+            )
     return None
 
 
@@ -111,5 +232,7 @@ def validate_semantics(config: HostConfiguration) -> None:
     """
     error = _semantic_error(config)
     if error is not None:
+        if config.source is not None:
+            error.locate(Location(source=str(config.source)))
         _log.error("host_configuration outcome=error code=%s", error.code)
         raise error

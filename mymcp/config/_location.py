@@ -1,4 +1,5 @@
-"""Where the host configuration file lives: one XDG rule, the same on every OS."""
+"""Where MyMCP's files live: the home directory and the XDG base directories, one rule
+for every OS and every caller (host configuration, audit, console, Mnemosyne)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from mymcp.config._grammar import config_error
+from mymcp.errors import ConfigurationError, Location
 
-__all__ = ["CONFIG_DIRECTORY_NAME", "CONFIG_FILE_NAME", "config_path", "xdg_directory"]
+__all__ = [
+    "CONFIG_DIRECTORY_NAME",
+    "CONFIG_FILE_NAME",
+    "config_path",
+    "home_directory",
+    "xdg_directory",
+]
 
 CONFIG_DIRECTORY_NAME = "mymcp"
 CONFIG_FILE_NAME = "config.toml"
@@ -19,10 +26,25 @@ def _is_clean(text: str) -> bool:
     return "\x00" not in text and not any(0xD800 <= ord(char) <= 0xDFFF for char in text)
 
 
-def _resolve_home(environ: Mapping[str, str]) -> str:
-    value = environ.get("HOME", "")
-    if value:
-        return value
+def home_directory(
+    environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> Path | None:
+    """The home directory: `home` if given, else `HOME`, else the account database.
+
+    None when the result is empty, not absolute, or holds NUL or lone surrogates.
+    """
+    if home is not None:
+        text = str(home)
+    else:
+        text = (os.environ if environ is None else environ).get("HOME", "")
+        if not text:
+            text = _account_home()
+    if not text or not _is_clean(text) or not Path(text).is_absolute():
+        return None
+    return Path(text)
+
+
+def _account_home() -> str:
     if os.name == "posix":
         import pwd
 
@@ -50,20 +72,27 @@ def xdg_directory(
 
     The variable's value when it is non-empty and absolute, otherwise its documented
     default under the home directory (`~/.config`, `~/.local/state`, `~/.cache`). Nothing
-    is expanded, probed or merged. `home` defaults to `HOME` from `environ`, then the
-    account database. Raises `ConfigurationError("invalid_location")` for NUL or
-    surrogate code points, or when no absolute home directory can be found.
+    is expanded, probed or merged. Raises `ConfigurationError("invalid_location")` for NUL
+    or surrogate code points, or when no absolute home directory can be found.
     """
     env = os.environ if environ is None else environ
     xdg = env.get(variable, "")
     if not _is_clean(xdg):
-        raise config_error("invalid_location")
+        raise ConfigurationError(
+            "invalid_location",
+            location=Location(source=f"${variable}"),
+            detail="the value holds NUL or an unpaired surrogate",
+        )
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / CONFIG_DIRECTORY_NAME
-    home_text = str(home) if home is not None else _resolve_home(env)
-    if not home_text or not _is_clean(home_text) or not Path(home_text).is_absolute():
-        raise config_error("invalid_location")
-    return Path(home_text).joinpath(*_XDG_DEFAULTS[variable], CONFIG_DIRECTORY_NAME)
+    resolved = home_directory(env, home)
+    if resolved is None:
+        raise ConfigurationError(
+            "invalid_location",
+            location=Location(source="$HOME"),
+            detail=f"no absolute home directory is known, and ${variable} is not an absolute path",
+        )
+    return resolved.joinpath(*_XDG_DEFAULTS[variable], CONFIG_DIRECTORY_NAME)
 
 
 def config_path(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Literal
 
 from mymcp.config._governance import ApprovalSettings, AuditSettings, PolicySettings
 
@@ -28,20 +30,31 @@ DEFAULT_SESSIONS_PER_PRINCIPAL = 64
 
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
-    """Where the launchers bind: always a loopback IP literal."""
+    """Where the launchers bind (always a loopback IP literal) and how they log.
+
+    The launchers' `--log-level` / `--log-format` options and `MYMCP_LOG_LEVEL` win over
+    the two logging keys, which only schema 8 may set.
+    """
 
     address: str = "127.0.0.1"
     port: int = 8000
+    log_level: str = "info"
+    log_format: str = "text"
 
 
 @dataclass(frozen=True, slots=True)
 class PluginDeclaration:
-    """One `[[plugins]]` entry; schema 1 declarations carry no manifest path or module."""
+    """One `[[plugins]]` entry; schema 1 declarations carry no manifest path or module.
+
+    `configuration` holds the operator's values for the plugin (schema 8), read-only; they
+    are checked against the schema the plugin's manifest declares when it loads.
+    """
 
     id: str
     enabled: bool
     manifest_path: Path | None = None
     module: str | None = None
+    configuration: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +111,5 @@ class HostConfiguration:
     """Schemas 1-7 have no `[audit]` and audit nothing; schema 8 audits by default."""
     approval: ApprovalSettings = field(default_factory=ApprovalSettings)
     origin: Literal["loaded", "absent_defaults"] = "absent_defaults"
+    source: Path | None = None
+    """The file it was read from (None for defaults or bytes), for the operator's terminal."""

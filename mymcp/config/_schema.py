@@ -1,13 +1,18 @@
 """The host configuration schema matrix (versions 1-8): a parsed TOML document in, a frozen
-`HostConfiguration` out. Every failure is a `ConfigurationError` with a stable code and a
-fixed message that names at most a schema location, never a value or a path.
+`HostConfiguration` out.
+
+Every failure is a `ConfigurationError` with a stable code and fixed message; its location
+names the key path (`plugins[1].module`) and its detail says what the key takes and what
+was found, for the operator's terminal. The loader adds the file and line.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, NoReturn
 
 from mymcp.config._governance import (
     ApprovalSettings,
@@ -23,7 +28,7 @@ from mymcp.config._grammar import (
     OAUTH_JWT_ADAPTER_TYPE,
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
-    fail,
+    config_error,
     is_adapter_route_token,
     is_issuer,
     is_module_name,
@@ -38,157 +43,247 @@ from mymcp.config._model import (
     PluginDeclaration,
     ServerSettings,
 )
+from mymcp.errors import found
+from mymcp.logs import LOG_FORMATS, LOG_LEVELS
 from mymcp.plugin._identity import is_plugin_id
 
 __all__ = ["host_configuration_from_document"]
 
+_KEBAB: Final = "lowercase kebab case (a-z, 0-9, single hyphens, a letter first), at most 64"
+_SAFE_PATH: Final = "an absolute path without '~', '$', '%', NUL, '.' or '..'"
+
+
+def _invalid(where: str, detail: str, code: str = "invalid_schema") -> NoReturn:
+    raise config_error(code, where, detail) from None
+
+
+def _expected(where: str, expectation: str, value: object) -> NoReturn:
+    _invalid(where, f"expected {expectation}, got {found(value)}")
+
 
 def _table(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        fail(where)
+        _expected(where, "a table", value)
     return value
 
 
 def _exact(table: dict[str, Any], required: set[str], optional: set[str], where: str) -> None:
-    """Unknown keys are reported by their table, missing ones by their (schema) name."""
-    keys = set(table)
-    if not keys <= required | optional:
-        fail(where)
-    missing = required - keys
+    """Unknown keys are named with the keys the table takes; so are missing ones."""
+    prefix = "" if where == "top level" else f"{where}."
+    allowed = ", ".join(sorted(required | optional)) or "nothing"
+    unknown = sorted(set(table) - required - optional)
+    if unknown:
+        _invalid(prefix + unknown[0], f"unknown key; {_named(where)} takes {allowed}")
+    missing = sorted(required - set(table))
     if missing:
-        name = min(missing)
-        fail(name if where == "top level" else f"{where}.{name}")
+        _invalid(prefix + missing[0], f"required key is missing; {_named(where)} takes {allowed}")
+
+
+def _named(where: str) -> str:
+    if where == "top level":
+        return "the top level"
+    return f"[{where}]"
 
 
 def _bool(value: object, where: str) -> bool:
     if type(value) is not bool:
-        fail(where)
+        _expected(where, "true or false", value)
     return value
 
 
 def _int(value: object, low: int, high: int, where: str) -> int:
     if type(value) is not int or not low <= value <= high:
-        fail(where)
+        _expected(where, f"an integer from {low} to {high}", value)
+    return value
+
+
+def _choice(value: object, choices: tuple[str, ...], where: str) -> str:
+    if not isinstance(value, str) or value not in choices:
+        _expected(where, " or ".join(f'"{choice}"' for choice in choices), value)
     return value
 
 
 def _schema_version(document: dict[str, Any]) -> int:
-    value = document.get("schema_version")
+    if "schema_version" not in document:
+        _invalid("schema_version", "required key is missing; the file starts with it")
+    value = document["schema_version"]
     if type(value) is not int:
-        fail("schema_version")
+        _expected("schema_version", "an integer from 1 to 8", value)
     if value not in SUPPORTED_SCHEMA_VERSIONS:
-        fail("schema_version", "unsupported_schema_version")
+        _invalid(
+            "schema_version",
+            f"expected an integer from 1 to 8, got {value}",
+            "unsupported_schema_version",
+        )
     return value
 
 
-def _server(value: object) -> ServerSettings:
+def _loopback(value: object) -> str:
+    expectation = "a loopback IP literal (127.0.0.0/8 or ::1; no host names, no zone)"
+    if not isinstance(value, str) or "%" in value:
+        _expected("server.address", expectation, value)
+    try:
+        parsed = ipaddress.ip_address(value)
+    except ValueError:
+        _expected("server.address", expectation, value)
+    loopback_v4 = parsed.version == 4 and parsed in ipaddress.ip_network("127.0.0.0/8")
+    if not (loopback_v4 or parsed == ipaddress.IPv6Address("::1")):
+        _expected("server.address", expectation, value)
+    return str(parsed)
+
+
+def _server(value: object, version: int) -> ServerSettings:
     if value is None:
         return ServerSettings()
     table = _table(value, "server")
-    _exact(table, set(), {"address", "port"}, "server")
-    address = ServerSettings().address
-    if "address" in table:
-        text = table["address"]
-        if not isinstance(text, str) or "%" in text:
-            fail("server.address")
-        try:
-            parsed = ipaddress.ip_address(text)
-        except ValueError:
-            fail("server.address")
-        loopback_v4 = parsed.version == 4 and parsed in ipaddress.ip_network("127.0.0.0/8")
-        if not (loopback_v4 or parsed == ipaddress.IPv6Address("::1")):
-            fail("server.address")
-        address = str(parsed)
-    port = _int(table.get("port", ServerSettings().port), 1, 65535, "server.port")
-    return ServerSettings(address=address, port=port)
+    logging_keys = {"log_level", "log_format"} if version >= 8 else set()
+    _exact(table, set(), {"address", "port", *logging_keys}, "server")
+    defaults = ServerSettings()
+    return ServerSettings(
+        address=_loopback(table["address"]) if "address" in table else defaults.address,
+        port=_int(table.get("port", defaults.port), 1, 65535, "server.port"),
+        log_level=_choice(
+            table.get("log_level", defaults.log_level), tuple(LOG_LEVELS), "server.log_level"
+        ),
+        log_format=_choice(
+            table.get("log_format", defaults.log_format), LOG_FORMATS, "server.log_format"
+        ),
+    )
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
+def _plugin(entry: object, version: int, where: str) -> PluginDeclaration:
+    table = _table(entry, where)
+    if version == 1:
+        _exact(table, {"id", "enabled"}, set(), where)
+    else:
+        optional = {"configuration"} if version >= 8 else set()
+        _exact(table, {"id", "enabled", "manifest_path", "module"}, optional, where)
+    plugin_id = table["id"]
+    if not is_plugin_id(plugin_id):
+        _expected(f"{where}.id", f"a plugin id: {_KEBAB} characters", plugin_id)
+    if plugin_id == BUNDLED_PLUGIN_ID:
+        _invalid(
+            f"{where}.id", f"'{BUNDLED_PLUGIN_ID}' is the bundled plugin", "bundled_plugin_conflict"
+        )
+    enabled = _bool(table["enabled"], f"{where}.enabled")
+    if version == 1:
+        return PluginDeclaration(id=plugin_id, enabled=enabled)
+    if not is_safe_absolute_path(table["manifest_path"]):
+        _expected(f"{where}.manifest_path", _SAFE_PATH, table["manifest_path"])
+    if not is_module_name(table["module"]):
+        _expected(
+            f"{where}.module",
+            "a Python module name (dot-separated identifiers, no keywords, 1-255 ASCII)",
+            table["module"],
+        )
+    configuration: Mapping[str, Any] = MappingProxyType({})
+    if "configuration" in table:
+        configuration = _frozen(_table(table["configuration"], f"{where}.configuration"))
+    return PluginDeclaration(
+        id=plugin_id,
+        enabled=enabled,
+        manifest_path=Path(table["manifest_path"]),
+        module=table["module"],
+        configuration=configuration,
+    )
 
 
 def _plugins(value: object, version: int) -> tuple[PluginDeclaration, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        fail("plugins")
-    fields = {"id", "enabled"} if version == 1 else {"id", "enabled", "manifest_path", "module"}
+        _expected("plugins", "an array of tables ([[plugins]])", value)
     declarations: list[PluginDeclaration] = []
-    seen: set[str] = set()
-    for entry in value:
-        table = _table(entry, "plugins")
-        _exact(table, fields, set(), "plugins")
-        plugin_id = table["id"]
-        if not is_plugin_id(plugin_id):
-            fail("plugins.id")
-        if plugin_id == BUNDLED_PLUGIN_ID:
-            fail("plugins.id", "bundled_plugin_conflict")
-        if plugin_id in seen:
-            fail("plugins.id", "duplicate_plugin")
-        seen.add(plugin_id)
-        enabled = _bool(table["enabled"], "plugins.enabled")
-        if version == 1:
-            declarations.append(PluginDeclaration(id=plugin_id, enabled=enabled))
-            continue
-        if not is_safe_absolute_path(table["manifest_path"]):
-            fail("plugins.manifest_path")
-        if not is_module_name(table["module"]):
-            fail("plugins.module")
-        declarations.append(
-            PluginDeclaration(
-                id=plugin_id,
-                enabled=enabled,
-                manifest_path=Path(table["manifest_path"]),
-                module=table["module"],
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(value):
+        declaration = _plugin(entry, version, f"plugins[{index}]")
+        if declaration.id in seen:
+            _invalid(
+                f"plugins[{index}].id",
+                f"{declaration.id!r} is already declared by plugins[{seen[declaration.id]}]",
+                "duplicate_plugin",
             )
-        )
+        seen[declaration.id] = index
+        declarations.append(declaration)
     return tuple(declarations)
 
 
-def _route(value: object) -> AdapterRoute:
-    table = _table(value, "authentication.adapters.route")
-    _exact(table, {"source", "scheme"}, {"profile"}, "authentication.adapters.route")
+_ROUTE_GRAMMAR: Final = "a lowercase letter first, then a-z0-9 segments joined by '-' or '_'"
+
+
+def _route(value: object, where: str) -> AdapterRoute:
+    table = _table(value, where)
+    _exact(table, {"source", "scheme"}, {"profile"}, where)
     if table["source"] != "authorization":
-        fail("authentication.adapters.route.source")
+        _expected(f"{where}.source", '"authorization"', table["source"])
     if not is_adapter_route_token(table["scheme"]):
-        fail("authentication.adapters.route.scheme")
+        _expected(f"{where}.scheme", _ROUTE_GRAMMAR, table["scheme"])
     profile = table.get("profile")
     if profile is not None and not is_adapter_route_token(profile):
-        fail("authentication.adapters.route.profile")
+        _expected(f"{where}.profile", _ROUTE_GRAMMAR, profile)
     return AdapterRoute(source="authorization", scheme=table["scheme"], profile=profile)
 
 
 def _adapters(value: object) -> tuple[AdapterDeclaration, ...]:
     if not isinstance(value, list):
-        fail("authentication.adapters")
+        _expected("authentication.adapters", "an array of tables", value)
     if len(value) > MAX_AUTHENTICATION_ADAPTERS:
-        fail("authentication.adapters", "authentication_adapter_limit_exceeded")
+        _invalid(
+            "authentication.adapters",
+            f"{len(value)} adapters are declared",
+            "authentication_adapter_limit_exceeded",
+        )
     adapters: list[AdapterDeclaration] = []
-    ids: set[str] = set()
-    routes: set[AdapterRoute] = set()
-    for entry in value:
-        table = _table(entry, "authentication.adapters")
-        _exact(table, {"id", "type", "enabled", "route"}, set(), "authentication.adapters")
+    ids: dict[str, int] = {}
+    routes: dict[AdapterRoute, int] = {}
+    for index, entry in enumerate(value):
+        where = f"authentication.adapters[{index}]"
+        table = _table(entry, where)
+        _exact(table, {"id", "type", "enabled", "route"}, set(), where)
         if not is_plugin_id(table["id"]):
-            fail("authentication.adapters.id")
+            _expected(f"{where}.id", f"an adapter id: {_KEBAB} characters", table["id"])
         if not is_plugin_id(table["type"]):
-            fail("authentication.adapters.type")
-        enabled = _bool(table["enabled"], "authentication.adapters.enabled")
-        route = _route(table["route"])
+            _expected(f"{where}.type", f"an adapter type: {_KEBAB} characters", table["type"])
+        enabled = _bool(table["enabled"], f"{where}.enabled")
+        route = _route(table["route"], f"{where}.route")
         if table["id"] in ids:
-            fail("authentication.adapters.id", "duplicate_authentication_adapter_id")
+            earlier = ids[table["id"]]
+            _invalid(
+                f"{where}.id",
+                f"{table['id']!r} is already declared by authentication.adapters[{earlier}]",
+                "duplicate_authentication_adapter_id",
+            )
         if route in routes:
-            fail("authentication.adapters.route", "duplicate_authentication_adapter_route")
-        ids.add(table["id"])
-        routes.add(route)
+            _invalid(
+                f"{where}.route",
+                f"the same route as authentication.adapters[{routes[route]}]",
+                "duplicate_authentication_adapter_route",
+            )
+        ids[table["id"]] = index
+        routes[route] = index
         adapters.append(AdapterDeclaration(table["id"], table["type"], enabled, route))
     return tuple(adapters)
 
 
-def _source_table(table: dict[str, Any], key: str, declared: bool, field: str) -> Any:
-    """The single `field` of `[authentication.<key>]`, present if and only if `declared`."""
+def _source_table(table: dict[str, Any], key: str, adapter_type: str, declared: bool) -> Any:
+    """`[authentication.<key>]`, present if and only if an adapter of `adapter_type` is."""
     where = f"authentication.{key}"
-    if declared != (key in table):
-        fail(where)
+    if declared and key not in table:
+        _invalid(where, f"required because an adapter has type {adapter_type!r}")
+    if not declared and key in table:
+        _invalid(where, f"allowed only when an adapter has type {adapter_type!r}")
     if not declared:
         return None
     inner = _table(table[key], where)
+    field = "verifier_path" if key == "operator_bearer" else "issuer"
     _exact(inner, {field}, set(), where)
     return inner[field]
 
@@ -207,20 +302,28 @@ def _authentication(value: object, version: int) -> AuthenticationSettings:
     has_bearer = OPERATOR_BEARER_ADAPTER_TYPE in types
     has_oauth = OAUTH_JWT_ADAPTER_TYPE in types
     if version >= 5 and has_bearer and has_oauth:
-        fail("authentication.adapters.type")
+        _invalid(
+            "authentication.adapters",
+            f"{OPERATOR_BEARER_ADAPTER_TYPE} and {OAUTH_JWT_ADAPTER_TYPE} cannot both be "
+            "declared, even when one is disabled",
+        )
     verifier_path: Path | None = None
     issuer: str | None = None
     if version >= 4:
-        raw_path = _source_table(table, "operator_bearer", has_bearer, "verifier_path")
+        raw_path = _source_table(table, "operator_bearer", OPERATOR_BEARER_ADAPTER_TYPE, has_bearer)
         if has_bearer:
             if not is_safe_absolute_path(raw_path):
-                fail("authentication.operator_bearer.verifier_path")
+                _expected("authentication.operator_bearer.verifier_path", _SAFE_PATH, raw_path)
             verifier_path = Path(raw_path)
     if version >= 5:
-        raw_issuer = _source_table(table, "oauth_jwt", has_oauth, "issuer")
+        raw_issuer = _source_table(table, "oauth_jwt", OAUTH_JWT_ADAPTER_TYPE, has_oauth)
         if has_oauth:
             if not is_issuer(raw_issuer):
-                fail("authentication.oauth_jwt.issuer")
+                _expected(
+                    "authentication.oauth_jwt.issuer",
+                    "an https issuer URL with a lowercase DNS host, no query, fragment or '%'",
+                    raw_issuer,
+                )
             issuer = raw_issuer
     return AuthenticationSettings(
         anonymous_enabled=anonymous,
@@ -239,12 +342,8 @@ def _mcp(value: object, version: int) -> McpSettings:
     defaults = McpSettings()
     if version >= 8:
         # Schema 8 keeps every schema-7 key and makes each one optional.
-        _exact(
-            table,
-            set(),
-            {"strict_protocol_version", *_LIFETIMES, "max_sessions_per_principal"},
-            "mcp",
-        )
+        optional = {"strict_protocol_version", *_LIFETIMES, "max_sessions_per_principal"}
+        _exact(table, set(), optional, "mcp")
     else:
         required = {"strict_protocol_version"} | (set(_LIFETIMES) if version >= 7 else set())
         _exact(table, required, set(), "mcp")
@@ -276,25 +375,34 @@ _TOP_LEVEL: Final = frozenset({"schema_version", "server", "plugins", "authentic
 _GOVERNANCE_TABLES: Final = frozenset({"policy", "audit", "approval"})
 
 
+def _required_table(document: dict[str, Any], name: str, versions: range, version: int) -> None:
+    """Schemas 3-7 require [authentication] and 6-7 require [mcp]; earlier ones forbid
+    them. Schema 8 accepts every schema-7 file and lets both fall back to defaults."""
+    if version >= 8:
+        return
+    if version in versions and name not in document:
+        _invalid(name, f"schema {version} requires [{name}]")
+    if version not in versions and name in document:
+        _invalid(name, f"[{name}] needs schema_version {versions.start} or later")
+
+
 def host_configuration_from_document(document: dict[str, Any]) -> HostConfiguration:
     """Validate a `tomllib` document against the schema matrix of its `schema_version`."""
     version = _schema_version(document)
     allowed = _TOP_LEVEL | _GOVERNANCE_TABLES if version >= 8 else _TOP_LEVEL
     unknown = sorted(set(document) - allowed)
     if unknown:
-        fail(unknown[0] if version >= 8 else "top level")
-    server = _server(document.get("server"))
+        if unknown[0] in _GOVERNANCE_TABLES:
+            _invalid(unknown[0], f"[{unknown[0]}] needs schema_version = 8")
+        _invalid(unknown[0], f"unknown key; the top level takes {', '.join(sorted(allowed))}")
+    server = _server(document.get("server"), version)
     plugins = _plugins(document.get("plugins"), version)
+    _required_table(document, "authentication", range(3, 8), version)
+    _required_table(document, "mcp", range(6, 8), version)
     authentication = AuthenticationSettings()
-    # Schemas 3-7 require [authentication] and 6-7 require [mcp]; schema 8 accepts every
-    # schema-7 file and lets both tables fall back to their defaults when absent.
-    if version < 8 and (version >= 3) != ("authentication" in document):
-        fail("authentication")
     if "authentication" in document:
         authentication = _authentication(document["authentication"], version)
     mcp = McpSettings()
-    if version < 8 and (version >= 6) != ("mcp" in document):
-        fail("mcp")
     if "mcp" in document:
         mcp = _mcp(document["mcp"], version)
     if version < 8:

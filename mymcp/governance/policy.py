@@ -29,8 +29,8 @@ from mymcp.config import (
     PrincipalSelector,
     ToolSelector,
     config_error,
-    shown,
 )
+from mymcp.errors import shown
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, list_tools_payload
 

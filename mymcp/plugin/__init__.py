@@ -1,4 +1,4 @@
-"""The public plugin API: everything a plugin author needs, from one module (D18)."""
+"""The public plugin API: everything a plugin author needs, from one module."""
 
 from mymcp.plugin._contribution import (
     ActivatedTool,
@@ -32,7 +32,7 @@ from mymcp.plugin._manifest import (
     manifest_from_mapping,
     parse_manifest,
 )
-from mymcp.plugin._parity import validate_plugin_contract
+from mymcp.plugin._parity import plugin_contract_mismatches, validate_plugin_contract
 
 __all__ = [
     "HOST_API_VERSION",
@@ -58,6 +58,7 @@ __all__ = [
     "load_manifest",
     "manifest_from_mapping",
     "parse_manifest",
+    "plugin_contract_mismatches",
     "structured_result",
     "validate_plugin_contract",
 ]

@@ -95,6 +95,11 @@ class ConfigurationDeclaration:
     def __post_init__(self) -> None:
         object.__setattr__(self, "schema", _freeze(self.schema))
 
+    def violation(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The first place `values` breaks the schema, as (key path, what is wrong), or
+        None when they fit. Key paths read `limits.max_items` and `names[2]`."""
+        return _violation(self.schema, values, "")
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConfigurationDeclaration):
             return NotImplemented
@@ -104,6 +109,48 @@ class ConfigurationDeclaration:
 
     def __hash__(self) -> int:
         return hash(self.schema_version)
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, str] | None:
+    kind = schema["type"]
+    here = where or "(top level)"
+    if kind == "object":
+        if not isinstance(value, Mapping):
+            return here, f"expected a table, got {type(value).__name__}"
+        properties: Mapping[str, Any] = schema["properties"]
+        for name in value:
+            if name not in properties:
+                takes = ", ".join(properties) or "no keys"
+                return f"{where}.{name}".lstrip("."), f"unknown key; the plugin takes {takes}"
+        for name in schema.get("required", ()):
+            if name not in value:
+                return f"{where}.{name}".lstrip("."), "required by the plugin, but missing"
+        for name, item in value.items():
+            found = _violation(properties[name], item, f"{where}.{name}".lstrip("."))
+            if found is not None:
+                return found
+        return None
+    if kind == "array":
+        if not isinstance(value, list | tuple):
+            return here, f"expected an array, got {type(value).__name__}"
+        for index, item in enumerate(value):
+            found = _violation(schema["items"], item, f"{where}[{index}]")
+            if found is not None:
+                return found
+        return None
+    # bool is an int in Python, never in JSON Schema.
+    if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _JSON_TYPES[kind]):
+        return here, f"expected {kind}, got {value!r}"
+    return None
 
 
 def _thaw(value: Any) -> Any:

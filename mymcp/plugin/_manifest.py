@@ -13,22 +13,19 @@ from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
+from mymcp.errors import Location, ManifestError
 from mymcp.plugin._definition import PluginDefinition
 from mymcp.plugin._manifest_rules import (
-    MANIFEST_MESSAGES,
     MAX_MANIFEST_BYTES,
     definition_from_document,
     fail,
     is_semver,
-    manifest_error,
 )
 
 __all__ = [
-    "MANIFEST_MESSAGES",
     "MAX_MANIFEST_BYTES",
     "is_semver",
     "load_manifest",
-    "manifest_error",
     "manifest_from_mapping",
     "parse_manifest",
 ]
@@ -44,18 +41,27 @@ _JSON_CODES: Final = {
 }
 
 
-def parse_manifest(data: bytes) -> PluginDefinition:
+def parse_manifest(data: bytes, source: Path | None = None) -> PluginDefinition:
     """Parse manifest-v1 bytes: at most 64 KiB of strict UTF-8 JSON, then the schema.
 
-    Duplicate object keys, NaN and infinities are rejected. Raises `ManifestError`.
+    Duplicate object keys, NaN and infinities are rejected. Raises `ManifestError`, whose
+    location names `source` when given.
     """
     if not isinstance(data, bytes | bytearray):
-        fail("manifest_resource_invalid")
+        fail("manifest_resource_invalid", detail="expected bytes")
     try:
-        document = load_strict_json(data, max_bytes=MAX_MANIFEST_BYTES, max_depth=_MAX_JSON_DEPTH)
-    except StrictJsonError as exc:
-        fail(_JSON_CODES.get(exc.reason, "manifest_resource_invalid_json"))
-    return definition_from_document(document)
+        try:
+            document = load_strict_json(
+                data, max_bytes=MAX_MANIFEST_BYTES, max_depth=_MAX_JSON_DEPTH
+            )
+        except StrictJsonError as exc:
+            code = _JSON_CODES.get(exc.reason, "manifest_resource_invalid_json")
+            raise ManifestError(code, location=exc.location, detail=exc.detail) from None
+        return definition_from_document(document)
+    except ManifestError as exc:
+        if source is not None:
+            exc.locate(Location(source=str(source)))
+        raise
 
 
 def _plain_json(value: object, depth: int) -> Any:
@@ -86,11 +92,18 @@ def manifest_from_mapping(document: Mapping[str, Any]) -> PluginDefinition:
 
 
 def load_manifest(path: Path) -> PluginDefinition:
-    """Read `path` with the safe-file rules (64 KiB bound) and parse it as manifest v1."""
+    """Read `path` with the safe-file rules (64 KiB bound) and parse it as manifest v1.
+
+    A file that cannot be read safely is `manifest_resource_too_large` or
+    `manifest_resource_invalid`, with the safe-file reason in the detail.
+    """
     try:
         data = read_safe_file(Path(path), max_bytes=MAX_MANIFEST_BYTES)
     except SafeFileError as exc:
-        if exc.reason is SafeFileReason.TOO_LARGE:
-            fail("manifest_resource_too_large")
-        fail("manifest_resource_invalid")
-    return parse_manifest(data)
+        too_large = exc.reason is SafeFileReason.TOO_LARGE
+        raise ManifestError(
+            "manifest_resource_too_large" if too_large else "manifest_resource_invalid",
+            location=exc.location,
+            detail=f"{exc.code}: {exc.detail}",
+        ) from None
+    return parse_manifest(data, Path(path))

@@ -1,7 +1,9 @@
 """The field rules of manifest v1, applied to an already decoded JSON document.
 
 Nothing is coerced or defaulted: unknown, missing or mistyped fields fail with a stable
-`ManifestError` code whose message names at most a manifest location, never a value.
+`ManifestError` code and fixed message; its location is the key path
+(`capabilities[2].consent`) and its detail, for the author's terminal, says what the field
+takes and what it holds.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import re
 import unicodedata
 from typing import Any, Final, NoReturn
 
-from mymcp.errors import ManifestError
+from mymcp.errors import Location, ManifestError, found
 from mymcp.plugin._definition import (
     AuthorityDeclaration,
     CapabilityDeclaration,
@@ -23,14 +25,7 @@ from mymcp.plugin._definition import (
 )
 from mymcp.plugin._identity import is_capability_local_id, is_plugin_id
 
-__all__ = [
-    "MANIFEST_MESSAGES",
-    "MAX_MANIFEST_BYTES",
-    "definition_from_document",
-    "fail",
-    "is_semver",
-    "manifest_error",
-]
+__all__ = ["MAX_MANIFEST_BYTES", "definition_from_document", "fail", "is_semver"]
 
 MAX_MANIFEST_BYTES: Final = 65536
 _MAX_CAPABILITIES: Final = 64
@@ -39,41 +34,13 @@ _MAX_CONFIG_PROPERTIES: Final = 32
 _MAX_CONFIG_DEPTH: Final = 4
 
 
-MANIFEST_MESSAGES: Final[dict[str, str]] = {
-    "manifest_resource_invalid": "MyMCP plugin manifest resource is invalid",
-    "manifest_resource_too_large": "MyMCP plugin manifest exceeds 65536 bytes",
-    "manifest_resource_invalid_utf8": "MyMCP plugin manifest is not valid UTF-8",
-    "manifest_resource_invalid_json": "MyMCP plugin manifest is not valid JSON",
-    "manifest_resource_duplicate_key": "MyMCP plugin manifest repeats a JSON object key",
-    "manifest_root_invalid": "MyMCP plugin manifest root is not a JSON object",
-    "manifest_unknown_field": "MyMCP plugin manifest has an unknown field",
-    "manifest_missing_field": "MyMCP plugin manifest lacks a required field",
-    "manifest_invalid_field": "MyMCP plugin manifest has an invalid field",
-    "manifest_version_unsupported": "MyMCP plugin manifest version is not supported",
-    "manifest_capability_kind_unsupported": "MyMCP plugin manifest capability kind is unsupported",
-    "manifest_duplicate_capability": "MyMCP plugin manifest declares a capability twice",
-    "manifest_duplicate_secret_reference": "MyMCP plugin manifest repeats a secret reference",
-    "manifest_configuration_schema_invalid": "MyMCP plugin configuration schema is invalid",
-    "manifest_authority_invalid": "MyMCP plugin manifest authority is invalid",
-    "host_api_incompatible": "MyMCP plugin does not support this host API version",
-    "definition_manifest_mismatch": "MyMCP plugin definition does not equal its manifest",
-    "contribution_plugin_mismatch": "MyMCP plugin contribution names another plugin",
-    "contribution_version_mismatch": "MyMCP plugin contribution version does not match",
-    "undeclared_capability": "MyMCP plugin contribution selects an undeclared capability",
-    "duplicate_selected_capability": "MyMCP plugin contribution selects a capability twice",
-    "capability_order_mismatch": "MyMCP plugin contribution breaks the declaration order",
-    "capability_metadata_mismatch": "MyMCP plugin tool effects or consent differ from the manifest",
-}
+def fail(code: str, where: str | None = None, detail: str | None = None) -> NoReturn:
+    """Raise `code` at manifest key path `where` (`capabilities[2].consent`)."""
+    raise ManifestError(code, location=Location(key=where), detail=detail) from None
 
 
-def manifest_error(code: str, where: str | None = None) -> ManifestError:
-    """The error for `code`; `where` is a fixed manifest location such as `capabilities`."""
-    message = MANIFEST_MESSAGES[code]
-    return ManifestError(code, message if where is None else f"{message} (at {where})")
-
-
-def fail(code: str, where: str | None = None) -> NoReturn:
-    raise manifest_error(code, where) from None
+def _expected(where: str, expectation: str, value: object) -> NoReturn:
+    fail("manifest_invalid_field", where, f"expected {expectation}, got {found(value)}")
 
 
 _SEMVER: Final = re.compile(
@@ -98,25 +65,27 @@ def _is_text(value: object, maximum: int) -> bool:
 
 def _object(value: object, required: set[str], optional: set[str], where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        fail("manifest_invalid_field", where)
-    if not set(value) <= required | optional:
-        fail("manifest_unknown_field", where)
-    missing = required - set(value)
-    if missing:  # name the missing field: it comes from the schema, not from the file
-        name = min(missing)
-        fail("manifest_missing_field", name if where == "top level" else f"{where}.{name}")
+        _expected(where, "a JSON object", value)
+    prefix = "" if where == "top level" else f"{where}."
+    takes = ", ".join(sorted(required | optional))
+    unknown = sorted(set(value) - required - optional)
+    if unknown:
+        fail("manifest_unknown_field", prefix + unknown[0], f"unknown field; {where} takes {takes}")
+    missing = sorted(required - set(value))
+    if missing:
+        fail("manifest_missing_field", prefix + missing[0], f"required; {where} takes {takes}")
     return value
 
 
 def _int(value: object, low: int, high: int, where: str) -> int:
     if type(value) is not int or not low <= value <= high:
-        fail("manifest_invalid_field", where)
+        _expected(where, f"an integer from {low} to {high}", value)
     return value
 
 
 def _bool(value: object, where: str) -> bool:
     if type(value) is not bool:
-        fail("manifest_invalid_field", where)
+        _expected(where, "true or false", value)
     return value
 
 
@@ -126,7 +95,7 @@ def _requires(value: object) -> HostApiRange:
     minimum = _int(bounds["min"], 1, 255, "requires.host_api.min")
     maximum = _int(bounds["max"], 1, 255, "requires.host_api.max")
     if minimum > maximum:
-        fail("manifest_invalid_field", "requires.host_api")
+        fail("manifest_invalid_field", "requires.host_api", f"min {minimum} is above max {maximum}")
     return HostApiRange(minimum=minimum, maximum=maximum)
 
 
@@ -142,24 +111,31 @@ _CAPABILITY_FIELDS: Final = {
 }
 
 
-def _capability(value: object) -> CapabilityDeclaration:
-    entry = _object(value, _CAPABILITY_FIELDS, set(), "capabilities")
+_SNAKE: Final = "lowercase snake case (a-z, 0-9, single underscores, a letter first), at most 64"
+
+
+def _capability(value: object, where: str) -> CapabilityDeclaration:
+    entry = _object(value, _CAPABILITY_FIELDS, set(), where)
     if not isinstance(entry["kind"], str):
-        fail("manifest_invalid_field", "capabilities.kind")
+        _expected(f"{where}.kind", '"tool"', entry["kind"])
     if entry["kind"] != "tool":
-        fail("manifest_capability_kind_unsupported", "capabilities.kind")
+        fail(
+            "manifest_capability_kind_unsupported",
+            f"{where}.kind",
+            f'expected "tool", got {found(entry["kind"])}',
+        )
     if not is_capability_local_id(entry["id"]):
-        fail("manifest_invalid_field", "capabilities.id")
+        _expected(f"{where}.id", f"a tool id: {_SNAKE} characters", entry["id"])
     if not is_semver(entry["version"]):
-        fail("manifest_invalid_field", "capabilities.version")
+        _expected(f"{where}.version", "a SemVer 2.0.0 version such as 1.0.0", entry["version"])
     effects = ToolEffects(
-        read_only=_bool(entry["read_only"], "capabilities.read_only"),
-        destructive=_bool(entry["destructive"], "capabilities.destructive"),
-        idempotent=_bool(entry["idempotent"], "capabilities.idempotent"),
-        open_world=_bool(entry["open_world"], "capabilities.open_world"),
+        read_only=_bool(entry["read_only"], f"{where}.read_only"),
+        destructive=_bool(entry["destructive"], f"{where}.destructive"),
+        idempotent=_bool(entry["idempotent"], f"{where}.idempotent"),
+        open_world=_bool(entry["open_world"], f"{where}.open_world"),
     )
     if entry["consent"] not in ("none", "per_call"):
-        fail("manifest_invalid_field", "capabilities.consent")
+        _expected(f"{where}.consent", '"none" or "per_call"', entry["consent"])
     return CapabilityDeclaration(
         "tool", entry["id"], entry["version"], effects, Consent(entry["consent"])
     )
@@ -167,61 +143,76 @@ def _capability(value: object) -> CapabilityDeclaration:
 
 def _capabilities(value: object) -> tuple[CapabilityDeclaration, ...]:
     if not isinstance(value, list) or not 1 <= len(value) <= _MAX_CAPABILITIES:
-        fail("manifest_invalid_field", "capabilities")
+        _expected("capabilities", f"an array of 1 to {_MAX_CAPABILITIES} capabilities", value)
     declarations: list[CapabilityDeclaration] = []
-    seen: set[tuple[str, str]] = set()
-    for item in value:
-        declaration = _capability(item)
+    seen: dict[tuple[str, str], int] = {}
+    for index, item in enumerate(value):
+        declaration = _capability(item, f"capabilities[{index}]")
         key = (declaration.kind, declaration.local_id)
         if key in seen:
-            fail("manifest_duplicate_capability", "capabilities")
-        seen.add(key)
+            fail(
+                "manifest_duplicate_capability",
+                f"capabilities[{index}].id",
+                f"{declaration.local_id!r} is already declared by capabilities[{seen[key]}]",
+            )
+        seen[key] = index
         declarations.append(declaration)
     return tuple(declarations)
 
 
 _SCALAR_TYPES: Final = frozenset({"string", "integer", "number", "boolean", "null"})
+_SUBSET: Final = (
+    "each node is {type: object, properties, additionalProperties: false[, required]}, "
+    "{type: array, items} or {type: string|integer|number|boolean|null}"
+)
 
 
-def _schema_node(node: object, depth: int, budget: list[int]) -> None:
+def _schema_fail(where: str, detail: str) -> NoReturn:
+    fail("manifest_configuration_schema_invalid", where, detail)
+
+
+def _schema_node(node: object, where: str, depth: int, budget: list[int]) -> None:
     """Check one node of the configuration-schema subset; `budget` counts properties left."""
-    if not isinstance(node, dict) or depth > _MAX_CONFIG_DEPTH:
-        fail("manifest_configuration_schema_invalid", "configuration.schema")
+    if not isinstance(node, dict):
+        _schema_fail(where, f"expected a JSON object, got {found(node)}; {_SUBSET}")
+    if depth > _MAX_CONFIG_DEPTH:
+        _schema_fail(where, f"nests deeper than {_MAX_CONFIG_DEPTH} levels")
     kind = node.get("type")
     if kind == "object":
-        keys_ok = (
-            {"type", "properties", "additionalProperties"}
-            <= set(node)
-            <= {
-                "type",
-                "properties",
-                "additionalProperties",
-                "required",
-            }
-        )
-        properties = node.get("properties")
-        if not keys_ok or not isinstance(properties, dict):
-            fail("manifest_configuration_schema_invalid", "configuration.schema")
+        keys = set(node)
+        if not {"type", "properties", "additionalProperties"} <= keys <= _OBJECT_KEYS:
+            _schema_fail(where, _SUBSET)
+        properties = node["properties"]
+        if not isinstance(properties, dict):
+            _schema_fail(f"{where}.properties", f"expected a JSON object, got {found(properties)}")
         if node["additionalProperties"] is not False:
-            fail("manifest_configuration_schema_invalid", "configuration.schema")
+            _schema_fail(f"{where}.additionalProperties", "must be false")
         budget[0] -= len(properties)
-        if budget[0] < 0 or not all(_is_text(name, 64) for name in properties):
-            fail("manifest_configuration_schema_invalid", "configuration.schema")
+        if budget[0] < 0:
+            _schema_fail(where, f"more than {_MAX_CONFIG_PROPERTIES} properties in all")
+        for name in properties:
+            if not _is_text(name, 64):
+                _schema_fail(
+                    f"{where}.properties", f"{name!r} is not a property name of 1-64 characters"
+                )
         required = node.get("required", [])
         if (
             not isinstance(required, list)
             or not all(isinstance(name, str) and name in properties for name in required)
             or len(set(required)) != len(required)
         ):
-            fail("manifest_configuration_schema_invalid", "configuration.schema")
-        for child in properties.values():
-            _schema_node(child, depth + 1, budget)
+            _schema_fail(f"{where}.required", "expected a list of distinct property names")
+        for name, child in properties.items():
+            _schema_node(child, f"{where}.properties.{name}", depth + 1, budget)
     elif kind == "array":
         if set(node) != {"type", "items"}:
-            fail("manifest_configuration_schema_invalid", "configuration.schema")
-        _schema_node(node["items"], depth + 1, budget)
+            _schema_fail(where, _SUBSET)
+        _schema_node(node["items"], f"{where}.items", depth + 1, budget)
     elif not (isinstance(kind, str) and kind in _SCALAR_TYPES and set(node) == {"type"}):
-        fail("manifest_configuration_schema_invalid", "configuration.schema")
+        _schema_fail(where, _SUBSET)
+
+
+_OBJECT_KEYS: Final = frozenset({"type", "properties", "additionalProperties", "required"})
 
 
 def _configuration(value: object) -> ConfigurationDeclaration:
@@ -229,18 +220,20 @@ def _configuration(value: object) -> ConfigurationDeclaration:
     _int(table["schema_version"], 1, 1, "configuration.schema_version")
     schema = table["schema"]
     if not isinstance(schema, dict) or schema.get("type") != "object":
-        fail("manifest_configuration_schema_invalid", "configuration.schema")
-    _schema_node(schema, 1, [_MAX_CONFIG_PROPERTIES])
+        _schema_fail("configuration.schema", "the top level must be an object schema")
+    _schema_node(schema, "configuration.schema", 1, [_MAX_CONFIG_PROPERTIES])
     return ConfigurationDeclaration(schema_version=1, schema=schema)
 
 
 def _secret_references(value: object) -> tuple[str, ...]:
+    expectation = f"an array of at most {_MAX_SECRET_REFERENCES} names in {_SNAKE} characters"
     if not isinstance(value, list) or len(value) > _MAX_SECRET_REFERENCES:
-        fail("manifest_invalid_field", "secret_references")
-    if not all(is_capability_local_id(slot) for slot in value):
-        fail("manifest_invalid_field", "secret_references")
+        _expected("secret_references", expectation, value)
+    for index, slot in enumerate(value):
+        if not is_capability_local_id(slot):
+            _expected(f"secret_references[{index}]", f"a name in {_SNAKE} characters", slot)
     if len(set(value)) != len(value):
-        fail("manifest_duplicate_secret_reference", "secret_references")
+        fail("manifest_duplicate_secret_reference", "secret_references", "a name repeats")
     return tuple(value)
 
 
@@ -248,16 +241,22 @@ _FILESYSTEM_CLASSES: Final = frozenset(member.value for member in FilesystemClas
 
 
 def _authority(value: object) -> AuthorityDeclaration:
+    takes = (
+        "exactly {filesystem: [distinct classes from "
+        + ", ".join(sorted(_FILESYSTEM_CLASSES))
+        + "], network: true|false}"
+    )
     if not isinstance(value, dict) or set(value) != {"filesystem", "network"}:
-        fail("manifest_authority_invalid", "authority")
+        fail("manifest_authority_invalid", "authority", f"expected {takes}")
     classes = value["filesystem"]
     if (
         not isinstance(classes, list)
         or not all(isinstance(item, str) and item in _FILESYSTEM_CLASSES for item in classes)
         or len(set(classes)) != len(classes)
-        or type(value["network"]) is not bool
     ):
-        fail("manifest_authority_invalid", "authority")
+        fail("manifest_authority_invalid", "authority.filesystem", f"expected {takes}")
+    if type(value["network"]) is not bool:
+        fail("manifest_authority_invalid", "authority.network", "expected true or false")
     return AuthorityDeclaration(
         filesystem=tuple(FilesystemClass(item) for item in classes), network=value["network"]
     )
@@ -278,6 +277,13 @@ _REQUIRED_FIELDS: Final = {
 }
 
 
+def _text(document: dict[str, Any], key: str, maximum: int) -> str:
+    value = document[key]
+    if not _is_text(value, maximum):
+        _expected(key, f"a string of 1 to {maximum} characters without control characters", value)
+    return str(value)
+
+
 def definition_from_document(document: object) -> PluginDefinition:
     """Apply every manifest-v1 field rule to a decoded JSON document.
 
@@ -285,29 +291,36 @@ def definition_from_document(document: object) -> PluginDefinition:
     rather than as a pile of unknown fields.
     """
     if not isinstance(document, dict):
-        fail("manifest_root_invalid")
+        fail("manifest_root_invalid", detail=f"expected a JSON object, got {found(document)}")
     if "manifest_version" not in document:
-        fail("manifest_missing_field", "manifest_version")
+        fail("manifest_missing_field", "manifest_version", "required; the manifest starts with it")
     if type(document["manifest_version"]) is not int:
-        fail("manifest_invalid_field", "manifest_version")
+        _expected("manifest_version", "1", document["manifest_version"])
     if document["manifest_version"] != 1:
-        fail("manifest_version_unsupported", "manifest_version")
+        fail(
+            "manifest_version_unsupported",
+            "manifest_version",
+            f"this MyMCP reads manifest version 1, got {document['manifest_version']}",
+        )
     _object(document, _REQUIRED_FIELDS, {"$schema"}, "top level")
-    if "$schema" in document and not _is_text(document["$schema"], 2048):
-        fail("manifest_invalid_field", "$schema")
+    if "$schema" in document:
+        _text(document, "$schema", 2048)
     if not is_plugin_id(document["id"]):
-        fail("manifest_invalid_field", "id")
-    if not _is_text(document["title"], 128):
-        fail("manifest_invalid_field", "title")
-    if not _is_text(document["description"], 4096):
-        fail("manifest_invalid_field", "description")
+        _expected(
+            "id",
+            "a plugin id: lowercase kebab case (a-z, 0-9, single hyphens, a letter first), "
+            "at most 64 characters",
+            document["id"],
+        )
+    title = _text(document, "title", 128)
+    description = _text(document, "description", 4096)
     if not is_semver(document["version"]):
-        fail("manifest_invalid_field", "version")
+        _expected("version", "a SemVer 2.0.0 version such as 0.1.0", document["version"])
     return PluginDefinition(
         manifest_version=1,
         plugin_id=document["id"],
-        title=document["title"],
-        description=document["description"],
+        title=title,
+        description=description,
         version=document["version"],
         requires=_requires(document["requires"]),
         capabilities=_capabilities(document["capabilities"]),

@@ -1,7 +1,12 @@
 """The composed host: immutable HostRuntime, bindings, list_tools and bootstrap."""
 
 from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
-from mymcp.runtime._external import activate_external_plugin
+from mymcp.runtime._external import (
+    activate_external_plugin,
+    import_external_plugin,
+    mismatch_diagnostics,
+    preflight_manifest,
+)
 from mymcp.runtime._list_tools import list_tools_payload
 from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
 from mymcp.runtime._runtime import HostRuntime, new_generation_id
@@ -24,11 +29,14 @@ __all__ = [
     "SchemaFinding",
     "ToolRegistry",
     "activate_external_plugin",
+    "import_external_plugin",
     "compile_input_schema",
     "compose_runtime",
     "default_binding",
     "is_reserved_name",
     "list_tools_payload",
     "lint_input_schema",
+    "mismatch_diagnostics",
     "new_generation_id",
+    "preflight_manifest",
 ]

@@ -9,13 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mymcp.errors import HostRuntimeCompositionError
-from mymcp.plugin import (
-    ActivatedTool,
-    Consent,
-    PluginContribution,
-    QualifiedCapabilityId,
-    ToolEffects,
-)
+from mymcp.plugin import ActivatedTool, PluginContribution, QualifiedCapabilityId, ToolEffects
 from mymcp.runtime._list_tools import (
     LIST_TOOLS_CONSENT,
     LIST_TOOLS_DEFINITION,
@@ -45,8 +39,8 @@ def is_reserved_name(name: str) -> bool:
     return name == LIST_TOOLS_NAME or name.startswith("mymcp_")
 
 
-def _fail(code: str) -> HostRuntimeCompositionError:
-    return HostRuntimeCompositionError(code, "MyMCP could not compose the tool surface")
+def _fail(code: str, detail: str) -> HostRuntimeCompositionError:
+    return HostRuntimeCompositionError(code, detail=detail)
 
 
 def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
@@ -63,10 +57,10 @@ def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[s
     """The MCP definition under the host's name, with effect annotations and a title."""
     description = tool.get("description")
     if not isinstance(description, str) or not description.strip():
-        raise _fail("invalid_tool_definition")
+        raise _fail("invalid_tool_definition", f"tool {name!r} has no description")
     schema = tool.get("inputSchema", {"type": "object", "additionalProperties": False})
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise _fail("invalid_tool_definition")
+        raise _fail("invalid_tool_definition", f"tool {name!r}: inputSchema is not type object")
     title = tool.get("title")
     if not isinstance(title, str) or not title.strip():
         title = name.replace("__", ": ").replace("_", " ")
@@ -81,7 +75,8 @@ def _validator(name: str, definition: Mapping[str, Any]) -> ArgumentsValidator:
     composition, one that model APIs refuse is served with a warning in the log."""
     validator, findings = compile_input_schema(definition["inputSchema"])
     if validator is None:
-        raise _fail("invalid_input_schema")
+        errors = [finding.message for finding in findings if finding.severity == "error"]
+        raise _fail("invalid_input_schema", f"tool {name!r}: " + "; ".join(errors))
     for finding in findings:
         _log.warning(
             "tool_schema outcome=%s tool=%s keyword=%s", finding.code, name, finding.keyword
@@ -110,16 +105,17 @@ def _collect(
     capabilities: dict[QualifiedCapabilityId, ActivatedTool] = {}
     for contribution in contributions:
         if contribution.plugin_id in seen_plugins:
-            raise _fail("duplicate_plugin")
+            raise _fail("duplicate_plugin", f"plugin {contribution.plugin_id!r} contributes twice")
         seen_plugins.add(contribution.plugin_id)
     for contribution in contributions:
         for tool in contribution.tools:
             if tool.capability.plugin_id != contribution.plugin_id:
-                raise _fail("capability_plugin_mismatch")
+                detail = f"plugin {contribution.plugin_id!r} contributes {tool.capability}"
+                raise _fail("capability_plugin_mismatch", detail)
     for contribution in contributions:
         for tool in contribution.tools:
             if tool.capability in capabilities:
-                raise _fail("duplicate_capability")
+                raise _fail("duplicate_capability", f"{tool.capability} is contributed twice")
             capabilities[tool.capability] = tool
     return capabilities
 
@@ -131,19 +127,24 @@ def _check_bindings(
     bound: dict[QualifiedCapabilityId, str] = {}
     for capability, name in bindings:
         if capability in bound:
-            raise _fail("duplicate_binding")
+            raise _fail("duplicate_binding", f"{capability} is bound twice")
         bound[capability] = name
-    if any(capability not in capabilities for capability in bound):
-        raise _fail("unknown_binding")
-    names = list(bound.values())
-    if any(is_reserved_name(name) for name in names):
-        raise _fail("reserved_public_name")
-    if any(_PUBLIC_NAME.fullmatch(name) is None for name in names):
-        raise _fail("invalid_public_name")
-    if len(set(names)) != len(names):
-        raise _fail("duplicate_public_name")
-    if any(capability not in bound for capability in capabilities):
-        raise _fail("unbound_capability")
+    owners: dict[str, QualifiedCapabilityId] = {}
+    for capability, name in bound.items():
+        if capability not in capabilities:
+            raise _fail("unknown_binding", f"{capability} is bound but not contributed")
+        if is_reserved_name(name):
+            raise _fail("reserved_public_name", f"{name!r} ({capability}) is reserved for the host")
+        if _PUBLIC_NAME.fullmatch(name) is None:
+            detail = f"{name!r} ({capability}) is not 1-128 characters of [A-Za-z0-9_.-]"
+            raise _fail("invalid_public_name", detail)
+        if name in owners:
+            detail = f"{name!r} is the public name of both {owners[name]} and {capability}"
+            raise _fail("duplicate_public_name", detail)
+        owners[name] = capability
+    for capability in capabilities:
+        if capability not in bound:
+            raise _fail("unbound_capability", f"{capability} has no public name")
     return bound
 
 
@@ -180,20 +181,8 @@ def compose_runtime(
         consent=LIST_TOOLS_CONSENT,
         validator=_validator(LIST_TOOLS_NAME, host_definition),
     )
-    registry = ToolRegistry((host_tool, *plugin_tools))
-    effects: dict[QualifiedCapabilityId, ToolEffects] = {}
-    consent: dict[QualifiedCapabilityId, Consent] = {}
-    for capability, tool in capabilities.items():
-        effects[capability] = tool.effects
-        consent[capability] = tool.consent
-    origins: dict[str, QualifiedCapabilityId | str] = {tool.name: tool.origin for tool in registry}
     return HostRuntime(
-        registry=registry,
-        plugin_inventory=tuple((c.plugin_id, c.version) for c in contributions),
-        origins=MappingProxyType(origins),
-        effects=MappingProxyType(effects),
-        consent=MappingProxyType(consent),
-        bindings=MappingProxyType(dict(bound)),
+        registry=ToolRegistry((host_tool, *plugin_tools)),
         generation=generation or new_generation_id(),
         server_version=server_version,
     )

@@ -3,158 +3,261 @@
 External plugins are trusted, in-process code: importing a module runs it with the
 server's privileges. That is why every enabled manifest is read and validated before any
 module is imported, so a broken declaration fails startup without running plugin code.
-Failures raise `ExternalPluginLoadError` with a stable code and a fixed message; no path,
-module name or exception text is logged or carried in the error.
+
+Failures raise `ExternalPluginLoadError` with a stable code and fixed message (all a log
+line carries). For the operator's terminal the error also names the manifest file and
+key, or the plugin and its module, and the cause: the manifest rule that failed, the
+import's exception type and message, each parity mismatch.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp.config import PluginDeclaration
-from mymcp.errors import ExternalPluginLoadError, ManifestError
+from mymcp.errors import NOWHERE, Diagnostic, ExternalPluginLoadError, Location, ManifestError
 from mymcp.plugin import (
     HOST_API_VERSION,
     MAX_MANIFEST_BYTES,
     PluginAdapter,
     PluginDefinition,
     parse_manifest,
-    validate_plugin_contract,
+    plugin_contract_mismatches,
 )
 
 __all__ = [
     "ENTRYPOINT_NAME",
-    "activate_external_plugin",
-    "EXTERNAL_PLUGIN_MESSAGES",
     "MAX_EXTERNAL_CAPABILITIES",
     "MAX_EXTERNAL_PLUGINS",
+    "activate_external_plugin",
+    "import_external_plugin",
     "load_external_plugins",
+    "mismatch_diagnostics",
+    "plugin_label",
+    "preflight_manifest",
 ]
 
 ENTRYPOINT_NAME: Final = "mymcp_plugin_v1"
 MAX_EXTERNAL_PLUGINS: Final = 32
 MAX_EXTERNAL_CAPABILITIES: Final = 256
 
-EXTERNAL_PLUGIN_MESSAGES: Final[dict[str, str]] = {
-    "external_plugin_limit_exceeded": "MyMCP external plugin limit is exceeded",
-    "external_manifest_unsafe_path": "MyMCP external plugin manifest path is unsafe",
-    "external_manifest_not_regular": "MyMCP external plugin manifest is not a regular file",
-    "external_manifest_unsafe_permissions": (
-        "MyMCP external plugin manifest permissions are unsafe"
-    ),
-    "external_manifest_unreadable": "MyMCP external plugin manifest could not be read",
-    "external_manifest_too_large": "MyMCP external plugin manifest exceeds 65536 bytes",
-    "external_manifest_source_changed": ("MyMCP external plugin manifest changed while being read"),
-    "external_manifest_invalid": "MyMCP external plugin manifest is invalid",
-    "external_manifest_identity_mismatch": (
-        "MyMCP external plugin manifest id does not match its declaration"
-    ),
-    "external_manifest_host_api_incompatible": (
-        "MyMCP external plugin does not support this host API version"
-    ),
-    "external_plugin_import_failed": "MyMCP external plugin module could not be imported",
-    "external_plugin_entrypoint_invalid": (
-        "MyMCP external plugin entrypoint is missing, not callable or failed"
-    ),
-    "external_plugin_contract_invalid": (
-        "MyMCP external plugin entrypoint did not return a PluginAdapter"
-    ),
-    "external_plugin_composition_invalid": (
-        "MyMCP external plugins could not be composed with the host"
-    ),
-    "external_plugin_schema_invalid": (
-        "MyMCP external plugin publishes an input schema that is not valid JSON Schema 2020-12"
-    ),
-}
 
-_SAFE_FILE_CODES: Final[dict[SafeFileReason, str]] = {
-    SafeFileReason.MISSING: "external_manifest_unreadable",
-    SafeFileReason.UNSAFE_PATH: "external_manifest_unsafe_path",
-    SafeFileReason.NOT_REGULAR: "external_manifest_not_regular",
-    SafeFileReason.UNSAFE_PERMISSIONS: "external_manifest_unsafe_permissions",
-    SafeFileReason.UNREADABLE: "external_manifest_unreadable",
-    SafeFileReason.TOO_LARGE: "external_manifest_too_large",
-    SafeFileReason.CHANGED: "external_manifest_source_changed",
-}
+def _fail(code: str, location: Location = NOWHERE, detail: str | None = None) -> NoReturn:
+    raise ExternalPluginLoadError(code, location=location, detail=detail) from None
 
 
-def _fail(code: str) -> NoReturn:
-    raise ExternalPluginLoadError(code, EXTERNAL_PLUGIN_MESSAGES[code]) from None
+def plugin_label(plugin_id: str | None, module: str) -> str:
+    """How the terminal names a plugin: `plugin <id> (module <module>)`."""
+    return f"module {module}" if plugin_id is None else f"plugin {plugin_id} (module {module})"
 
 
-def _preflight(declaration: PluginDeclaration) -> PluginDefinition:
-    """Read and validate one enabled declaration's manifest; imports nothing."""
-    if declaration.manifest_path is None or declaration.module is None:
-        _fail("external_manifest_invalid")  # schema 1 cannot enable plugins
+def preflight_manifest(path: Path, plugin_id: str | None = None) -> PluginDefinition:
+    """Read and validate one manifest as the server does before importing anything: the
+    safe-file rules, manifest v1, host API 1, and (when given) the declared plugin id.
+
+    `mymcp plugin check` runs exactly this, so both name a fault with the same code.
+    """
     try:
-        data = read_safe_file(Path(declaration.manifest_path), max_bytes=MAX_MANIFEST_BYTES)
+        data = read_safe_file(path, max_bytes=MAX_MANIFEST_BYTES)
     except SafeFileError as exc:
-        _fail(_SAFE_FILE_CODES[exc.reason])
+        raise as_error(exc, ExternalPluginLoadError, "external_manifest_") from None
     try:
-        definition = parse_manifest(data)
-    except ManifestError:
-        _fail("external_manifest_invalid")
-    if definition.plugin_id != declaration.id:
-        _fail("external_manifest_identity_mismatch")
+        definition = parse_manifest(data, path)
+    except ManifestError as exc:
+        _fail("external_manifest_invalid", exc.location, f"{exc.code}: {exc.detail or exc.message}")
+    where = Location(source=str(path))
+    if plugin_id is not None and definition.plugin_id != plugin_id:
+        _fail(
+            "external_manifest_identity_mismatch",
+            Location(str(path), key="id"),
+            f"the manifest says {definition.plugin_id!r}, the [[plugins]] entry {plugin_id!r}",
+        )
     if not definition.requires.admits(HOST_API_VERSION):
-        _fail("external_manifest_host_api_incompatible")
+        bounds = definition.requires
+        _fail(
+            "external_manifest_host_api_incompatible",
+            Location(where.source, key="requires.host_api"),
+            f"the plugin supports host API {bounds.minimum} to {bounds.maximum}; "
+            f"this MyMCP implements {HOST_API_VERSION}",
+        )
     return definition
 
 
-def activate_external_plugin(module_name: str, definition: PluginDefinition) -> PluginAdapter:
-    """Import one module, call its entrypoint and check parity with its manifest.
+def _plain(value: Any) -> Any:
+    """A plain, private copy of the operator's configuration values."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return copy.copy(value)
 
-    Also used by `mymcp plugin check --import`, so the check imports exactly as the
-    server does."""
+
+def _call_entrypoint(
+    entrypoint: Callable[..., object], configuration: Mapping[str, Any], where: Location
+) -> object:
+    """`mymcp_plugin_v1()`, or `mymcp_plugin_v1(configuration)` when it takes a parameter."""
     try:
-        module = importlib.import_module(module_name)
-    except (Exception, SystemExit):
-        _fail("external_plugin_import_failed")
-    entrypoint = getattr(module, ENTRYPOINT_NAME, None)
-    if not callable(entrypoint):
-        _fail("external_plugin_entrypoint_invalid")
+        parameters = inspect.signature(entrypoint).parameters
+    except (TypeError, ValueError):
+        parameters = None
+    takes_configuration = bool(parameters)
+    if configuration and not takes_configuration:
+        _fail(
+            "external_plugin_entrypoint_invalid",
+            where,
+            f"the [[plugins]] entry gives configuration, but {ENTRYPOINT_NAME}() takes no "
+            "parameter to receive it",
+        )
     try:
-        adapter = entrypoint()
-    except (Exception, SystemExit):
-        _fail("external_plugin_entrypoint_invalid")
-    if not isinstance(adapter, PluginAdapter):
-        if inspect.iscoroutine(adapter):
-            adapter.close()  # an async entrypoint: never awaited, so close it quietly
-        _fail("external_plugin_contract_invalid")
-    try:
-        validate_plugin_contract(adapter, definition, HOST_API_VERSION)
-    except ManifestError:
-        _fail("external_plugin_composition_invalid")
+        if takes_configuration:
+            return entrypoint(_plain(configuration))
+        return entrypoint()
+    except (Exception, SystemExit) as exc:
+        _fail(
+            "external_plugin_entrypoint_invalid",
+            where,
+            f"{ENTRYPOINT_NAME}() raised {type(exc).__name__}: {exc}",
+        )
+
+
+def activate_external_plugin(
+    module_name: str,
+    definition: PluginDefinition,
+    configuration: Mapping[str, Any] | None = None,
+) -> PluginAdapter:
+    """Import one module, call its entrypoint (with `configuration` if it takes one) and
+    check parity with its manifest; the first mismatch fails. Also used by `mymcp plugin
+    check --import`, so the check imports exactly as the server does."""
+    adapter = import_external_plugin(module_name, definition, configuration)
+    mismatches = plugin_contract_mismatches(adapter, definition, HOST_API_VERSION)
+    if mismatches:
+        first = mismatches[0]
+        _fail(
+            "external_plugin_composition_invalid",
+            Location(source=plugin_label(definition.plugin_id, module_name)),
+            f"{first.code}: {first.detail}",
+        )
     return adapter
 
 
+def import_external_plugin(
+    module_name: str,
+    definition: PluginDefinition,
+    configuration: Mapping[str, Any] | None = None,
+) -> PluginAdapter:
+    """Import `module_name` and call its entrypoint; parity is not checked here."""
+    where = Location(source=plugin_label(definition.plugin_id, module_name))
+    try:
+        module = importlib.import_module(module_name)
+    except (Exception, SystemExit) as exc:
+        _fail("external_plugin_import_failed", where, f"{type(exc).__name__}: {exc}")
+    entrypoint = getattr(module, ENTRYPOINT_NAME, None)
+    if entrypoint is None:
+        _fail("external_plugin_entrypoint_invalid", where, f"the module has no {ENTRYPOINT_NAME}")
+    if not callable(entrypoint):
+        _fail("external_plugin_entrypoint_invalid", where, f"{ENTRYPOINT_NAME} is not callable")
+    adapter = _call_entrypoint(entrypoint, configuration or {}, where)
+    if not isinstance(adapter, PluginAdapter):
+        detail = f"{ENTRYPOINT_NAME}() returned {type(adapter).__name__}"
+        if inspect.iscoroutine(adapter):
+            adapter.close()  # an async entrypoint: never awaited, so close it quietly
+            detail += "; the entrypoint must be a plain function, not async def"
+        _fail("external_plugin_contract_invalid", where, detail)
+    return adapter
+
+
+def mismatch_diagnostics(
+    module_name: str, adapter: PluginAdapter, definition: PluginDefinition
+) -> tuple[Diagnostic, ...]:
+    """Every parity mismatch of an imported plugin, located at the plugin."""
+    where = Location(source=plugin_label(definition.plugin_id, module_name))
+    return tuple(
+        Diagnostic(found.code, found.message, where, found.detail)
+        for found in plugin_contract_mismatches(adapter, definition, HOST_API_VERSION)
+    )
+
+
+def _check_configuration(
+    declaration: PluginDeclaration, definition: PluginDefinition, where: str, source: Path | None
+) -> None:
+    problem = definition.configuration.violation(declaration.configuration)
+    if problem is not None:
+        key, detail = problem
+        _fail(
+            "external_plugin_configuration_invalid",
+            Location(None if source is None else str(source), key=f"{where}.configuration.{key}"),
+            detail,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Preflighted:
+    """An enabled declaration, its key path (`plugins[2]`) and its manifest's definition."""
+
+    declaration: PluginDeclaration
+    where: str
+    definition: PluginDefinition
+
+
 def load_external_plugins(
-    declarations: Sequence[PluginDeclaration],
+    declarations: Sequence[PluginDeclaration], source: Path | None = None
 ) -> tuple[PluginAdapter, ...]:
     """Load the enabled external plugins, in declaration order.
 
     First every enabled manifest is preflighted (safe read, strict manifest v1, id equal
-    to the declared id, host API supported) and the limits are checked: at most 32 enabled
-    plugins and 256 declared capabilities, and distinct module names. Only then is each
-    module imported and its zero-argument `mymcp_plugin_v1()` called; the returned
-    adapter must match its manifest. Disabled declarations are never touched. Binding and
-    collision checks belong to runtime composition.
+    to the declared id, host API supported, the entry's configuration valid under the
+    manifest's schema) and the limits are checked: at most 32 enabled plugins and 256
+    declared capabilities, and distinct module names. Only then is each module imported
+    and its `mymcp_plugin_v1()` called; the returned adapter must match its manifest.
+    Disabled declarations are never touched. `source` is the configuration file, named
+    in errors. Binding and collision checks belong to runtime composition.
     """
-    enabled = [declaration for declaration in declarations if declaration.enabled]
+    enabled = [
+        (f"plugins[{index}]", declaration)
+        for index, declaration in enumerate(declarations)
+        if declaration.enabled
+    ]
+    where = Location(None if source is None else str(source), key="plugins")
     if len(enabled) > MAX_EXTERNAL_PLUGINS:
-        _fail("external_plugin_limit_exceeded")
-    definitions = [_preflight(declaration) for declaration in enabled]
-    if sum(len(definition.capabilities) for definition in definitions) > MAX_EXTERNAL_CAPABILITIES:
-        _fail("external_plugin_limit_exceeded")
-    modules = [declaration.module for declaration in enabled]
-    if len(set(modules)) != len(modules):
-        _fail("external_plugin_composition_invalid")
+        _fail(
+            "external_plugin_limit_exceeded",
+            where,
+            f"{len(enabled)} plugins are enabled; at most {MAX_EXTERNAL_PLUGINS} may be",
+        )
+    plugins: list[_Preflighted] = []
+    for key, declaration in enabled:
+        if declaration.manifest_path is None or declaration.module is None:
+            _fail("external_manifest_invalid", Location(where.source, key=key), "schema 1")
+        definition = preflight_manifest(declaration.manifest_path, declaration.id)
+        _check_configuration(declaration, definition, key, source)
+        plugins.append(_Preflighted(declaration, key, definition))
+    total = sum(len(plugin.definition.capabilities) for plugin in plugins)
+    if total > MAX_EXTERNAL_CAPABILITIES:
+        _fail(
+            "external_plugin_limit_exceeded",
+            where,
+            f"{total} tools are declared in all; at most {MAX_EXTERNAL_CAPABILITIES} may be",
+        )
+    modules: dict[str, str] = {}
+    for plugin in plugins:
+        module = str(plugin.declaration.module)
+        if module in modules:
+            _fail(
+                "external_plugin_composition_invalid",
+                Location(where.source, key=f"{plugin.where}.module"),
+                f"module {module!r} is already declared by {modules[module]}",
+            )
+        modules[module] = plugin.where
     return tuple(
-        activate_external_plugin(str(declaration.module), definition)
-        for declaration, definition in zip(enabled, definitions, strict=True)
+        activate_external_plugin(
+            str(plugin.declaration.module), plugin.definition, plugin.declaration.configuration
+        )
+        for plugin in plugins
     )

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mymcp.plugin import Consent, QualifiedCapabilityId, ToolEffects
 from mymcp.runtime._registry import ToolRegistry
 
 __all__ = ["HostRuntime", "new_generation_id"]
@@ -22,14 +20,12 @@ def new_generation_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class HostRuntime:
-    """Everything the transport needs to serve tools; nothing in it changes after startup."""
+    """Everything the transport needs to serve tools; nothing in it changes after startup.
+
+    Each bound tool in the registry carries its origin, effects and consent.
+    """
 
     registry: ToolRegistry
-    plugin_inventory: tuple[tuple[str, str], ...]
-    origins: Mapping[str, QualifiedCapabilityId | str]
-    effects: Mapping[QualifiedCapabilityId, ToolEffects]
-    consent: Mapping[QualifiedCapabilityId, Consent]
-    bindings: Mapping[QualifiedCapabilityId, str]
     generation: str
     server_version: str
     inactive_names: frozenset[str] = frozenset()

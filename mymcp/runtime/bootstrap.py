@@ -19,7 +19,12 @@ from pathlib import Path
 from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
 from mymcp.config import HostConfiguration, load_host_configuration, validate_semantics
-from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError, MyMCPError
+from mymcp.errors import (
+    ExternalPluginLoadError,
+    HostRuntimeCompositionError,
+    Location,
+    MyMCPError,
+)
 from mymcp.governance import Approvals, Governance, Policy, approval_required_tools, open_audit
 from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
@@ -30,7 +35,7 @@ from mymcp.plugins.mnemosyne import (
     mnemosyne_manifest,
 )
 from mymcp.runtime._composition import compose_runtime, default_binding
-from mymcp.runtime._external import EXTERNAL_PLUGIN_MESSAGES, load_external_plugins
+from mymcp.runtime._external import load_external_plugins
 from mymcp.runtime._runtime import HostRuntime
 
 __all__ = ["BindingPolicy", "Host", "build_host", "build_runtime", "production_binding"]
@@ -69,7 +74,7 @@ def build_runtime(
 ) -> HostRuntime:
     """Compose the bundled plugin and every enabled external plugin into one runtime."""
     try:
-        externals = load_external_plugins(configuration.plugins)
+        externals = load_external_plugins(configuration.plugins, configuration.source)
         bundled = create_mnemosyne_adapter(mnemosyne, environ=environ, home=home)
         validate_plugin_contract(bundled, mnemosyne_manifest())
         try:
@@ -96,7 +101,9 @@ def build_runtime(
                     if exc.code == "invalid_input_schema"
                     else "external_plugin_composition_invalid"
                 )
-                raise ExternalPluginLoadError(code, EXTERNAL_PLUGIN_MESSAGES[code]) from exc
+                raise ExternalPluginLoadError(
+                    code, location=exc.location, detail=f"{exc.code}: {exc.detail}"
+                ) from exc
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)
@@ -127,6 +134,8 @@ def build_host(
         needs_approval = approval_required_tools(configuration.approval, runtime)
     except MyMCPError as exc:
         _log.error("policy_composition outcome=error code=%s", exc.code)
+        if configuration.source is not None:
+            exc.locate(Location(source=str(configuration.source)))
         raise
     authenticator = build_authenticator(
         configuration.authentication, configuration.server

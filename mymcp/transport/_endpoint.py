@@ -245,9 +245,18 @@ class McpEndpoint:
             await send_empty(send, 202)
             return
         started = time.perf_counter()
-        _log.info(
-            "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
-        )
+        if message.method == "tools/call":
+            _log.info(
+                "request id=%s method=tools/call tool=%s",
+                _loggable_id(message.id),
+                self._loggable_tool(message.params),
+            )
+        else:
+            _log.info(
+                "request id=%s method=%s",
+                _loggable_id(message.id),
+                _loggable_method(message.method),
+            )
         caller = Caller(principal, session.id, session.url_elicitation)
         answer = await self._dispatcher.dispatch(message, caller)
         if isinstance(answer, StepUpRequired):
@@ -289,6 +298,14 @@ class McpEndpoint:
         )
         self._record_session("session_open", principal, session.id)
         await send_encoded(send, 200, body, {"mcp-session-id": session.id})
+
+    def _loggable_tool(self, params: object) -> str:
+        """The public name of the called tool, when it is one this runtime serves; any
+        other name is client text and stays out of the log."""
+        name = params.get("name") if isinstance(params, Mapping) else None
+        if isinstance(name, str) and self._runtime.registry.get(name) is not None:
+            return name
+        return "<unknown>"
 
 
 def _declares_url_elicitation(params: object) -> bool:

@@ -67,7 +67,7 @@ def failure_code(caplog: pytest.LogCaptureFixture, *args: object, **kwargs: obje
 def test_defaults_are_anonymous_only(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     auth = build_authenticator(AuthenticationSettings(), ServerSettings())
-    assert auth.enabled_adapter_count == 0
+    assert run(auth.authenticate(["Bearer x"])) is AuthFailure.UNSUPPORTED
     assert auth.protected_resource_metadata is None
     assert run(auth.authenticate([])) is ANONYMOUS
     assert run(auth.authenticate(["Bearer x"])) is AuthFailure.UNSUPPORTED
@@ -77,7 +77,7 @@ def test_defaults_are_anonymous_only(caplog: pytest.LogCaptureFixture) -> None:
 def test_operator_bearer_loads(caplog: pytest.LogCaptureFixture, verifier: Path) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     auth = build_authenticator(settings(bearer(), path=verifier), SERVER)
-    assert auth.enabled_adapter_count == 1
+    assert auth._adapter is not None
     assert auth.challenge_headers(AuthFailure.REJECTED, token_presented=True) == {}
     assert caplog.messages == ["authentication_composition outcome=loaded enabled=1"]
 
@@ -86,7 +86,7 @@ def test_disabled_adapters_are_never_composed(tmp_path: Path) -> None:
     missing = tmp_path / "absent.json"
     disabled = (bearer(enabled=False), bearer("o", kind="oauth-jwt-jwks-v1", enabled=False))
     auth = build_authenticator(settings(*disabled, path=missing, issuer="not an issuer"), SERVER)
-    assert auth.enabled_adapter_count == 0
+    assert run(auth.authenticate(["Bearer x"])) is AuthFailure.UNSUPPORTED
     assert run(auth.authenticate([])) is AuthFailure.NO_EVIDENCE
 
 

@@ -4,13 +4,13 @@ import httpx
 import pytest
 
 from mymcp.auth._discovery import (
-    DiscoveryError,
     default_http_client,
     discover_jwks_uri,
     fetch_bounded,
     metadata_urls,
 )
 from mymcp.config import is_issuer
+from mymcp.errors import DiscoveryError
 from tests.auth.helpers import ISSUER, JWKS_URI, FakeIssuer
 
 

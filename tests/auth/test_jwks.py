@@ -5,8 +5,8 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from mymcp.auth._discovery import DiscoveryError
 from mymcp.auth._jwks import parse_jwks
+from mymcp.errors import DiscoveryError
 from tests.auth.helpers import b64, public_jwk
 
 

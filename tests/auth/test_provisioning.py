@@ -132,7 +132,8 @@ def test_unsafe_existing_file_is_never_overwritten(verifier: Path) -> None:
     before = verifier.read_bytes()
     with pytest.raises(CredentialProvisioningError) as info:
         create_token(verifier, "bob")
-    assert (info.value.code, info.value.reason) == ("verifier_source", "unsafe")
+    assert (info.value.code, info.value.reason) == ("verifier_source", "unsafe_permissions")
+    assert info.value.location.source == str(verifier)
     assert code_of(lambda: revoke_token(verifier, "0" * 32)) == "verifier_source"
     assert code_of(lambda: list_credentials(verifier)) == "verifier_source"
     assert verifier.read_bytes() == before

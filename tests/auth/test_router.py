@@ -9,8 +9,6 @@ from mymcp.auth._evidence import Evidence, extract_evidence
 from mymcp.auth._router import OAuthChallenge, RoutedAdapter
 from tests.auth.helpers import run
 
-BEARER = ("authorization", "bearer", None)
-
 
 class Recorder:
     def __init__(self, outcome: object = Identity("alice", "operator:alice")) -> None:
@@ -25,8 +23,8 @@ class Recorder:
 
 
 def authenticator(adapter: Recorder, *, anonymous: bool = False, **kw: object) -> Authenticator:
-    routes = {BEARER: RoutedAdapter("local-client", adapter)}  # type: ignore[arg-type]
-    return Authenticator(routes=routes, anonymous_enabled=anonymous, **kw)  # type: ignore[arg-type]
+    routed = RoutedAdapter("local-client", adapter)  # type: ignore[arg-type]
+    return Authenticator(adapter=routed, anonymous_enabled=anonymous, **kw)  # type: ignore[arg-type]
 
 
 # --- evidence extraction ---------------------------------------------------------------
@@ -165,8 +163,10 @@ def test_authenticator_is_immutable() -> None:
     with pytest.raises(AttributeError):
         auth._anonymous_enabled = True
     with pytest.raises(AttributeError):
-        auth.enabled_adapter_count = 3  # type: ignore[misc]
-    assert auth.enabled_adapter_count == 1
+        auth._adapter = None
+    assert run(auth.authenticate(["Bearer x"])) == run(
+        authenticator(Recorder()).authenticate(["Bearer x"])
+    )
 
 
 def test_no_challenge_without_oauth() -> None:

@@ -92,22 +92,22 @@ def test_thirty_two_credentials_is_the_limit() -> None:
     assert len(parse_verifier(document(*[record(id=f"{i:032x}") for i in range(32)]))) == 32
 
 
-def test_oversize_file_is_excessive(tmp_path: Path) -> None:
+def test_oversize_file_is_too_large(tmp_path: Path) -> None:
     data = document(record()) + b" " * (16 * 1024)
-    assert code_of(lambda: load_verifier(write(tmp_path, data))) == "excessive"
+    assert code_of(lambda: load_verifier(write(tmp_path, data))) == "too_large"
 
 
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o660, 0o644, 0o610])
 def test_group_or_world_bits_are_unsafe(tmp_path: Path, mode: int) -> None:
     path = write(tmp_path, document(record()), mode)
-    assert code_of(lambda: load_verifier(path)) == "unsafe"
+    assert code_of(lambda: load_verifier(path)) == "unsafe_permissions"
 
 
 def test_symlinked_file_is_unsafe(tmp_path: Path) -> None:
     target = write(tmp_path, document(record()))
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    assert code_of(lambda: load_verifier(link)) == "unsafe"
+    assert code_of(lambda: load_verifier(link)) == "unsafe_path"
 
 
 def test_symlinked_parent_is_unsafe(tmp_path: Path) -> None:
@@ -115,19 +115,19 @@ def test_symlinked_parent_is_unsafe(tmp_path: Path) -> None:
     real.mkdir(mode=0o700)
     write(real, document(record()))
     (tmp_path / "alias").symlink_to(real)
-    assert code_of(lambda: load_verifier(tmp_path / "alias" / "verifier.json")) == "unsafe"
+    assert code_of(lambda: load_verifier(tmp_path / "alias" / "verifier.json")) == "unsafe_path"
 
 
 def test_group_writable_parent_is_unsafe(tmp_path: Path) -> None:
     path = write(tmp_path, document(record()))
     tmp_path.chmod(0o770)
-    assert code_of(lambda: load_verifier(path)) == "unsafe"
+    assert code_of(lambda: load_verifier(path)) == "unsafe_permissions"
 
 
 def test_directory_instead_of_file_is_unsafe(tmp_path: Path) -> None:
     (tmp_path / "verifier.json").mkdir(mode=0o700)
     tmp_path.chmod(0o700)
-    assert code_of(lambda: load_verifier(tmp_path / "verifier.json")) == "unsafe"
+    assert code_of(lambda: load_verifier(tmp_path / "verifier.json")) == "not_regular"
 
 
 def test_missing_file_is_unreadable_unless_allowed(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_missing_file_is_unreadable_unless_allowed(tmp_path: Path) -> None:
     ],
 )
 def test_unsafe_path_grammar(path: str) -> None:
-    assert code_of(lambda: load_verifier(Path(path))) == "unsafe"
+    assert code_of(lambda: load_verifier(Path(path))) == "unsafe_path"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of mode")

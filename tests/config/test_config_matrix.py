@@ -273,16 +273,32 @@ def test_schema1_plugin_fields_are_all_required(missing: str) -> None:
     assert failure({"schema_version": 1, "plugins": [entry]}).code == "invalid_schema"
 
 
-def test_messages_name_the_schema_location() -> None:
+def test_errors_name_the_key_path_and_what_the_key_takes() -> None:
     document = minimal(7)
     del document["mcp"]["session_absolute_lifetime_seconds"]
-    assert failure(document).message == (
-        "MyMCP configuration does not match its schema (at mcp.session_absolute_lifetime_seconds)"
+    error = failure(document)
+    assert error.message == "MyMCP configuration does not match its schema"
+    assert error.location.key == "mcp.session_absolute_lifetime_seconds"
+    assert error.detail == "required key is missing; [mcp] takes " + ", ".join(
+        sorted(
+            {
+                "strict_protocol_version",
+                "session_inactivity_timeout_seconds",
+                "session_absolute_lifetime_seconds",
+            }
+        )
     )
     document = minimal(7)
-    document["server"] = {"port": 0}
-    assert failure(document).message.endswith("(at server.port)")
+    document["server"] = {"port": "8000"}
+    error = failure(document)
+    assert error.location.key == "server.port"
+    assert error.detail == "expected an integer from 1 to 65535, got '8000' (a string)"
+    document = minimal(7)
+    document["server"] = {"prot": 8000}
+    error = failure(document)
+    assert error.location.key == "server.prot"
+    assert error.detail == "unknown key; [server] takes address, port"
     document = minimal(7)
     document["surprise-key"] = 1
-    assert failure(document).message.endswith("(at top level)")
+    assert failure(document).location.key == "surprise-key"
     assert "surprise-key" not in failure(document).message

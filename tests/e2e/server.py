@@ -95,6 +95,17 @@ def run_cli(
     )
 
 
+ERROR_PREFIX = "mymcp: error: "
+
+
+def log_and_errors(stderr: str) -> tuple[list[str], list[str]]:
+    """A command's stderr split into log lines (content-free by design) and the
+    `mymcp: error:` lines meant for the operator, which name the fault in full."""
+    lines = stderr.splitlines()
+    errors = [line for line in lines if line.startswith(ERROR_PREFIX)]
+    return [line for line in lines if not line.startswith(ERROR_PREFIX)], errors
+
+
 @contextmanager
 def serve(sandbox: Sandbox, extra_env: Mapping[str, str] | None = None) -> Iterator[RunningServer]:
     """Run `mymcp` until the block ends; fail loudly if it never becomes ready."""

@@ -110,7 +110,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         clock=clock,
     )
     authenticator = Authenticator(
-        routes={("authorization", "bearer", None): RoutedAdapter("op", NameIsToken())},
+        adapter=RoutedAdapter("op", NameIsToken()),
         anonymous_enabled=True,
     )
     host = Host(

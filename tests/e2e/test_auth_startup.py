@@ -18,7 +18,7 @@ from tests.e2e.auth_sandbox import (
     create_token,
     verifier_location,
 )
-from tests.e2e.server import Sandbox, port_is_bound, run_cli
+from tests.e2e.server import Sandbox, log_and_errors, port_is_bound, run_cli
 
 
 def _oauth_with_anonymous(sandbox: Sandbox) -> None:
@@ -75,7 +75,9 @@ def test_composition_failure_stops_startup(sandbox: Sandbox, case: str) -> None:
         result = run_cli(command, env, timeout=CLI_TIMEOUT)
         output = result.stdout + result.stderr
         assert result.returncode != 0, (command, output)
-        assert f"code={code}" in result.stderr, (command, output)
+        log, errors = log_and_errors(result.stderr)
+        assert len(errors) == 1, (command, output)
+        assert errors[0].endswith(f"(code={code})"), (command, output)
         assert "Uvicorn running on" not in output
-        assert str(sandbox.root) not in output
+        assert str(sandbox.root) not in "\n".join(log) + result.stdout
         assert not port_is_bound(sandbox.port)

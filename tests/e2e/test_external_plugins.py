@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.e2e.server import Sandbox, port_is_bound, run_cli, serve
+from tests.e2e.server import Sandbox, log_and_errors, port_is_bound, run_cli, serve
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_plugin"
 
@@ -108,13 +108,22 @@ def test_example_plugin_is_served_next_to_memory_tools(sandbox: Sandbox) -> None
     assert result == {"words": 3, "characters": 13}
 
 
-def _assert_refused(sandbox: Sandbox, env: dict[str, str], code: str) -> None:
+def _assert_refused(sandbox: Sandbox, env: dict[str, str], code: str) -> str:
+    """Both `mymcp` and `mymcp check` refuse with the same error line, which is returned;
+    the log lines around it carry the code and no path."""
+    said = set()
     for args in ([], ["check"]):
         failed = run_cli(args, sandbox.environ(env))
         assert failed.returncode == 1, failed.stderr
-        assert f"code={code}" in failed.stderr
-        assert str(sandbox.root) not in failed.stderr + failed.stdout
+        log, errors = log_and_errors(failed.stderr)
+        assert len(errors) == 1, failed.stderr
+        assert errors[0].endswith(f"(code={code})")
+        assert any(f"code={code}" in line for line in log), failed.stderr
+        assert str(sandbox.root) not in "\n".join(log) + failed.stdout
+        said.add(errors[0])
     assert not port_is_bound(sandbox.port)
+    (line,) = said
+    return line
 
 
 def test_reserved_name_collision_stops_startup(sandbox: Sandbox) -> None:
@@ -142,7 +151,11 @@ def test_unsafe_manifest_stops_startup_before_import(sandbox: Sandbox) -> None:
     sandbox.write_config(
         _plugin_config(sandbox, "unsafe", folder / "manifest.json", "unsafe_plugin")
     )
-    _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_manifest_unsafe_permissions")
+    line = _assert_refused(
+        sandbox, {"PYTHONPATH": str(folder)}, "external_manifest_unsafe_permissions"
+    )
+    assert line.startswith(f"mymcp: error: {folder / 'manifest.json'}: ")
+    assert "mode 0666" in line
     assert not marker.exists()
 
 
@@ -152,9 +165,16 @@ def test_import_failure_stops_startup(sandbox: Sandbox) -> None:
     sandbox.write_config(
         _plugin_config(sandbox, "broken", folder / "manifest.json", "broken_plugin")
     )
-    _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_import_failed")
+    line = _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_import_failed")
+    # The operator's terminal gets the exception; the log lines never do.
+    assert line == (
+        "mymcp: error: plugin broken (module broken_plugin): MyMCP external plugin module "
+        "could not be imported: RuntimeError: secret detail /private/path "
+        "(code=external_plugin_import_failed)"
+    )
     failed = run_cli([], sandbox.environ({"PYTHONPATH": str(folder)}))
-    assert "secret detail" not in failed.stderr
+    log, _ = log_and_errors(failed.stderr)
+    assert "secret detail" not in "\n".join(log)
 
 
 @pytest.mark.parametrize(
@@ -176,4 +196,23 @@ def test_plugin_check_command(sandbox: Sandbox, mutate, code) -> None:
     manifest.write_text(json.dumps(document))
     bad = run_cli(["plugin", "check", str(manifest)], sandbox.environ())
     assert bad.returncode == 1
-    assert f"code={code}" in bad.stderr
+    (line,) = bad.stderr.splitlines()
+    # The server's own preflight code, the manifest rule that failed, and where.
+    assert line.startswith(f"mymcp: error: {manifest}: ")
+    assert f": {code}: " in line
+    assert line.endswith("(code=external_manifest_invalid)")
+
+
+def test_plugin_check_and_check_name_an_unsafe_manifest_alike(sandbox: Sandbox) -> None:
+    folder = _install_example(sandbox)
+    manifest = folder / "manifest.json"
+    manifest.chmod(0o666)
+    sandbox.write_config(
+        _plugin_config(sandbox, "example-plugin", manifest, "mymcp_example_plugin")
+    )
+    plugin_check = run_cli(["plugin", "check", str(manifest)], sandbox.environ())
+    check = run_cli(["check"], sandbox.environ({"PYTHONPATH": str(folder)}))
+    _, said_by_check = log_and_errors(check.stderr)
+    assert plugin_check.returncode == check.returncode == 1
+    assert plugin_check.stderr.splitlines() == said_by_check
+    assert said_by_check[0].endswith("(code=external_manifest_unsafe_permissions)")

@@ -11,7 +11,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.server import RunningServer, Sandbox, port_is_bound, run_cli
+from tests.e2e.server import RunningServer, Sandbox, log_and_errors, port_is_bound, run_cli
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -103,8 +103,13 @@ def test_invalid_configuration_stops_startup_without_binding(sandbox: Sandbox) -
     sandbox.write_config("schema_version = 99\n" + sandbox.server_table())
     failed = run_cli([], sandbox.environ())
     assert failed.returncode != 0
-    assert "code=unsupported_schema_version" in failed.stderr
-    assert str(sandbox.root) not in failed.stderr
+    log, errors = log_and_errors(failed.stderr)
+    assert errors == [
+        f"mymcp: error: {sandbox.config_file}:1:1: schema_version: MyMCP configuration "
+        "schema_version is not supported: expected an integer from 1 to 8, got 99 "
+        "(code=unsupported_schema_version)"
+    ]
+    assert str(sandbox.root) not in "\n".join(log)
     assert not port_is_bound(sandbox.port)
     checked = run_cli(["check"], sandbox.environ())
     assert checked.returncode != 0

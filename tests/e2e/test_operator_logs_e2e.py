@@ -4,13 +4,15 @@ for, and other libraries stay at WARNING."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
-from tests.e2e.server import Sandbox, serve
+from tests.e2e.server import Sandbox, run_cli, serve
 from tests.e2e.test_external_plugins import _plugin_config, _synthetic_plugin
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -65,6 +67,24 @@ def _call_failing_tool(url: str) -> dict[str, object]:
         return result
 
 
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+TEXT_LINE = re.compile(rf"({STAMP}) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+) (.*)")
+
+
+def _text_lines(output: list[str]) -> list[tuple[str, str, str]]:
+    """(level, logger, message) of every log line; fails on a line in any other shape."""
+    parsed = []
+    for line in output:
+        match = TEXT_LINE.fullmatch(line.rstrip("\n"))
+        if match is None:  # a traceback line under debug belongs to the line before
+            assert line.startswith(("Traceback", " ", "RuntimeError")), line
+            continue
+        stamp = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        assert abs((datetime.now(UTC) - stamp).total_seconds()) < 600  # UTC, not local time
+        parsed.append((match[2], match[3], match[4]))
+    return parsed
+
+
 @pytest.mark.parametrize("debug", [False, True])
 def test_a_failing_tool_is_one_line_unless_debug_is_asked_for(
     sandbox: Sandbox, debug: bool
@@ -81,11 +101,17 @@ def test_a_failing_tool_is_one_line_unless_debug_is_asked_for(
         request_id = result["structuredContent"]["request_id"]  # type: ignore[index]
         assert SECRET not in json.dumps(result)
     log = "".join(server.output)
-    failures = [line for line in server.output if "tool_failure" in line]
+    lines = _text_lines(server.output)
+    failures = [line for line in lines if "tool_failure" in line[2]]
     assert failures == [
-        f"ERROR:mymcp.transport.tools:tool_failure request_id={request_id} "
-        "tool=failing__ping error_type=RuntimeError\n"
+        (
+            "ERROR",
+            "mymcp.transport.tools",
+            f"tool_failure request_id={request_id} tool=failing__ping error_type=RuntimeError",
+        )
     ]
+    # The request line names the tool by its public name.
+    assert ("INFO", "mcp", "request id=1 method=tools/call tool=failing__ping") in lines
     if debug:
         assert "Traceback" in log
     else:
@@ -97,13 +123,13 @@ def test_a_failing_tool_is_one_line_unless_debug_is_asked_for(
 def test_other_libraries_log_at_warning_unless_debug_is_asked_for(sandbox: Sandbox) -> None:
     probe = (
         "import logging, json\n"
-        "from mymcp.cli import _configure_logging\n"
-        "_configure_logging()\n"
+        "from mymcp.logs import configure_logging, log_settings\n"
+        "configure_logging(log_settings())\n"
         "print(json.dumps({n: logging.getLogger(n).getEffectiveLevel() for n in "
         "['httpx', 'httpcore', 'uvicorn.error', 'mymcp', 'mcp', 'asyncio']}))\n"
     )
     levels = {}
-    for value in ("", "debug"):
+    for value in ("", "debug", "error"):
         environment = sandbox.environ({"MYMCP_LOG_LEVEL": value})
         ran = subprocess.run(
             [sys.executable, "-c", probe],
@@ -123,32 +149,91 @@ def test_other_libraries_log_at_warning_unless_debug_is_asked_for(sandbox: Sandb
         "mcp": 20,
     }
     assert set(levels["debug"].values()) == {10}
+    assert set(levels["error"].values()) == {40}
 
 
 def test_every_request_line_and_the_shutdown_lines_reach_the_log(sandbox: Sandbox) -> None:
-    # Per-request lines are written once per event-loop iteration; none may be lost, and
-    # uvicorn's last lines (written just before it re-raises SIGTERM) must be there too.
+    # Per-request lines are written together; none may be lost, and uvicorn's last lines
+    # (written just before it re-raises SIGTERM) must be there too, in the same format.
     sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
     calls = 50
     with serve(sandbox) as server, httpx.Client(timeout=10) as client:
-        opened = client.post(
-            server.url,
-            json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}},
-            headers=HEADERS,
-        )
-        headers = {
-            **HEADERS,
-            "mcp-session-id": opened.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-11-25",
-        }
+        headers = _session(client, server.url)
         for number in range(1, calls + 1):
             ping = {"jsonrpc": "2.0", "id": number, "method": "ping"}
             assert client.post(server.url, json=ping, headers=headers).status_code == 200
-    lines = [line.rstrip("\n") for line in server.output]
+        unknown = {"name": "no_such_tool", "arguments": {}}
+        call = {"jsonrpc": "2.0", "id": "u", "method": "tools/call", "params": unknown}
+        client.post(server.url, json=call, headers=headers)
+    lines = _text_lines(server.output)
+    messages = [message for _, _, message in lines]
     for number in range(1, calls + 1):
-        assert f"INFO:mcp:request id={number} method=ping" in lines
+        assert f"request id={number} method=ping" in messages
         assert any(
-            line.startswith(f"INFO:mcp:response id={number} method=ping outcome=ok")
-            for line in lines
+            message.startswith(f"response id={number} method=ping outcome=ok")
+            for message in messages
         )
-    assert any("Finished server process" in line for line in lines)
+    # A name the runtime does not serve is client text: it is never logged.
+    assert "request id=u method=tools/call tool=<unknown>" in messages
+    assert not any("no_such_tool" in line for line in server.output)
+    assert ("INFO", "uvicorn.error", f"Finished server process [{server.process.pid}]") in lines
+
+
+def _session(client: httpx.Client, url: str) -> dict[str, str]:
+    opened = client.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}},
+        headers=HEADERS,
+    )
+    return {
+        **HEADERS,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
+
+
+def test_json_lines_from_the_configuration_for_mymcp_and_uvicorn_alike(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_format = "json"\n')
+    with serve(sandbox) as server, httpx.Client(timeout=10) as client:
+        headers = _session(client, server.url)
+        ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+        assert client.post(server.url, json=ping, headers=headers).status_code == 200
+    records = [json.loads(line) for line in server.output]
+    assert all(set(record) == {"time", "level", "logger", "message"} for record in records)
+    assert all(re.fullmatch(STAMP, record["time"]) for record in records)
+    loggers = {record["logger"] for record in records}
+    assert {"mymcp.host.configuration", "mcp", "uvicorn.error"} <= loggers
+    # The configuration's own load line is written in the format the file asks for.
+    assert records[0]["logger"] == "mymcp.host.configuration"
+    assert {"level": "INFO", "logger": "mcp", "message": "request id=7 method=ping"}.items() <= (
+        next(r for r in records if r["message"] == "request id=7 method=ping").items()
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "environment"),
+    [
+        (["--log-level", "warning"], {}),
+        (["check", "--log-level", "warning"], {}),
+        ([], {"MYMCP_LOG_LEVEL": "warning"}),
+    ],
+)
+def test_the_command_line_and_environment_choose_the_level(
+    sandbox: Sandbox, options: list[str], environment: dict[str, str]
+) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_level = "debug"\n')
+    command = options if "check" in options else [*options, "check"]
+    checked = run_cli(command, sandbox.environ(environment))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr == ""  # no INFO line at warning, though the file says debug
+    loud = run_cli(["check"], sandbox.environ())
+    assert any(" DEBUG " in line or " INFO " in line for line in loud.stderr.splitlines())
+
+
+def test_the_command_line_format_wins_over_the_file(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_format = "json"\n')
+    checked = run_cli(["--log-format", "text", "check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    assert _text_lines(checked.stderr.splitlines(keepends=True))
+    as_json = run_cli(["check"], sandbox.environ())
+    assert all(json.loads(line)["time"] for line in as_json.stderr.splitlines())

@@ -353,9 +353,9 @@ def test_bad_policies_name_the_rule_and_the_value(
 ) -> None:
     error = failure({"policy": policy})
     assert error.code == code
-    assert f"(at {where})" in error.message
+    assert error.location.key == where
     if shown is not None:
-        assert shown in error.message
+        assert shown in str(error)
 
 
 def test_policy_tables_need_schema_8() -> None:

@@ -24,7 +24,6 @@ from mymcp.plugin import (
     manifest_from_mapping,
     parse_manifest,
 )
-from mymcp.plugin._manifest_rules import MANIFEST_MESSAGES
 from tests.plugin.helpers import encode, manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -391,9 +390,9 @@ def test_all_filesystem_classes_are_accepted_in_order() -> None:
 def test_messages_never_carry_values() -> None:
     with pytest.raises(ManifestError) as caught:
         parse_manifest(encode(manifest(id="Secret-Value-XYZ")))
-    assert "Secret-Value-XYZ" not in str(caught.value)
-    assert len(MANIFEST_MESSAGES) == 23
-    assert all(m.startswith("MyMCP plugin ") for m in MANIFEST_MESSAGES.values())
+    assert "Secret-Value-XYZ" not in caught.value.message
+    assert len(ManifestError.MESSAGES) == 23
+    assert all(m.startswith("MyMCP plugin ") for m in ManifestError.MESSAGES.values())
 
 
 def test_definition_is_frozen_against_the_source_mapping() -> None:
@@ -588,13 +587,33 @@ def test_generated_versions_are_semver(core: tuple[int, int, int], pre: list[str
     assert is_semver(value) == _semver_oracle(value)
 
 
-def test_messages_name_the_manifest_location_not_the_value() -> None:
+def test_errors_name_the_key_path_and_what_was_expected() -> None:
     capability = _capability()
     del capability["consent"]
     with pytest.raises(ManifestError) as caught:
-        parse_manifest(encode(manifest(capabilities=[capability])))
-    assert caught.value.message.endswith("(at capabilities.consent)")
+        parse_manifest(encode(manifest(capabilities=[_capability(), capability])))
+    assert caught.value.location.key == "capabilities[1].consent"
+    assert caught.value.code == "manifest_missing_field"
+    wrong = {**_capability(), "consent": "always"}
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(encode(manifest(capabilities=[wrong])), Path("/p/manifest.json"))
+    assert str(caught.value) == (
+        "/p/manifest.json: capabilities[0].consent: MyMCP plugin manifest has an invalid "
+        'field: expected "none" or "per_call", got \'always\' (a string) '
+        "(code=manifest_invalid_field)"
+    )
     with pytest.raises(ManifestError) as caught:
         parse_manifest(encode(manifest(unexpected_key_xyz=1)))
     assert caught.value.code == "manifest_unknown_field"
+    assert caught.value.location.key == "unexpected_key_xyz"
     assert "unexpected_key_xyz" not in caught.value.message
+
+
+def test_a_json_syntax_error_names_line_and_column() -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(b'{\n  "id": "x"\n  "title": "y"\n}', Path("/p/manifest.json"))
+    assert caught.value.code == "manifest_resource_invalid_json"
+    assert str(caught.value) == (
+        "/p/manifest.json:3:3: MyMCP plugin manifest is not valid JSON: "
+        "Expecting ',' delimiter (code=manifest_resource_invalid_json)"
+    )

@@ -26,9 +26,8 @@ def test_registry_order_is_list_tools_then_contribution_order() -> None:
     beta = contribution("beta", tool("beta", "one"))
     runtime = _compose(alpha, beta)
     assert runtime.registry.names == ("list_tools", "alpha__one", "alpha__two", "beta__one")
-    assert runtime.origins["list_tools"] == HOST_ORIGIN
-    assert runtime.origins["beta__one"] == QualifiedCapabilityId("beta", "tool", "one")
-    assert runtime.plugin_inventory == (("alpha", "1.0.0"), ("beta", "1.0.0"))
+    assert runtime.registry.get("list_tools").origin == HOST_ORIGIN
+    assert runtime.registry.get("beta__one").origin == QualifiedCapabilityId("beta", "tool", "one")
     assert runtime.generation.startswith("generation_")
 
 
@@ -160,11 +159,26 @@ def test_tool_without_description_is_refused() -> None:
     assert caught.value.code == "invalid_tool_definition"
 
 
-def test_effects_and_consent_are_keyed_by_capability() -> None:
+def test_each_bound_tool_carries_its_origin_effects_and_consent() -> None:
     runtime = _compose(
         contribution("alpha", tool("alpha", "one", effects=DESTRUCTIVE, consent=Consent.PER_CALL))
     )
-    capability = QualifiedCapabilityId("alpha", "tool", "one")
-    assert runtime.effects[capability] == DESTRUCTIVE
-    assert runtime.consent[capability] is Consent.PER_CALL
-    assert runtime.bindings[capability] == "alpha__one"
+    bound = runtime.registry.get("alpha__one")
+    assert bound.origin == QualifiedCapabilityId("alpha", "tool", "one")
+    assert bound.effects == DESTRUCTIVE
+    assert bound.consent is Consent.PER_CALL
+
+
+def test_a_collision_names_both_capabilities() -> None:
+    alpha = contribution("alpha", tool("alpha", "one"))
+    beta = contribution("beta", tool("beta", "one"))
+    bindings = [
+        (QualifiedCapabilityId("alpha", "tool", "one"), "same"),
+        (QualifiedCapabilityId("beta", "tool", "one"), "same"),
+    ]
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(alpha, beta, bindings=bindings)
+    assert caught.value.code == "duplicate_public_name"
+    assert caught.value.detail == (
+        "'same' is the public name of both alpha:tool:one and beta:tool:one"
+    )

@@ -19,7 +19,7 @@ import mymcp._safefile as safefile
 from mymcp.config import PluginDeclaration, load_host_configuration, validate_semantics
 from mymcp.errors import ExternalPluginLoadError
 from mymcp.plugin import PluginAdapter
-from mymcp.runtime._external import EXTERNAL_PLUGIN_MESSAGES, load_external_plugins
+from mymcp.runtime._external import load_external_plugins
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "examples" / "example_plugin"
@@ -146,7 +146,7 @@ def _code(declarations: list[PluginDeclaration]) -> str:
     with pytest.raises(ExternalPluginLoadError) as caught:
         load_external_plugins(declarations)
     error = caught.value
-    assert error.message == EXTERNAL_PLUGIN_MESSAGES[error.code]
+    assert error.message == ExternalPluginLoadError.MESSAGES[error.code]
     assert error.__cause__ is None  # no exception text leaks through chaining
     assert error.__suppress_context__
     return error.code
@@ -413,9 +413,9 @@ def test_missing_module_is_an_import_failure(workspace: Workspace) -> None:
         "VALUE = 1\n",
         "mymcp_plugin_v1 = 3\n",
         "def mymcp_plugin_v1():\n    raise ValueError('boom')\n",
-        "def mymcp_plugin_v1(required):\n    return None\n",
+        "def mymcp_plugin_v1(configuration, more):\n    return None\n",
     ],
-    ids=["missing", "not-callable", "raises", "needs-arguments"],
+    ids=["missing", "not-callable", "raises", "needs-two-arguments"],
 )
 def test_entrypoint_invalid(workspace: Workspace, source: str) -> None:
     assert _code([workspace.plugin(source=source)]) == "external_plugin_entrypoint_invalid"
@@ -461,11 +461,166 @@ def test_definition_mismatch_is_a_composition_failure(workspace: Workspace) -> N
     assert _code([declaration]) == "external_plugin_composition_invalid"
 
 
-def test_errors_carry_no_paths_or_module_names(workspace: Workspace) -> None:
+def test_the_message_is_content_free_and_the_terminal_text_names_plugin_and_cause(
+    workspace: Workspace,
+) -> None:
     declaration = workspace.plugin(source="raise RuntimeError('boom')\n")
     with pytest.raises(ExternalPluginLoadError) as caught:
         load_external_plugins([declaration])
-    text = str(caught.value)
-    assert str(declaration.module) not in text
-    assert str(workspace.root) not in text
-    assert "boom" not in text
+    error = caught.value
+    assert error.message == "MyMCP external plugin module could not be imported"
+    assert str(error) == (
+        f"plugin {declaration.id} (module {declaration.module}): MyMCP external plugin "
+        "module could not be imported: RuntimeError: boom (code=external_plugin_import_failed)"
+    )
+
+
+# --- the operator's configuration for a plugin -------------------------------------------
+
+CONFIGURED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "greeting": {"type": "string"},
+        "limits": {
+            "type": "object",
+            "properties": {"max_items": {"type": "integer"}},
+            "required": ["max_items"],
+            "additionalProperties": False,
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["greeting"],
+    "additionalProperties": False,
+}
+
+# An entrypoint that takes the configuration and publishes it as its tool's description.
+CONFIGURED_SOURCE = """
+import json
+from mymcp.plugin import (
+    ActivatedTool, PluginAdapter, PluginContribution, QualifiedCapabilityId,
+    manifest_from_mapping, structured_result,
+)
+
+MANIFEST = {manifest}
+RECEIVED = []
+
+
+def mymcp_plugin_v1(configuration):
+    RECEIVED.append(configuration)
+    definition = manifest_from_mapping(MANIFEST)
+    (c,) = definition.capabilities
+    tool = ActivatedTool(
+        capability=QualifiedCapabilityId(definition.plugin_id, "tool", c.local_id),
+        tool={{"description": json.dumps(configuration, sort_keys=True),
+               "inputSchema": {{"type": "object"}}}},
+        handler=lambda arguments: structured_result({{}}),
+        effects=c.effects,
+        consent=c.consent,
+    )
+    return PluginAdapter(definition, PluginContribution(definition.plugin_id, "1.0.0", (tool,)))
+"""
+
+
+def _configured(workspace: Workspace, values: dict[str, Any]) -> PluginDeclaration:
+    document = manifest_document(
+        "configured", configuration={"schema_version": 1, "schema": CONFIGURED_SCHEMA}
+    )
+    declaration = workspace.plugin(
+        "configured", manifest=document, source=CONFIGURED_SOURCE.format(manifest=repr(document))
+    )
+    return PluginDeclaration(
+        declaration.id, True, declaration.manifest_path, declaration.module, values
+    )
+
+
+def test_the_entrypoint_receives_the_validated_configuration(workspace: Workspace) -> None:
+    values = {"greeting": "hi", "limits": {"max_items": 3}, "tags": ["a", "b"]}
+    (adapter,) = load_external_plugins([_configured(workspace, values)])
+    received = sys.modules[workspace.created_modules[-1]].RECEIVED
+    assert received == [values]
+    assert json.loads(adapter.contribution.tools[0].tool["description"]) == values
+
+
+@pytest.mark.parametrize(
+    ("values", "key", "detail"),
+    [
+        ({}, "plugins[0].configuration.greeting", "required by the plugin, but missing"),
+        ({"greeting": 5}, "plugins[0].configuration.greeting", "expected string, got 5"),
+        (
+            {"greeting": "x", "colour": "red"},
+            "plugins[0].configuration.colour",
+            "unknown key; the plugin takes greeting, limits, tags",
+        ),
+        (
+            {"greeting": "x", "limits": {}},
+            "plugins[0].configuration.limits.max_items",
+            "required by the plugin, but missing",
+        ),
+        (
+            {"greeting": "x", "limits": {"max_items": True}},
+            "plugins[0].configuration.limits.max_items",
+            "expected integer, got True",
+        ),
+        (
+            {"greeting": "x", "tags": ["a", 2]},
+            "plugins[0].configuration.tags[1]",
+            "expected string, got 2",
+        ),
+    ],
+)
+def test_configuration_that_breaks_the_declared_schema_fails_before_any_import(
+    workspace: Workspace, values: dict[str, Any], key: str, detail: str
+) -> None:
+    declaration = _configured(workspace, values)
+    source = workspace.root / "config.toml"
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        load_external_plugins([declaration], source)
+    error = caught.value
+    assert error.code == "external_plugin_configuration_invalid"
+    assert (error.location.source, error.location.key, error.detail) == (str(source), key, detail)
+    assert declaration.module not in sys.modules
+
+
+def test_configuration_for_an_entrypoint_without_a_parameter_is_refused(
+    workspace: Workspace,
+) -> None:
+    document = manifest_document(
+        "plain", configuration={"schema_version": 1, "schema": CONFIGURED_SCHEMA}
+    )
+    plain = workspace.plugin("plain", manifest=document)  # mymcp_plugin_v1() takes nothing
+    declaration = PluginDeclaration(
+        plain.id, True, plain.manifest_path, plain.module, {"greeting": "hi"}
+    )
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        load_external_plugins([declaration])
+    assert caught.value.code == "external_plugin_entrypoint_invalid"
+    assert caught.value.detail == (
+        "the [[plugins]] entry gives configuration, but mymcp_plugin_v1() takes no parameter "
+        "to receive it"
+    )
+
+
+def test_a_parity_mismatch_names_the_plugin_module_and_the_mismatch(
+    workspace: Workspace,
+) -> None:
+    declaration = workspace.plugin(version="9.9.9")
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        load_external_plugins([declaration])
+    assert str(caught.value) == (
+        f"plugin fixture-plugin (module {declaration.module}): MyMCP external plugins could "
+        "not be composed with the host: contribution_version_mismatch: the contribution has "
+        "version '9.9.9', the manifest '1.0.0' (code=external_plugin_composition_invalid)"
+    )
+
+
+def test_an_invalid_manifest_names_the_file_key_and_rule(workspace: Workspace) -> None:
+    document = manifest_document("fixture-plugin")
+    document["capabilities"][0]["consent"] = "always"
+    declaration = workspace.plugin(manifest=document)
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        load_external_plugins([declaration])
+    assert str(caught.value) == (
+        f"{declaration.manifest_path}: capabilities[0].consent: MyMCP external plugin "
+        'manifest is invalid: manifest_invalid_field: expected "none" or "per_call", got '
+        "'always' (a string) (code=external_manifest_invalid)"
+    )

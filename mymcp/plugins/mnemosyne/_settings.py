@@ -4,8 +4,9 @@ Settings come from the environment and from the optional ``~/.mnemosyne/config.t
 each environment variable overrides its own key. They are resolved once at startup,
 except the memory root, which `memory_root` resolves afresh for every operation.
 
-Every failure raises `MnemosyneSettingsError` with a stable code and a fixed message:
-no supplied value, file content, parser detail or path ever reaches a message or a log.
+Every failure raises `MnemosyneSettingsError` with a stable code and a fixed message,
+which is all a log line carries. For the operator's terminal the error also names the
+environment variable or the file, key, line and column, and what was expected.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
-from mymcp.errors import MnemosyneSettingsError
+from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
+from mymcp.config import home_directory, key_position, toml_error_position
+from mymcp.errors import NOWHERE, Location, MnemosyneSettingsError, found
 from mymcp.plugins.mnemosyne.memory import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX
 
 __all__ = [
@@ -58,36 +60,20 @@ _FILE_KEYS: Final = frozenset({*(key for _, key in GATE_ENVIRONMENT.values()), C
 # length bound keeps int() away from huge inputs.
 _DECIMAL: Final = re.compile(r"[1-9][0-9]{0,6}")
 
-_SAFE_FILE_CODES: Final[Mapping[SafeFileReason, str]] = {
-    SafeFileReason.UNSAFE_PATH: "unsafe_path",
-    SafeFileReason.NOT_REGULAR: "not_regular",
-    SafeFileReason.UNSAFE_PERMISSIONS: "unsafe_permissions",
-    SafeFileReason.UNREADABLE: "unreadable",
-    SafeFileReason.TOO_LARGE: "too_large",
-    # A file swapped during the read is as good as unreadable for settings.
-    SafeFileReason.CHANGED: "unreadable",
-}
-
-_MESSAGES: Final[Mapping[str, str]] = {
-    "invalid_environment": (
-        "a MNEMOSYNE_MEMORY_* environment variable has an invalid value; gates accept "
-        "exactly true or false and the candidate limit an integer from 1 to 1000000"
-    ),
-    "invalid_toml": "the Mnemosyne settings file is not valid UTF-8 TOML",
-    "invalid_schema": (
-        "the Mnemosyne settings file may only hold an optional [memory] table with boolean "
-        "gates and an integer candidate_limit from 1 to 1000000"
-    ),
-    "unreadable": "the Mnemosyne settings file could not be read",
-    "not_regular": "the Mnemosyne settings source is not a regular file",
-    "unsafe_path": "the Mnemosyne settings source is a symlink or sits in an unsafe directory",
-    "too_large": "the Mnemosyne settings file is larger than 16 KiB",
-    "unsafe_permissions": "the Mnemosyne settings file or its directory is writable by others",
-}
+_GATE_VALUES: Final = "expected exactly true or false"
+_LIMIT_VALUES: Final = f"expected an integer from 1 to {CANDIDATE_LIMIT_MAX} in plain digits"
 
 
-def _error(code: str) -> MnemosyneSettingsError:
-    return MnemosyneSettingsError(code, _MESSAGES[code])
+def _error(
+    code: str, location: Location = NOWHERE, detail: str | None = None
+) -> MnemosyneSettingsError:
+    return MnemosyneSettingsError(code, location=location, detail=detail)
+
+
+def _no_home() -> MnemosyneSettingsError:
+    return _error(
+        "unsafe_path", Location(source="$HOME"), "no absolute home directory is known; set HOME"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,31 +118,14 @@ def parse_candidate_limit(text: str) -> int | None:
     return value if value <= CANDIDATE_LIMIT_MAX else None
 
 
-def _resolve_home(environ: Mapping[str, str], home: Path | None) -> Path | None:
-    if home is not None:
-        return home
-    text = environ.get("HOME", "")
-    if not text and os.name == "posix":
-        import pwd
-
-        try:
-            text = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):
-            text = ""
-    if not text or "\x00" in text or not Path(text).is_absolute():
-        return None
-    return Path(text)
-
-
 def settings_path(environ: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
     """``<home>/.mnemosyne/config.toml``; home defaults to ``HOME``, then the account database.
 
     Raises `MnemosyneSettingsError("unsafe_path")` when no absolute home can be found.
     """
-    env = os.environ if environ is None else environ
-    resolved = _resolve_home(env, home)
+    resolved = home_directory(environ, home)
     if resolved is None:
-        raise _error("unsafe_path")
+        raise _no_home()
     return resolved / SETTINGS_DIRECTORY / SETTINGS_FILE
 
 
@@ -171,18 +140,24 @@ def memory_root(environ: Mapping[str, str] | None = None, home: Path | None = No
     env = os.environ if environ is None else environ
     value = env.get(MEMORY_ROOT_ENV, "")
     if "\x00" in value:
-        raise _error("invalid_environment")
+        raise _error(
+            "invalid_environment", Location(source=f"${MEMORY_ROOT_ENV}"), "the value holds NUL"
+        )
     if value and not value.startswith("~"):
         return Path(value)
     if value.startswith("~") and value != "~" and not value.startswith("~/"):
         # ``~user/...``: only the account database knows that home.
         expanded = os.path.expanduser(value)
         if expanded.startswith("~"):
-            raise _error("unsafe_path")
+            raise _error(
+                "unsafe_path",
+                Location(source=f"${MEMORY_ROOT_ENV}"),
+                f"no account is named by {value.split('/', 1)[0]!r}",
+            )
         return Path(expanded)
-    resolved = _resolve_home(env, home)
+    resolved = home_directory(env, home)
     if resolved is None:
-        raise _error("unsafe_path")
+        raise _no_home()
     if not value:
         return resolved / SETTINGS_DIRECTORY / "memory"
     return resolved / value[2:]
@@ -196,40 +171,66 @@ def _environment_overrides(
         if variable in env:
             parsed = parse_gate_value(env[variable])
             if parsed is None:
-                raise _error("invalid_environment")
+                detail = f"{_GATE_VALUES}, got {found(env[variable])}"
+                raise _error("invalid_environment", Location(source=f"${variable}"), detail)
             gates[name] = parsed
     limit = None
     if CANDIDATE_LIMIT_ENV in env:
         limit = parse_candidate_limit(env[CANDIDATE_LIMIT_ENV])
         if limit is None:
-            raise _error("invalid_environment")
+            detail = f"{_LIMIT_VALUES}, got {found(env[CANDIDATE_LIMIT_ENV])}"
+            raise _error("invalid_environment", Location(source=f"${CANDIDATE_LIMIT_ENV}"), detail)
     return gates, limit
 
 
-def parse_settings_document(data: bytes) -> dict[str, Any]:
-    """Validate the file's bytes and return its ``[memory]`` values keyed by settings field."""
+def parse_settings_document(data: bytes, source: Path | None = None) -> dict[str, Any]:
+    """Validate the file's bytes and return its ``[memory]`` values keyed by settings field.
+
+    Errors name `source`, and the line and key at fault.
+    """
+    where = Location(source=None if source is None else str(source))
     if len(data) > MAX_SETTINGS_BYTES:
-        raise _error("too_large")
+        raise _error("too_large", where)
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise _error("invalid_toml", where, f"byte {exc.start} is not UTF-8") from None
     try:
         # tomllib already rejects duplicate keys and redefined tables.
-        document = tomllib.loads(data.decode("utf-8", errors="strict"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _error("invalid_toml") from None
-    if not document.keys() <= {"memory"}:
-        raise _error("invalid_schema")
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        complaint, position = toml_error_position(exc, text)
+        raise _error("invalid_toml", position.filled(where), complaint) from None
+    except (ValueError, RecursionError) as exc:
+        raise _error("invalid_toml", where, type(exc).__name__) from None
+
+    def invalid(key: str, detail: str) -> MnemosyneSettingsError:
+        written = key_position(text, key)
+        line, column = written if written is not None else (None, None)
+        return _error("invalid_schema", Location(where.source, key, line, column), detail)
+
+    takes = ", ".join(sorted(_FILE_KEYS))
+    unknown = sorted(document.keys() - {"memory"})
+    if unknown:
+        raise invalid(unknown[0], "unknown key; the file holds only an optional [memory] table")
     table = document.get("memory", {})
-    if type(table) is not dict or not table.keys() <= _FILE_KEYS:
-        raise _error("invalid_schema")
+    if type(table) is not dict:
+        raise invalid("memory", f"expected a table, got {found(table)}")
+    unknown = sorted(table.keys() - _FILE_KEYS)
+    if unknown:
+        raise invalid(f"memory.{unknown[0]}", f"unknown key; [memory] takes {takes}")
     values: dict[str, Any] = {}
     for name, (_, key) in GATE_ENVIRONMENT.items():
         if key in table:
             if type(table[key]) is not bool:
-                raise _error("invalid_schema")
+                raise invalid(f"memory.{key}", f"expected true or false, got {found(table[key])}")
             values[name] = table[key]
     if CANDIDATE_LIMIT_KEY in table:
-        if not _valid_limit(table[CANDIDATE_LIMIT_KEY]):
-            raise _error("invalid_schema")
-        values["candidate_limit"] = table[CANDIDATE_LIMIT_KEY]
+        limit = table[CANDIDATE_LIMIT_KEY]
+        if not _valid_limit(limit):
+            detail = f"expected an integer from 1 to {CANDIDATE_LIMIT_MAX}, got {found(limit)}"
+            raise invalid(f"memory.{CANDIDATE_LIMIT_KEY}", detail)
+        values["candidate_limit"] = limit
     return values
 
 
@@ -240,8 +241,8 @@ def _read_file(environ: Mapping[str, str], home: Path | None) -> dict[str, Any] 
     except SafeFileError as exc:
         if exc.reason is SafeFileReason.MISSING:
             return None
-        raise _error(_SAFE_FILE_CODES[exc.reason]) from None
-    return parse_settings_document(data)
+        raise as_error(exc, MnemosyneSettingsError) from None
+    return parse_settings_document(data, path)
 
 
 def load_mnemosyne_settings(

@@ -323,7 +323,7 @@ def test_readable_by_others_is_accepted(tmp_path: Path) -> None:
     ("reason", "code"),
     [
         (SafeFileReason.UNREADABLE, "unreadable"),
-        (SafeFileReason.CHANGED, "unreadable"),
+        (SafeFileReason.CHANGED, "source_changed"),
         (SafeFileReason.UNSAFE_PATH, "unsafe_path"),
         (SafeFileReason.NOT_REGULAR, "not_regular"),
         (SafeFileReason.TOO_LARGE, "too_large"),
@@ -334,29 +334,54 @@ def test_safe_reader_failures_map_to_stable_codes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reason: SafeFileReason, code: str
 ) -> None:
     # Running as root makes a real unreadable file impossible; the mapping is what we own.
-    def failing(*_args: object, **_kwargs: object) -> bytes:
-        raise SafeFileError(reason)
+    def failing(path: Path, *_args: object, **_kwargs: object) -> bytes:
+        raise SafeFileError(reason, path)
 
     monkeypatch.setattr(_settings, "read_safe_file", failing)
     assert code_of(tmp_path) == code
 
 
-def test_failures_never_echo_values_or_paths(
+def test_logs_never_echo_values_or_paths_and_the_terminal_text_names_them(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    secret_value = "sekrit-VALUE-42"
+    value = "sekrit-VALUE-42"
     caplog.set_level(logging.DEBUG)
     with pytest.raises(MnemosyneSettingsError) as info:
-        load(tmp_path, {GATE_VARIABLES["remember"]: secret_value})
-    write_settings(tmp_path, f'[memory]\nremember_enabled = "{secret_value}"\n')
+        load(tmp_path, {GATE_VARIABLES["remember"]: value})
+    path = write_settings(tmp_path, f'# gates\n[memory]\nremember_enabled = "{value}"\n')
     with pytest.raises(MnemosyneSettingsError) as file_info:
         load(tmp_path)
     for error in (info.value, file_info.value):
-        assert secret_value not in str(error)
-        assert str(tmp_path) not in str(error)
-    assert secret_value not in caplog.text
+        assert value not in error.message
+        assert str(tmp_path) not in error.message
+    assert str(info.value) == (
+        "$MNEMOSYNE_MEMORY_REMEMBER_ENABLED: Mnemosyne setting in the environment is invalid: "
+        f"expected exactly true or false, got '{value}' (a string) (code=invalid_environment)"
+    )
+    assert str(file_info.value) == (
+        f"{path}:3:1: memory.remember_enabled: Mnemosyne settings file does not match its "
+        f"schema: expected true or false, got '{value}' (a string) (code=invalid_schema)"
+    )
+    assert value not in caplog.text
     assert str(tmp_path) not in caplog.text
     assert "code=invalid_schema" in caplog.text
+
+
+def test_a_bad_candidate_limit_variable_is_named_with_the_range(tmp_path: Path) -> None:
+    with pytest.raises(MnemosyneSettingsError) as info:
+        load(tmp_path, {LIMIT_VARIABLE: "1e6"})
+    assert info.value.location.source == f"${LIMIT_VARIABLE}"
+    assert info.value.detail == (
+        "expected an integer from 1 to 1000000 in plain digits, got '1e6' (a string)"
+    )
+
+
+def test_a_toml_error_in_the_settings_file_names_line_and_column(tmp_path: Path) -> None:
+    path = write_settings(tmp_path, "[memory]\nremember_enabled = yes\n")
+    with pytest.raises(MnemosyneSettingsError) as info:
+        load(tmp_path)
+    assert info.value.code == "invalid_toml"
+    assert (info.value.location.source, info.value.location.line) == (str(path), 2)
 
 
 # --- memory root ---------------------------------------------------------------------------

@@ -1,0 +1,284 @@
+"""The launchers' logging: one stderr handler for MyMCP's lines and uvicorn's, in one format.
+
+Every line carries a UTC timestamp, the level and the logger:
+
+    2026-12-01T08:25:59.123Z INFO mcp request id=1 method=tools/call tool=memory_recall
+
+or, with `--log-format json`, one JSON object per line with `time`, `level`, `logger` and
+`message`. The level and format come from the command line, then `MYMCP_LOG_LEVEL` /
+`MYMCP_LOG_FORMAT`, then `[server] log_level` / `log_format`, then `info` / `text`.
+
+At `info` (the default) MyMCP's loggers and uvicorn's lifecycle lines speak at INFO and
+every other library at WARNING, so an HTTP client library never logs the issuer or JWKS
+URLs it fetches. An exception becomes its type on the record's own line, because
+tracebacks carry install paths and, in messages, request content; `debug` lifts all of
+that, for every logger.
+
+Each request writes two lines, and a stream handler spends more on its formatter, its text
+layer and one write system call per line than on the record itself. So a line here is one
+f-string, and the per-request lines (INFO and below from `mcp` and its children) emitted on
+the event loop are collected for at most 20 ms and written together. Every other line is
+written at once, after any pending ones: warnings, startup, and the shutdown lines, which
+uvicorn writes just before it re-raises SIGTERM and the process ends without running exit
+handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "LEVEL_VARIABLE",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "FORMAT_VARIABLE",
+    "LogSettings",
+    "StderrLines",
+    "configure_logging",
+    "log_settings",
+    "uvicorn_log_config",
+]
+
+LEVEL_VARIABLE: Final = "MYMCP_LOG_LEVEL"
+FORMAT_VARIABLE: Final = "MYMCP_LOG_FORMAT"
+LOG_LEVELS: Final[Mapping[str, int]] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+LOG_FORMATS: Final = ("text", "json")
+# MyMCP's own loggers and uvicorn's lifecycle lines (its "Uvicorn running on" line is the
+# ready signal) follow the chosen level; every other library stays at WARNING or above.
+_OWN_LOGGERS: Final = ("mymcp", "mcp", "uvicorn.error")
+_BATCH_SECONDS: Final = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    level: str = "info"
+    format: str = "text"
+
+
+def _word(value: str | None, choices: tuple[str, ...] | Mapping[str, int]) -> str | None:
+    text = (value or "").strip().lower()
+    return text if text in choices else None
+
+
+def log_settings(
+    level: str | None = None,
+    log_format: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    configured: LogSettings | None = None,
+) -> LogSettings:
+    """The effective settings: the command line, then the environment, then the
+    configuration file's `[server]` keys, then `info` / `text`. An environment value that
+    is not one of the words is ignored, like an unset one."""
+    env = os.environ if environ is None else environ
+    fallback = configured or LogSettings()
+    return LogSettings(
+        level=_word(level, LOG_LEVELS)
+        or _word(env.get(LEVEL_VARIABLE), LOG_LEVELS)
+        or fallback.level,
+        format=(
+            _word(log_format, LOG_FORMATS)
+            or _word(env.get(FORMAT_VARIABLE), LOG_FORMATS)
+            or fallback.format
+        ),
+    )
+
+
+class _OneLineExceptions(logging.Filter):
+    """Turns a record's traceback into its exception type on the same line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            error_type = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
+            record.msg = f"{record.getMessage()} error_type={error_type}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+class _UtcClock:
+    """`2026-12-01T08:25:59.123Z` for a record's creation time; the part up to the second
+    is formatted once per second."""
+
+    __slots__ = ("_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def stamp(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._prefix}.{int((created - second) * 1000):03d}Z"
+
+
+class StderrLines(logging.Handler):
+    """Writes each record as one line on stderr, per-request lines batched (see above).
+
+    While `held`, records are kept rather than written, so the lines logged before the
+    configuration file says which format to use come out in that format (`settle`).
+    """
+
+    def __init__(self, settings: LogSettings = LogSettings(), *, held: bool = False) -> None:
+        super().__init__()
+        self._clock = _UtcClock()
+        self._json = False
+        self._pending: list[str] = []
+        self._held: list[logging.LogRecord] | None = [] if held else None
+        self._traceback_formatter = logging.Formatter()
+        self.apply(settings)
+
+    def apply(self, settings: LogSettings) -> None:
+        self._json = settings.format == "json"
+        for existing in list(self.filters):
+            self.removeFilter(existing)
+        if settings.level != "debug":
+            self.addFilter(_OneLineExceptions())
+
+    def settle(self, settings: LogSettings) -> None:
+        """Adopt the final settings and write what was held, at the final level."""
+        self.apply(settings)
+        _set_levels(settings)
+        held, self._held = self._held or [], None
+        for record in held:
+            if logging.getLogger(record.name).isEnabledFor(record.levelno):
+                self.handle(record)
+
+    def line(self, record: logging.LogRecord) -> str:
+        stamp = self._clock.stamp(record.created)
+        message = record.getMessage()
+        traceback = None
+        if record.exc_info or record.stack_info:  # only at debug: the rest drop them
+            traceback = (
+                self._traceback_formatter.formatException(record.exc_info)
+                if record.exc_info
+                else ""
+            )
+            if record.stack_info:
+                traceback += self._traceback_formatter.formatStack(record.stack_info)
+        if self._json:
+            document: dict[str, Any] = {
+                "time": stamp,
+                "level": record.levelname,
+                "logger": record.name,
+                "message": message,
+            }
+            if traceback:
+                document["traceback"] = traceback
+            return json.dumps(document, ensure_ascii=False) + "\n"
+        if traceback:
+            message = f"{message}\n{traceback}"
+        return f"{stamp} {record.levelname} {record.name} {message}\n"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._held is not None:
+            self._held.append(record)
+            return
+        try:
+            line = self.line(record)
+        except Exception:
+            self.handleError(record)
+            return
+        batched = record.levelno < logging.WARNING and (
+            record.name == "mcp" or record.name.startswith("mcp.")
+        )
+        loop = _running_loop() if batched else None
+        if loop is None:
+            self._pending.append(line)
+            self.flush()
+            return
+        if not self._pending:
+            loop.call_later(_BATCH_SECONDS, self.flush)
+        self._pending.append(line)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            if not self._pending:
+                return
+            text = "".join(self._pending)
+            self._pending = []
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # stderr closed or gone: nothing to report to
+                pass
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread, or no loop at all
+        return None
+
+
+def _set_levels(settings: LogSettings) -> None:
+    level = LOG_LEVELS[settings.level]
+    logging.getLogger().setLevel(_root_level(level))
+    for name in _OWN_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
+def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLines:
+    """Install the one stderr handler on the root logger (replacing any other).
+
+    With `held`, lines are kept until `StderrLines.settle` gives the final settings.
+    """
+    # Skip what no line shows: threads, processes and the caller's file and line (whose
+    # lookup walks the stack).
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
+    handler = StderrLines(settings, held=held)
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    _set_levels(settings)
+    return handler
+
+
+def handler_for_uvicorn(log_level: str = "info", log_format: str = "text") -> StderrLines:
+    """The handler `uvicorn_log_config` names; uvicorn builds it in each worker process."""
+    return StderrLines(LogSettings(log_level, log_format))
+
+
+def uvicorn_log_config(settings: LogSettings) -> dict[str, Any]:
+    """A `logging.config.dictConfig` document for uvicorn's `log_config`, so a process
+    uvicorn starts itself (the reloader's worker) logs exactly like the launcher."""
+    level = LOG_LEVELS[settings.level]
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {
+            "stderr": {
+                "()": f"{__name__}.handler_for_uvicorn",
+                "log_level": settings.level,
+                "log_format": settings.format,
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": _root_level(level)},
+        "loggers": {name: {"level": level} for name in _OWN_LOGGERS},
+    }
+
+
+def _root_level(level: int) -> int:
+    """Other libraries: WARNING, or higher when the chosen level is; everything at debug."""
+    return level if level == logging.DEBUG else max(level, logging.WARNING)

@@ -1,0 +1,144 @@
+"""The launchers' log lines: one format with a UTC timestamp, level and logger; the
+settings' order of precedence; lines held until the configuration names the format."""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mymcp.logs import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    LogSettings,
+    StderrLines,
+    configure_logging,
+    log_settings,
+    uvicorn_log_config,
+)
+
+WORDS = st.sampled_from([None, "", "loud", *LOG_LEVELS])
+FORMATS = st.sampled_from([None, "", "xml", *LOG_FORMATS])
+
+
+@given(WORDS, WORDS, st.sampled_from(list(LOG_LEVELS)))
+def test_the_command_line_wins_then_the_environment_then_the_file(
+    flag: str | None, variable: str | None, configured: str
+) -> None:
+    environ = {} if variable is None else {"MYMCP_LOG_LEVEL": variable}
+    chosen = log_settings(flag, environ=environ, configured=LogSettings(configured)).level
+    expected = configured
+    if variable in LOG_LEVELS:
+        expected = variable
+    if flag in LOG_LEVELS:
+        expected = flag
+    assert chosen == expected
+
+
+@given(FORMATS, FORMATS)
+def test_the_format_follows_the_same_order(flag: str | None, variable: str | None) -> None:
+    environ = {} if variable is None else {"MYMCP_LOG_FORMAT": variable}
+    chosen = log_settings(None, flag, environ=environ).format
+    expected = flag if flag in LOG_FORMATS else variable if variable in LOG_FORMATS else "text"
+    assert chosen == expected
+
+
+def _record(name: str, level: int, message: str, created: float) -> logging.LogRecord:
+    record = logging.LogRecord(name, level, __file__, 1, message, None, None)
+    record.created = created
+    return record
+
+
+def test_a_text_line_has_a_utc_timestamp_level_logger_and_message() -> None:
+    lines = StderrLines(LogSettings())
+    record = _record("mcp", logging.INFO, "request id=1 method=ping", 1764577559.1239)
+    assert lines.line(record) == "2025-12-01T08:25:59.123Z INFO mcp request id=1 method=ping\n"
+
+
+def test_a_json_line_is_one_object() -> None:
+    lines = StderrLines(LogSettings(format="json"))
+    record = _record("uvicorn.error", logging.INFO, 'Started "x"', 1764577559.5)
+    assert json.loads(lines.line(record)) == {
+        "time": "2025-12-01T08:25:59.500Z",
+        "level": "INFO",
+        "logger": "uvicorn.error",
+        "message": 'Started "x"',
+    }
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_the_stamp_matches_the_standard_library(created: float) -> None:
+    lines = StderrLines(LogSettings())
+    stamp = lines.line(_record("x", logging.INFO, "m", created)).split(" ", 1)[0]
+    second = int(created)
+    assert stamp[:19] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    assert stamp[19:] == f".{int((created - second) * 1000):03d}Z"
+
+
+class _Stderr:
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+        self._seen = ""
+
+    def getvalue(self) -> str:
+        self._seen += self._capsys.readouterr().err
+        return self._seen
+
+
+@pytest.fixture
+def stderr(capsys: pytest.CaptureFixture[str]) -> Iterator[_Stderr]:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    yield _Stderr(capsys)
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name in ("mymcp", "mcp", "uvicorn.error"):
+        logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_held_lines_come_out_in_the_settled_format_and_level(stderr: _Stderr) -> None:
+    handler = configure_logging(LogSettings(), held=True)
+    logging.getLogger("mymcp.host.configuration").info("host_configuration outcome=loaded")
+    logging.getLogger("mymcp.test").debug("not shown at info")
+    assert stderr.getvalue() == ""
+    handler.settle(LogSettings("info", "json"))
+    (line,) = stderr.getvalue().splitlines()
+    assert json.loads(line)["message"] == "host_configuration outcome=loaded"
+    logging.getLogger("mymcp.test").warning("after")
+    assert json.loads(stderr.getvalue().splitlines()[-1])["level"] == "WARNING"
+
+
+def test_a_stricter_settled_level_drops_held_lines(stderr: _Stderr) -> None:
+    handler = configure_logging(LogSettings(), held=True)
+    logging.getLogger("mymcp.x").info("quiet, please")
+    logging.getLogger("mymcp.x").error("still said")
+    handler.settle(LogSettings("warning"))
+    assert [line.split(" ", 3)[3] for line in stderr.getvalue().splitlines()] == ["still said"]
+
+
+def test_exceptions_are_one_line_unless_debug(stderr: _Stderr) -> None:
+    configure_logging(LogSettings())
+    try:
+        raise RuntimeError("secret /home/someone")
+    except RuntimeError:
+        logging.getLogger("mymcp.x").exception("tool_failure")
+    assert stderr.getvalue().endswith(" ERROR mymcp.x tool_failure error_type=RuntimeError\n")
+    assert "secret" not in stderr.getvalue()
+
+
+def test_uvicorn_gets_the_same_handler_and_levels() -> None:
+    document = uvicorn_log_config(LogSettings("warning", "json"))
+    logging.config.dictConfig(document)  # what uvicorn does in its worker
+    try:
+        (handler,) = logging.getLogger().handlers
+        assert isinstance(handler, StderrLines)
+        assert logging.getLogger("uvicorn.error").level == logging.WARNING
+        assert logging.getLogger().level == logging.WARNING
+    finally:
+        logging.getLogger().handlers.clear()
