@@ -26,7 +26,7 @@ from mymcp.logs import (
 )
 
 if TYPE_CHECKING:
-    from mymcp.config import ServerSettings
+    from mymcp.config import AuthenticationSettings, ServerSettings
     from mymcp.plugin import PluginDefinition
     from mymcp.runtime.bootstrap import BindingPolicy
     from mymcp.transport import ConnectionLimits
@@ -240,21 +240,27 @@ def serve(
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Compose everything the server would, without serving or creating files, and say
+    what was found; the first fault ends the check with its diagnostic and exit 1."""
     from mymcp.governance import audit_directory
     from mymcp.runtime.bootstrap import build_host
 
     logs = _begin_logging(args)
     try:
         host = build_host(with_audit=False)
-        audit = host.configuration.audit
-        directory = audit_directory(host.configuration) if audit.enabled else None
+        configuration = host.configuration
+        directory = audit_directory(configuration) if configuration.audit.enabled else None
     except MyMCPError as exc:
         _settle_logging(logs, args)
         return _fail(exc)
-    _settle_logging(logs, args, host.configuration.server)
-    names = ", ".join(host.runtime.registry.names)
-    print(f"mymcp: configuration OK; tools: {names}")
-    policy = host.configuration.policy
+    _settle_logging(logs, args, configuration.server)
+    source = configuration.source or "none (built-in defaults)"
+    print(f"configuration: {source} (schema {configuration.schema_version})")
+    enabled = [plugin for plugin in configuration.plugins if plugin.enabled]
+    print("plugins: " + (", ".join(f"{p.id} (module {p.module})" for p in enabled) or "none"))
+    print(f"tools: {', '.join(host.runtime.registry.names)}")
+    print(f"authentication: {_authentication_summary(configuration.authentication)}")
+    policy = configuration.policy
     if policy is None:
         print("policy: none (every principal may call every tool)")
     else:
@@ -262,9 +268,18 @@ def _check(args: argparse.Namespace) -> int:
     if directory is None:
         print("audit: off")
     else:
-        state = "exists" if directory.is_dir() else "will be created at first start"
-        print(f"audit: on, directory {directory} ({state})")
+        state = "exists" if directory.is_dir() else "created at first start"
+        print(f"audit: on, {directory} ({state})")
+    print("mymcp: check OK")
     return EXIT_OK
+
+
+def _authentication_summary(settings: AuthenticationSettings) -> str:
+    anonymous = "anonymous allowed" if settings.anonymous_enabled else "anonymous refused"
+    enabled = [adapter for adapter in settings.adapters if adapter.enabled]
+    if not enabled:
+        return f"{anonymous}; no adapter enabled"
+    return f"{anonymous}; adapter {enabled[0].id} ({enabled[0].type})"
 
 
 def _plugin_check(manifest: Path, module: str | None) -> int:
@@ -284,16 +299,22 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
 
 
 def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, Any], str]:
-    """The values the host configuration gives this plugin, and where they come from."""
+    """The values the host configuration gives this plugin, checked as the server checks
+    them, and where they come from (for the summary line)."""
     from mymcp.config import load_host_configuration
+    from mymcp.runtime import check_plugin_configuration
 
     try:
         configuration = load_host_configuration()
     except MyMCPError:
         return {}, "none (the host configuration does not load)"
     for index, declaration in enumerate(configuration.plugins):
-        if declaration.id == definition.plugin_id and declaration.configuration:
-            return declaration.configuration, f"plugins[{index}].configuration"
+        if declaration.id == definition.plugin_id:
+            where = f"plugins[{index}]"
+            values = declaration.configuration
+            check_plugin_configuration(values, definition, where, configuration.source)
+            return values, f"{where}.configuration" if values else "none"
+    check_plugin_configuration({}, definition, "plugins[?]", configuration.source)
     return {}, "none"
 
 
@@ -302,16 +323,8 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     warn. Every mismatch is printed, not only the first."""
     from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
 
-    values, origin = _declared_configuration(definition)
-    problem = definition.configuration.violation(values)
-    if problem is not None:
-        print(
-            f"mymcp: error: {origin}.{problem[0]}: the configuration does not match the "
-            f"plugin's schema: {problem[1]} (code=external_plugin_configuration_invalid)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
     try:
+        values, origin = _declared_configuration(definition)
         adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return _fail(exc)

@@ -60,6 +60,7 @@ LOG_FORMATS: Final = ("text", "json")
 # ready signal) follow the chosen level; every other library stays at WARNING or above.
 _OWN_LOGGERS: Final = ("mymcp", "mcp", "uvicorn.error")
 _BATCH_SECONDS: Final = 0.02
+_MILLISECONDS: Final = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,38 +98,6 @@ def log_settings(
     )
 
 
-class _OneLineExceptions(logging.Filter):
-    """Turns a record's traceback into its exception type on the same line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info:
-            error_type = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
-            record.msg = f"{record.getMessage()} error_type={error_type}"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
-        record.stack_info = None
-        return True
-
-
-class _UtcClock:
-    """`2026-12-01T08:25:59.123Z` for a record's creation time; the part up to the second
-    is formatted once per second."""
-
-    __slots__ = ("_prefix", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def stamp(self, created: float) -> str:
-        second = int(created)
-        if second != self._second:
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
-        return f"{self._prefix}.{int((created - second) * 1000):03d}Z"
-
-
 class StderrLines(logging.Handler):
     """Writes each record as one line on stderr, per-request lines batched (see above).
 
@@ -138,8 +107,10 @@ class StderrLines(logging.Handler):
 
     def __init__(self, settings: LogSettings = LogSettings(), *, held: bool = False) -> None:
         super().__init__()
-        self._clock = _UtcClock()
+        self._second = -1
+        self._prefix = ""
         self._json = False
+        self._tracebacks = False
         self._pending: list[str] = []
         self._held: list[logging.LogRecord] | None = [] if held else None
         self._traceback_formatter = logging.Formatter()
@@ -147,10 +118,7 @@ class StderrLines(logging.Handler):
 
     def apply(self, settings: LogSettings) -> None:
         self._json = settings.format == "json"
-        for existing in list(self.filters):
-            self.removeFilter(existing)
-        if settings.level != "debug":
-            self.addFilter(_OneLineExceptions())
+        self._tracebacks = settings.level == "debug"
 
     def settle(self, settings: LogSettings) -> None:
         """Adopt the final settings and write what was held, at the final level."""
@@ -161,16 +129,38 @@ class StderrLines(logging.Handler):
             if logging.getLogger(record.name).isEnabledFor(record.levelno):
                 self.handle(record)
 
+    def stamp(self, created: float) -> str:
+        """`2026-12-01T08:25:59.123Z`; the part up to the second is formatted once per
+        second, the milliseconds come from a table: this runs twice per request."""
+        second = int(created)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return self._prefix + _MILLISECONDS[int((created - second) * 1000)]
+
     def line(self, record: logging.LogRecord) -> str:
-        stamp = self._clock.stamp(record.created)
-        message = record.getMessage()
-        traceback = None
-        if record.exc_info or record.stack_info:  # only at debug: the rest drop them
-            traceback = (
-                self._traceback_formatter.formatException(record.exc_info)
-                if record.exc_info
-                else ""
+        if not (self._json or record.exc_info or record.stack_info):
+            created = record.created
+            second = int(created)
+            if second != self._second:
+                self.stamp(created)
+            millisecond = _MILLISECONDS[int((created - second) * 1000)]
+            return (
+                f"{self._prefix}{millisecond} {record.levelname} {record.name} "
+                f"{record.getMessage()}\n"
             )
+        stamp = self.stamp(record.created)
+        message = record.getMessage()
+        traceback = ""
+        if not self._tracebacks:
+            # Below debug an exception is its type on the record's own line: tracebacks
+            # carry install paths and, in messages, request content.
+            if record.exc_info:
+                error = record.exc_info[0]
+                message += f" error_type={error.__name__ if error else 'unknown'}"
+        else:
+            if record.exc_info:
+                traceback = self._traceback_formatter.formatException(record.exc_info)
             if record.stack_info:
                 traceback += self._traceback_formatter.formatStack(record.stack_info)
         if self._json:

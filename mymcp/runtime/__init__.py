@@ -3,6 +3,7 @@
 from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
 from mymcp.runtime._external import (
     activate_external_plugin,
+    check_plugin_configuration,
     import_external_plugin,
     mismatch_diagnostics,
     preflight_manifest,
@@ -29,6 +30,7 @@ __all__ = [
     "SchemaFinding",
     "ToolRegistry",
     "activate_external_plugin",
+    "check_plugin_configuration",
     "import_external_plugin",
     "compile_input_schema",
     "compose_runtime",

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_EXTERNAL_CAPABILITIES",
     "MAX_EXTERNAL_PLUGINS",
     "activate_external_plugin",
+    "check_plugin_configuration",
     "import_external_plugin",
     "load_external_plugins",
     "mismatch_diagnostics",
@@ -184,10 +185,12 @@ def mismatch_diagnostics(
     )
 
 
-def _check_configuration(
-    declaration: PluginDeclaration, definition: PluginDefinition, where: str, source: Path | None
+def check_plugin_configuration(
+    values: Mapping[str, Any], definition: PluginDefinition, where: str, source: Path | None
 ) -> None:
-    problem = definition.configuration.violation(declaration.configuration)
+    """The operator's values for a plugin (the `[[plugins]]` entry at key path `where`)
+    against the schema its manifest declares; also run by `mymcp plugin check`."""
+    problem = definition.configuration.violation(values)
     if problem is not None:
         key, detail = problem
         _fail(
@@ -236,7 +239,7 @@ def load_external_plugins(
         if declaration.manifest_path is None or declaration.module is None:
             _fail("external_manifest_invalid", Location(where.source, key=key), "schema 1")
         definition = preflight_manifest(declaration.manifest_path, declaration.id)
-        _check_configuration(declaration, definition, key, source)
+        check_plugin_configuration(declaration.configuration, definition, key, source)
         plugins.append(_Preflighted(declaration, key, definition))
     total = sum(len(plugin.definition.capabilities) for plugin in plugins)
     if total > MAX_EXTERNAL_CAPABILITIES:

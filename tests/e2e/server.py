@@ -14,6 +14,8 @@ from pathlib import Path
 
 READY_MARKER = "Uvicorn running on"
 STARTUP_TIMEOUT = 30.0
+MYMCP = str(Path(sys.executable).with_name("mymcp"))
+"""The installed `mymcp` console script: tests run the real entry point."""
 
 
 def free_port() -> int:
@@ -85,7 +87,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run a `mymcp` command to completion (it must never serve)."""
     return subprocess.run(
-        [sys.executable, "-m", "mymcp.cli", *args],
+        [MYMCP, *args],
         env=dict(env),
         capture_output=True,
         text=True,
@@ -110,7 +112,7 @@ def log_and_errors(stderr: str) -> tuple[list[str], list[str]]:
 def serve(sandbox: Sandbox, extra_env: Mapping[str, str] | None = None) -> Iterator[RunningServer]:
     """Run `mymcp` until the block ends; fail loudly if it never becomes ready."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "mymcp.cli"],
+        [MYMCP],
         env=sandbox.environ(extra_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
