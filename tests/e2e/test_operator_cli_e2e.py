@@ -93,3 +93,57 @@ def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert " passed" in ran.stdout
+
+
+@pytest.mark.parametrize(
+    ("body", "mode", "environment", "expected"),
+    [
+        (
+            "schema_version = 8\n[server]\nprot = 8000\n",
+            0o600,
+            {},
+            "{file}:3:1: server.prot: MyMCP configuration does not match its schema: unknown "
+            "key; [server] takes address, log_format, log_level, port (code=invalid_schema)",
+        ),
+        (
+            'schema_version = 8\n[server]\nport = "8000"\n',
+            0o600,
+            {},
+            "{file}:3:1: server.port: MyMCP configuration does not match its schema: expected "
+            "an integer from 1 to 65535, got '8000' (a string) (code=invalid_schema)",
+        ),
+        (
+            "schema_version = 8\n[server]\nport 8000\n",
+            0o600,
+            {},
+            "{file}:3:6: MyMCP configuration is not valid TOML: Expected '=' after a key in a "
+            "key/value pair (code=invalid_toml)",
+        ),
+        (
+            "schema_version = 8\n",
+            0o620,
+            {},
+            "{file}: MyMCP configuration source permissions are unsafe: the file is writable "
+            "by group or others (mode 0620); run: chmod go-w {file} (code=unsafe_permissions)",
+        ),
+        (
+            "schema_version = 8\n",
+            0o600,
+            {"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "yes"},
+            "$MNEMOSYNE_MEMORY_REMEMBER_ENABLED: Mnemosyne setting in the environment is "
+            "invalid: expected exactly true or false, got 'yes' (a string) "
+            "(code=invalid_environment)",
+        ),
+    ],
+    ids=["unknown-key", "mistyped-port", "toml-syntax", "permissions", "environment"],
+)
+def test_check_names_the_fault(
+    sandbox: Sandbox, body: str, mode: int, environment: dict[str, str], expected: str
+) -> None:
+    sandbox.write_config(body)
+    sandbox.config_file.chmod(mode)
+    checked = run_cli(["check"], sandbox.environ(environment))
+    assert checked.returncode == 1
+    log, errors = log_and_errors(checked.stderr)
+    assert errors == ["mymcp: error: " + expected.format(file=sandbox.config_file)]
+    assert str(sandbox.root) not in "\n".join(log)

@@ -4,10 +4,13 @@ for, and other libraries stay at WARNING."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -237,3 +240,32 @@ def test_the_command_line_format_wins_over_the_file(sandbox: Sandbox) -> None:
     assert _text_lines(checked.stderr.splitlines(keepends=True))
     as_json = run_cli(["check"], sandbox.environ())
     assert all(json.loads(line)["time"] for line in as_json.stderr.splitlines())
+
+
+def test_the_reload_worker_of_mymcp_dev_logs_in_the_same_format(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_format = "json"\n')
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("mymcp-dev"))],
+        env=sandbox.environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:  # ends when the process does: no sleeping
+            lines.append(line)
+            if "Application startup complete" in line:
+                break
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=30)
+    records = [json.loads(line) for line in lines]
+    # The launcher's lines and the worker's (a separate process uvicorn starts) alike.
+    loggers = [record["logger"] for record in records]
+    assert loggers.count("mymcp.host.configuration") == 2
+    assert "mymcp.host.bootstrap" in loggers
+    assert records[-1]["message"] == "Application startup complete."
