@@ -16,7 +16,7 @@ from typing import Any
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
-from ._errors import ErrorCode, MemoryOperationError
+from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["CURSOR_MAX", "CursorCodec", "CursorState", "SnapshotItem"]
 

@@ -9,11 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _filesystem
-from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import ChildState, close_quietly
-from ._paths import MAX_DIRECTORY_DEPTH, RECORD_SUFFIX, RelativePath
 from ._record_format import SkipReason
-from ._scopes import Scope
+from .model import (
+    MAX_DIRECTORY_DEPTH,
+    RECORD_SUFFIX,
+    ErrorCode,
+    MemoryOperationError,
+    RelativePath,
+    Scope,
+)
 
 __all__ = [
     "CandidateVisitor",

@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._identifiers import (
-    tag_key,
-)
-from ._paths import RelativePath
-from ._records import (
-    MemoryRecordV2,
-)
 from ._scan import IndexedRecord, ScanResult
+from .model import MemoryRecordV2, RelativePath, tag_key
 
 __all__ = ["DuplicateMap", "duplicate_key", "duplicate_map", "patched_duplicate_map"]
 

@@ -10,8 +10,8 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
-from ._errors import ErrorCode, MemoryOperationError
 from ._record_format import SkipReason
+from .model import ErrorCode, MemoryOperationError
 
 __all__ = [
     "ChildState",

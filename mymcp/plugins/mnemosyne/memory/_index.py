@@ -37,11 +37,8 @@ from typing import TypeVar, cast
 
 from . import _filesystem
 from ._discovery import DirectoryHook, WalkStats, log_skip, open_container, walk_candidates
-from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
-from ._paths import RECORD_SUFFIX, RelativePath
 from ._record_format import MAX_RECORD_BYTES, SkipReason
-from ._records import MemoryRecordV2
 from ._scan import (
     LINK,
     IndexedRecord,
@@ -52,8 +49,15 @@ from ._scan import (
     difference,
     interpret,
 )
-from ._scopes import Scope
 from ._watch import Changes, Watcher
+from .model import (
+    RECORD_SUFFIX,
+    ErrorCode,
+    MemoryOperationError,
+    MemoryRecordV2,
+    RelativePath,
+    Scope,
+)
 
 __all__ = ["MemoryIndex"]
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import ErrorCode, MemoryOperationError
 from ._index import MemoryIndex
-from ._paths import reference_parts
-from ._records import MemoryRecordV2
-from ._references import MemoryReference, V1Reference, V2Reference, parse_reference
 from ._scan import IndexedRecord
+from .model import (
+    ErrorCode,
+    MemoryOperationError,
+    MemoryRecordV2,
+    MemoryReference,
+    V1Reference,
+    V2Reference,
+    parse_reference,
+    reference_parts,
+)
 
 __all__ = ["parse_inspect_arguments", "run_inspect"]
 

@@ -11,13 +11,17 @@ from enum import StrEnum
 from typing import Any
 
 from ._cursor import PAGE_SIZE_MAX, CursorCodec, CursorState, SnapshotItem
-from ._errors import ErrorCode, MemoryOperationError
-from ._identifiers import is_identifier
 from ._index import MemoryIndex
-from ._records import MemoryRecordV2
-from ._references import reference_of
 from ._scan import IndexedRecord, ScanResult
-from ._scopes import Scope, parse_scope
+from .model import (
+    ErrorCode,
+    MemoryOperationError,
+    MemoryRecordV2,
+    Scope,
+    is_identifier,
+    parse_scope,
+    reference_of,
+)
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from ._errors import ErrorCode, MemoryOperationError
+from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["LOCK_FILE_NAME", "root_lock"]
 

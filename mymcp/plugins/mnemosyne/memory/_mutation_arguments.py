@@ -6,24 +6,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from ._errors import ErrorCode, MemoryOperationError
-from ._identifiers import (
+from .model import (
     CONTENT_MAX,
     LABEL_MAX,
+    MEMORY_KINDS,
+    NAMESPACE_KINDS,
+    PUBLIC_ORIGINS,
     TITLE_MAX,
+    Collection,
+    ErrorCode,
+    MemoryOperationError,
+    Namespace,
+    Scope,
+    V2Reference,
     is_identifier,
     is_timestamp,
+    kind_requires_occurred_at,
     normalize_bounded_text,
     normalize_language,
     normalize_tags,
+    parse_reference,
+    parse_scope,
 )
-from ._records import (
-    PUBLIC_ORIGINS,
-    Collection,
-    Namespace,
-)
-from ._references import V2Reference, parse_reference
-from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at, parse_scope
 
 __all__ = [
     "RememberRequest",

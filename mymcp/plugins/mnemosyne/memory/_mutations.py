@@ -18,11 +18,6 @@ from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
 from ._duplicates import duplicate_key, duplicate_map, patched_duplicate_map
-from ._errors import ErrorCode, MemoryOperationError
-from ._identifiers import (
-    is_memory_id,
-    utc_now_seconds,
-)
 from ._index import MemoryIndex
 from ._locking import root_lock
 from ._mutation_arguments import (
@@ -33,20 +28,26 @@ from ._mutation_arguments import (
     tag_fields,
 )
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._paths import reference_parts
 from ._policy import enforce_content_policy
 from ._record_format import serialize_record
-from ._records import (
+from ._scan import IndexedRecord
+from ._writer import RecordWriter, ensure_root
+from .model import (
     LIFECYCLE_STATES,
+    MEMORY_KINDS,
+    NAMESPACE_KINDS,
     PUBLIC_ORIGINS,
+    ErrorCode,
     Lifecycle,
+    MemoryOperationError,
     MemoryRecordV2,
     Provenance,
+    Scope,
+    V2Reference,
+    is_memory_id,
+    reference_parts,
+    utc_now_seconds,
 )
-from ._references import V2Reference
-from ._scan import IndexedRecord
-from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, Scope
-from ._writer import RecordWriter, ensure_root
 
 __all__ = ["IndexProvider", "MutationService", "new_memory_id"]
 

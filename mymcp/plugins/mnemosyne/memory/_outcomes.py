@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ErrorCode, MemoryOperationError, error_payload
+from .model import ErrorCode, MemoryOperationError, error_payload
 
 __all__ = [
     "LogFields",

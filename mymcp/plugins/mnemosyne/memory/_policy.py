@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Final
 
-from ._errors import ErrorCode, MemoryOperationError
+from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["PolicyReason", "enforce_content_policy", "find_disallowed"]
 

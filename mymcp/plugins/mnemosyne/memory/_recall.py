@@ -6,14 +6,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ErrorCode, MemoryOperationError
-from ._identifiers import is_identifier, normalize_tags, normalize_text, tag_key
 from ._index import MemoryIndex
-from ._records import MemoryRecordV2
-from ._references import reference_of
 from ._scan import IndexedRecord, ScanResult
-from ._scopes import Scope, parse_scope
 from ._terms import RankCandidate, term_set
+from .model import (
+    ErrorCode,
+    MemoryOperationError,
+    MemoryRecordV2,
+    Scope,
+    is_identifier,
+    normalize_tags,
+    normalize_text,
+    parse_scope,
+    reference_of,
+    tag_key,
+)
 
 __all__ = [
     "RECALL_LIMIT",

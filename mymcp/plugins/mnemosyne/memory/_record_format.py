@@ -8,22 +8,15 @@ from typing import Any
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
-from ._identifiers import (
+from .model import (
     CONTENT_MAX,
     LABEL_MAX,
-    TITLE_MAX,
-    is_identifier,
-    is_legacy_id,
-    is_memory_id,
-    is_timestamp,
-    normalize_bounded_text,
-    normalize_language,
-    normalize_tags,
-)
-from ._records import (
     LIFECYCLE_STATES,
+    MEMORY_KINDS,
+    NAMESPACE_KINDS,
     ORIGINS,
     RECORDED_VIA,
+    TITLE_MAX,
     Collection,
     Lifecycle,
     MemoryRecord,
@@ -31,8 +24,16 @@ from ._records import (
     MemoryRecordV2,
     Namespace,
     Provenance,
+    is_identifier,
+    is_legacy_id,
+    is_memory_id,
+    is_timestamp,
+    kind_requires_occurred_at,
+    normalize_bounded_text,
+    normalize_language,
+    normalize_tags,
+    parse_scope,
 )
-from ._scopes import MEMORY_KINDS, NAMESPACE_KINDS, kind_requires_occurred_at, parse_scope
 
 __all__ = [
     "MAX_RECORD_BYTES",

@@ -6,11 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import _record_format
-from ._paths import RECORD_SUFFIX, RelativePath, location_agrees
 from ._record_format import RecordRejected, SkipReason
-from ._records import MemoryRecord, MemoryRecordV2
-from ._scopes import Scope
 from ._terms import RankCandidate, RecordTerms
+from .model import RECORD_SUFFIX, MemoryRecord, MemoryRecordV2, RelativePath, Scope, location_agrees
 
 __all__ = [
     "LINK",

@@ -12,7 +12,6 @@ from typing import Any
 
 from ._bm25 import default_ranker
 from ._cursor import CursorCodec
-from ._errors import ErrorCode, MemoryOperationError
 from ._index import MemoryIndex
 from ._inspect import parse_inspect_arguments, run_inspect
 from ._listing import CollectionMode, parse_list_arguments, run_list
@@ -25,7 +24,7 @@ from ._outcomes import (
     success,
 )
 from ._recall import Ranker, parse_recall_arguments, run_recall
-from ._scopes import Scope
+from .model import ErrorCode, MemoryOperationError, Scope
 
 __all__ = ["CANDIDATE_LIMIT_DEFAULT", "CANDIDATE_LIMIT_MAX", "MemoryService"]
 

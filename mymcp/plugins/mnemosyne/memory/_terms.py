@@ -7,9 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import filterfalse
 
-from ._identifiers import tag_key
-from ._records import MemoryRecord
 from ._tokenize import analyze
+from .model import MemoryRecord, tag_key
 
 __all__ = [
     "STOP_WORDS",

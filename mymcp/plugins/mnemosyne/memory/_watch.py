@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._paths import RelativePath
+from .model import RelativePath
 
 __all__ = ["Changes", "Watcher", "load_libc"]
 

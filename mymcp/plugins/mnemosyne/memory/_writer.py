@@ -20,13 +20,12 @@ import secrets
 from pathlib import Path
 from typing import Final
 
-from ._errors import ErrorCode, MemoryOperationError
 from ._filesystem import ChildState, FileStamp, UnreadableCandidate, close_quietly
 from ._filesystem import open_child_directory as _open_child
 from ._filesystem import read_candidate as _read_candidate
 from ._index import MemoryIndex
-from ._paths import RECORD_SUFFIX, RelativePath
 from ._record_format import MAX_RECORD_BYTES
+from .model import RECORD_SUFFIX, ErrorCode, MemoryOperationError, RelativePath
 
 __all__ = [
     "DIRECTORY_MODE",

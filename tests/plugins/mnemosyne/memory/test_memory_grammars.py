@@ -23,7 +23,7 @@ from mymcp.plugins.mnemosyne.memory import (
     normalize_tags,
     normalize_text,
 )
-from mymcp.plugins.mnemosyne.memory._identifiers import format_timestamp, utc_now_seconds
+from mymcp.plugins.mnemosyne.memory.model import format_timestamp, utc_now_seconds
 
 IDENTIFIER = re.compile(r"[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?")
 

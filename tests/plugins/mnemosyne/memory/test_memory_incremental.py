@@ -38,7 +38,7 @@ from mymcp.plugins.mnemosyne.memory import (
     reference_of,
 )
 from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
-from mymcp.plugins.mnemosyne.memory._identifiers import is_timestamp
+from mymcp.plugins.mnemosyne.memory.model import is_timestamp
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
