@@ -11,7 +11,6 @@ from ._index import MemoryIndex
 from ._locking import LOCK_FILE_NAME, root_lock
 from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
-from ._policy import PolicyReason, enforce_content_policy, find_disallowed
 from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
 from ._record_format import (
     MAX_RECORD_BYTES,
@@ -67,6 +66,7 @@ from .model import (
     tag_key,
     utc_now_seconds,
 )
+from .policy import PolicyReason, enforce_content_policy, find_disallowed
 
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",

@@ -28,7 +28,6 @@ from ._mutation_arguments import (
     tag_fields,
 )
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._policy import enforce_content_policy
 from ._record_format import serialize_record
 from ._scan import IndexedRecord
 from ._writer import RecordWriter, ensure_root
@@ -48,6 +47,7 @@ from .model import (
     reference_parts,
     utc_now_seconds,
 )
+from .policy import enforce_content_policy
 
 __all__ = ["IndexProvider", "MutationService", "new_memory_id"]
 
