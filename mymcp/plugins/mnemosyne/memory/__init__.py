@@ -6,23 +6,13 @@ returns JSON-ready results; everything else here is the vocabulary it is built f
 
 from ._bm25 import Bm25Parameters, Bm25Ranker, default_ranker
 from ._cursor import CursorCodec
-from ._filesystem import FileStamp
 from ._index import MemoryIndex
-from ._locking import LOCK_FILE_NAME, root_lock
 from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
 from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
-from ._record_format import (
-    MAX_RECORD_BYTES,
-    RecordRejected,
-    SkipReason,
-    parse_record,
-    serialize_record,
-)
 from ._scan import IndexedRecord, ScanResult
 from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
 from ._terms import RecordTerms, tokenize
-from ._writer import RecordWriter, ensure_root, file_digest
 from .model import (
     CONTENT_MAX,
     KIND_GUIDANCE,
@@ -67,6 +57,19 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
+from .store import (
+    LOCK_FILE_NAME,
+    MAX_RECORD_BYTES,
+    FileStamp,
+    RecordRejected,
+    RecordWriter,
+    SkipReason,
+    ensure_root,
+    file_digest,
+    parse_record,
+    root_lock,
+    serialize_record,
+)
 
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",

@@ -35,10 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast
 
-from . import _filesystem
-from ._discovery import DirectoryHook, WalkStats, log_skip, open_container, walk_candidates
-from ._filesystem import FileStamp, UnreadableCandidate, close_quietly
-from ._record_format import MAX_RECORD_BYTES, SkipReason
+from . import store
 from ._scan import (
     LINK,
     IndexedRecord,
@@ -57,6 +54,18 @@ from .model import (
     MemoryRecordV2,
     RelativePath,
     Scope,
+)
+from .store import (
+    MAX_RECORD_BYTES,
+    DirectoryHook,
+    FileStamp,
+    SkipReason,
+    UnreadableCandidate,
+    WalkStats,
+    close_quietly,
+    log_skip,
+    open_container,
+    walk_candidates,
 )
 
 __all__ = ["MemoryIndex"]
@@ -342,11 +351,11 @@ class MemoryIndex:
         fd: int | None = None
         try:
             scope = Scope(directory[0])
-            fd = _filesystem.open_root(self.root)
+            fd = store.open_root(self.root)
             for name in directory:
                 if fd is None:
                     return None
-                _state, child = _filesystem.open_child_directory(fd, name)
+                _state, child = store.open_child_directory(fd, name)
                 close_quietly(fd)
                 fd = child
             if fd is None:
@@ -496,7 +505,7 @@ class MemoryIndex:
             self._store(parts, _Entry(stamp, _settled(stamp, started), None, reason))
             return reason
         try:
-            stamp, data = _filesystem.read_candidate(fd, parts[-1], MAX_RECORD_BYTES)
+            stamp, data = store.read_candidate(fd, parts[-1], MAX_RECORD_BYTES)
         except UnreadableCandidate as exc:
             if exc.stamp is not None:
                 self._store(

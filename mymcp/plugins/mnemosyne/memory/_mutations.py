@@ -19,7 +19,6 @@ from typing import Any, Final, Protocol
 
 from ._duplicates import duplicate_key, duplicate_map, patched_duplicate_map
 from ._index import MemoryIndex
-from ._locking import root_lock
 from ._mutation_arguments import (
     RememberRequest,
     parse_lifecycle_arguments,
@@ -28,9 +27,7 @@ from ._mutation_arguments import (
     tag_fields,
 )
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._record_format import serialize_record
 from ._scan import IndexedRecord
-from ._writer import RecordWriter, ensure_root
 from .model import (
     LIFECYCLE_STATES,
     MEMORY_KINDS,
@@ -48,6 +45,7 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
+from .store import RecordWriter, ensure_root, root_lock, serialize_record
 
 __all__ = ["IndexProvider", "MutationService", "new_memory_id"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import _record_format
-from ._record_format import RecordRejected, SkipReason
+from . import store
 from ._terms import RankCandidate, RecordTerms
 from .model import RECORD_SUFFIX, MemoryRecord, MemoryRecordV2, RelativePath, Scope, location_agrees
+from .store import RecordRejected, SkipReason
 
 __all__ = [
     "LINK",
@@ -140,7 +140,7 @@ def difference(
 
 def interpret(parts: RelativePath, data: bytes, digest: bytes) -> IndexedRecord | SkipReason:
     scope = Scope(parts[0])
-    parse: Callable[[bytes], MemoryRecord] = _record_format.parse_record
+    parse: Callable[[bytes], MemoryRecord] = store.parse_record
     try:
         record = parse(data)
     except RecordRejected as exc:

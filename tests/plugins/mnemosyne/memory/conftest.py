@@ -17,9 +17,8 @@ from mymcp.plugins.mnemosyne.memory import (
     LOCK_FILE_NAME,
     CursorCodec,
     MemoryService,
-    _filesystem,
     _index,
-    _record_format,
+    store,
 )
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
@@ -200,7 +199,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.fixture
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"read": 0, "parse": 0}
-    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
+    real_read, real_parse = store.read_candidate, store.parse_record
 
     def counting_read(*args: Any) -> Any:
         counts["read"] += 1
@@ -210,6 +209,6 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["parse"] += 1
         return real_parse(data)
 
-    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
-    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
+    monkeypatch.setattr(store, "read_candidate", counting_read)
+    monkeypatch.setattr(store, "parse_record", counting_parse)
     return counts

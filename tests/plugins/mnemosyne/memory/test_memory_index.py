@@ -17,8 +17,8 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryOperationError,
     Scope,
     SkipReason,
-    _filesystem,
     parse_record,
+    store,
 )
 
 Factory = Callable[..., dict[str, Any]]
@@ -186,7 +186,7 @@ def test_writer_hooks_keep_the_index_coherent(
     assert _scan(index) == {body["id"]}
     assert count_reads["read"] == 2
     data = path.read_bytes()
-    index.note_written(parts, _filesystem.FileStamp.of(path.stat()), data)
+    index.note_written(parts, store.FileStamp.of(path.stat()), data)
     before = dict(count_reads)
     assert _scan(index) == {body["id"]}
     assert count_reads["parse"] == before["parse"]
