@@ -4,15 +4,12 @@ Pure domain code with no MCP or HTTP types. The service takes raw tool arguments
 returns JSON-ready results; everything else here is the vocabulary it is built from.
 """
 
-from ._bm25 import Bm25Parameters, Bm25Ranker, default_ranker
 from ._cursor import CursorCodec
 from ._index import MemoryIndex
 from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
-from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
 from ._scan import IndexedRecord, ScanResult
 from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
-from ._terms import RecordTerms, tokenize
 from .model import (
     CONTENT_MAX,
     KIND_GUIDANCE,
@@ -57,6 +54,7 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
+from .search import Bm25Parameters, Bm25Ranker, RankCandidate, RankedHit, RecallQuery, RecordTerms
 from .store import (
     LOCK_FILE_NAME,
     MAX_RECORD_BYTES,
@@ -89,7 +87,6 @@ __all__ = [
     "Bm25Ranker",
     "Collection",
     "CursorCodec",
-    "default_ranker",
     "enforce_content_policy",
     "ensure_root",
     "error_payload",
@@ -128,14 +125,12 @@ __all__ = [
     "Provenance",
     "RankCandidate",
     "RankedHit",
-    "Ranker",
     "RecallQuery",
     "RecordRejected",
     "RecordTerms",
     "RecordWriter",
     "reference_of",
     "reference_parts",
-    "reference_rank",
     "RelativePath",
     "root_lock",
     "ScanResult",
@@ -143,7 +138,6 @@ __all__ = [
     "serialize_record",
     "SkipReason",
     "tag_key",
-    "tokenize",
     "ToolOutcome",
     "utc_now_seconds",
     "V1Reference",

@@ -1,14 +1,13 @@
-"""Recall: argument validation, the reference ranking (contract 5.5) and result items."""
+"""Recall: argument validation, ranking through the service's ranker and result items."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._index import MemoryIndex
 from ._scan import IndexedRecord, ScanResult
-from ._terms import RankCandidate, term_set
 from .model import (
     ErrorCode,
     MemoryOperationError,
@@ -21,87 +20,13 @@ from .model import (
     reference_of,
     tag_key,
 )
+from .search import Bm25Ranker, RankCandidate, RankedHit, RecallQuery
 
-__all__ = [
-    "RECALL_LIMIT",
-    "RankCandidate",
-    "RankedHit",
-    "Ranker",
-    "RecallQuery",
-    "RecallRequest",
-    "parse_recall_arguments",
-    "reference_rank",
-    "run_recall",
-]
+__all__ = ["RECALL_LIMIT", "RecallRequest", "parse_recall_arguments", "run_recall"]
 
 RECALL_LIMIT = 5
 QUERY_MAX = 1000
 _RECALL_KEYS = frozenset({"query", "scope", "namespace_id", "tags"})
-
-# Weights of the reference ranking, strongest evidence first.
-_REQUEST_TAG_WEIGHT = 4
-_TITLE_WEIGHT = 3
-_PATH_OR_TAG_WEIGHT = 2
-_CONTENT_WEIGHT = 1
-
-
-@dataclass(frozen=True, slots=True)
-class RecallQuery:
-    """The query side of ranking: query terms, casefolded request tags and the raw text.
-
-    ``terms`` are the reference tokens (contract 5.5); rankers with their own analysis
-    read ``text``, the normalised query as sent (empty when built from terms alone).
-    """
-
-    terms: frozenset[str]
-    tag_keys: frozenset[str]
-    text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RankedHit:
-    """One kept candidate: its position in the input, score and match evidence."""
-
-    position: int
-    score: float
-    matched_terms: frozenset[str]
-    matched_tag_keys: frozenset[str]
-
-
-# The one boundary a different ranking (e.g. BM25) plugs into.
-Ranker = Callable[[RecallQuery, Sequence[RankCandidate], int], list[RankedHit]]
-
-
-def reference_rank(
-    query: RecallQuery, candidates: Sequence[RankCandidate], limit: int = RECALL_LIMIT
-) -> list[RankedHit]:
-    """Score by set overlap: 4x request tags, 3x title, 2x path/tags, 1x content terms.
-
-    Frequencies play no part. Candidates scoring 0 are dropped; ties fall back to the
-    scope-relative path and then the id, so the order is fully deterministic.
-    """
-    hits: list[tuple[RankedHit, RankCandidate]] = []
-    query_terms, query_tags = query.terms, query.tag_keys
-    for position, candidate in enumerate(candidates):
-        terms = candidate.terms
-        # Most records share no term with the query; one C-level check rules them out.
-        if query_terms.isdisjoint(terms.every_term) and query_tags.isdisjoint(terms.tag_keys):
-            continue
-        tags = query.tag_keys & terms.tag_keys
-        title = query.terms & terms.title
-        path_or_tag = query.terms & terms.path_and_tags
-        content = query.terms & terms.content
-        score = (
-            _REQUEST_TAG_WEIGHT * len(tags)
-            + _TITLE_WEIGHT * len(title)
-            + _PATH_OR_TAG_WEIGHT * len(path_or_tag)
-            + _CONTENT_WEIGHT * len(content)
-        )
-        if score > 0:
-            hit = RankedHit(position, score, title | path_or_tag | content, tags)
-            hits.append((hit, candidate))
-    hits.sort(key=lambda pair: (-pair[0].score, pair[1].path, pair[1].id))
-    return [hit for hit, _ in hits[:limit]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +66,7 @@ def run_recall(
     request: RecallRequest,
     *,
     candidate_limit: int,
-    ranker: Ranker = reference_rank,
+    ranker: Bm25Ranker,
 ) -> dict[str, Any]:
     """Rank the selected, non-archived records and return at most five as result items."""
     container = () if request.namespace_id is None else (request.namespace_id,)
@@ -153,9 +78,7 @@ def run_recall(
         include_legacy=request.namespace_id is None,
     )
     eligible, candidates = index.derive(scan, "recall", _eligible)
-    query = RecallQuery(
-        term_set(request.query), frozenset(tag_key(t) for t in request.tags), request.query
-    )
+    query = RecallQuery(request.query, frozenset(tag_key(t) for t in request.tags))
     hits = ranker(query, candidates, RECALL_LIMIT)[:RECALL_LIMIT]
     memories = [_result_item(eligible[hit.position], hit) for hit in hits]
     return {"status": "ok" if memories else "no_matches", "memories": memories}

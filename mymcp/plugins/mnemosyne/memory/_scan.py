@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import store
-from ._terms import RankCandidate, RecordTerms
 from .model import RECORD_SUFFIX, MemoryRecord, MemoryRecordV2, RelativePath, Scope, location_agrees
+from .search import RankCandidate, RecordTerms
 from .store import RecordRejected, SkipReason
 
 __all__ = [

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._bm25 import default_ranker
 from ._cursor import CursorCodec
 from ._index import MemoryIndex
 from ._inspect import parse_inspect_arguments, run_inspect
@@ -23,8 +22,9 @@ from ._outcomes import (
     internal_failure,
     success,
 )
-from ._recall import Ranker, parse_recall_arguments, run_recall
+from ._recall import parse_recall_arguments, run_recall
 from .model import ErrorCode, MemoryOperationError, Scope
+from .search import Bm25Ranker
 
 __all__ = ["CANDIDATE_LIMIT_DEFAULT", "CANDIDATE_LIMIT_MAX", "MemoryService"]
 
@@ -52,16 +52,13 @@ class MemoryService:
         root_resolver: Callable[[], Path],
         candidate_limit: int,
         cursor_codec: CursorCodec,
-        *,
-        ranker: Ranker | None = None,
     ) -> None:
         if type(candidate_limit) is not int or not 1 <= candidate_limit <= CANDIDATE_LIMIT_MAX:
             raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._resolve_root = root_resolver
         self._candidate_limit = candidate_limit
         self._codec = cursor_codec
-        # BM25F by default; ``reference_rank`` (contract 5.5) stays available to pass in.
-        self._ranker = default_ranker() if ranker is None else ranker
+        self._ranker = Bm25Ranker()
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self._indexes_lock = threading.Lock()
 

@@ -33,9 +33,8 @@ from mymcp.plugins.mnemosyne.memory import (
     _index,
     _listing,
     _mutations,
-    _terms,
-    _tokenize,
     reference_of,
+    search,
 )
 from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
 from mymcp.plugins.mnemosyne.memory.model import is_timestamp
@@ -444,29 +443,20 @@ _ASCII_TEXT = st.text(
 @given(_ASCII_TEXT)
 def test_ascii_tokenisation_matches_the_general_path(text: str) -> None:
     folded = text.casefold()
-    general = _tokenize._unicode_query_terms(folded)
-    assert _tokenize.query_terms(text) == general
-    assert _tokenize.analyze(text) == [term for _, term in general]
-
-
-@given(st.text(max_size=80))
-def test_reference_tokens_keep_their_definition(text: str) -> None:
-    import re
-
-    words = re.findall(r"[^\W_]+", text.casefold())
-    expected = tuple(w for w in words if len(w) > 1 and w not in _terms.STOP_WORDS)
-    assert _terms.tokenize(text) == expected
+    general = search._unicode_query_terms(folded)
+    assert search.query_terms(text) == general
+    assert search.analyze(text) == [term for _, term in general]
 
 
 def test_ascii_tokenisation_handles_compounds_and_long_words() -> None:
     text = "ADR-12 v3.11.2 il6 " + "x" * 50 + " " + "-".join(["ab"] * 40) + " end."
     folded = text.casefold()
-    assert _tokenize.query_terms(text) == _tokenize._unicode_query_terms(folded)
+    assert search.query_terms(text) == search._unicode_query_terms(folded)
     rng = random.Random(5)
     for _ in range(200):
         sample = "".join(rng.choice("ab1-.: ") for _ in range(rng.randint(0, 30)))
-        assert _tokenize.analyze(sample) == [
-            term for _, term in _tokenize._unicode_query_terms(sample.casefold())
+        assert search.analyze(sample) == [
+            term for _, term in search._unicode_query_terms(sample.casefold())
         ]
 
 
@@ -478,7 +468,7 @@ def test_candidate_terms_are_extracted_on_first_use(root: Path, write: Writer, v
     assert "lazi" in item.terms.fields.tf
     assert item.candidate.terms is item.terms
     with pytest.raises(ValueError, match="either its terms or its record"):
-        _terms.RankCandidate("id", "path")
+        search.RankCandidate("id", "path")
 
 
 @pytest.mark.parametrize(

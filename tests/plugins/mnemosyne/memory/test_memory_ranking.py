@@ -13,16 +13,17 @@ import pytest
 from mymcp.plugins.mnemosyne.memory import (
     Bm25Parameters,
     Bm25Ranker,
-    CursorCodec,
     MemoryRecordV1,
     MemoryService,
     RankCandidate,
     RecallQuery,
-    reference_rank,
 )
-from mymcp.plugins.mnemosyne.memory._stem import porter_stem
-from mymcp.plugins.mnemosyne.memory._terms import extract_record_terms
-from mymcp.plugins.mnemosyne.memory._tokenize import analyze, query_terms
+from mymcp.plugins.mnemosyne.memory.search import (
+    analyze,
+    extract_record_terms,
+    porter_stem,
+    query_terms,
+)
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -43,7 +44,7 @@ def _candidate(
 def _rank(
     text: str, candidates: list[RankCandidate], tags: frozenset[str] = frozenset()
 ) -> list[tuple[str, float]]:
-    hits = Bm25Ranker()(RecallQuery(frozenset(), tags, text), candidates, 5)
+    hits = Bm25Ranker()(RecallQuery(text, tags), candidates, 5)
     return [(candidates[hit.position].id, hit.score) for hit in hits]
 
 
@@ -159,20 +160,14 @@ def test_no_match_no_hits_and_limit_respected() -> None:
     candidates = [_candidate(f"m{i}", f"ns/{i:02}.json", content="pear") for i in range(9)]
     assert _rank("apple", candidates) == []
     assert len(_rank("pear", candidates)) == 5
-    assert Bm25Ranker()(RecallQuery(frozenset(), frozenset(), "pear"), candidates, 0) == []
-    assert Bm25Ranker()(RecallQuery(frozenset(), frozenset(), "pear"), [], 5) == []
-
-
-def test_query_from_bare_terms_still_ranks() -> None:
-    candidates = [_candidate("a", content="orchids bloom")]
-    hits = Bm25Ranker()(RecallQuery(frozenset({"orchid"}), frozenset()), candidates, 5)
-    assert [hit.position for hit in hits] == [0]
+    assert Bm25Ranker()(RecallQuery("pear", frozenset()), candidates, 0) == []
+    assert Bm25Ranker()(RecallQuery("pear", frozenset()), [], 5) == []
 
 
 def test_incremental_corpus_matches_a_fresh_one() -> None:
     base = [_candidate(f"m{i}", f"ns/{i}.json", content=f"kiwi word{i % 3}") for i in range(8)]
     ranker = Bm25Ranker()
-    query = RecallQuery(frozenset(), frozenset(), "kiwi word1")
+    query = RecallQuery("kiwi word1", frozenset())
     ranker(query, base, 5)
     changed = [*base[1:6], _candidate("new", "ns/new.json", content="kiwi kiwi word1")]
     incremental = ranker(query, changed, 5)
@@ -250,7 +245,7 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
         for _ in range(25):
             text = words(generator.randint(1, 12))
             tags = frozenset(generator.sample(vocabulary[:10], generator.randint(0, 1)))
-            query = RecallQuery(frozenset(), tags, text)
+            query = RecallQuery(text, tags)
             for limit in (1, 5, 20):
                 hits = ranker(query, candidates, limit)
                 got = [(hit.position, hit.score, hit.matched_terms) for hit in hits]
@@ -288,15 +283,3 @@ def test_hand_edits_show_on_the_next_call(
     assert ids == [body["id"]]
     path.unlink()
     assert service.recall({"query": "nectarine", "scope": "project"}).payload["memories"] == []
-
-
-def test_reference_rank_stays_available(
-    root: Path, codec: CursorCodec, write: Writer, v2: Factory
-) -> None:
-    write(v2(title=None, content="kiwi kiwi", memory_id="mem_" + "b" * 32))
-    write(v2(title=None, content="kiwi", memory_id="mem_" + "a" * 32))
-    service = MemoryService(lambda: root, 100, codec, ranker=reference_rank)
-    ids = [m["id"] for m in service.recall({"query": "kiwi", "scope": "project"}).payload[
-        "memories"
-    ]]  # fmt: skip
-    assert ids == ["mem_" + "a" * 32, "mem_" + "b" * 32]
