@@ -5,11 +5,10 @@ returns JSON-ready results; everything else here is the vocabulary it is built f
 """
 
 from ._cursor import CursorCodec
-from ._index import MemoryIndex
 from ._mutations import IndexProvider, MutationService, new_memory_id
 from ._outcomes import ToolOutcome
-from ._scan import IndexedRecord, ScanResult
 from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
+from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
     CONTENT_MAX,
     KIND_GUIDANCE,

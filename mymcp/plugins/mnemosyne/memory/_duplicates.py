@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._scan import IndexedRecord, ScanResult
+from .index import IndexedRecord, ScanResult
 from .model import MemoryRecordV2, RelativePath, tag_key
 
 __all__ = ["DuplicateMap", "duplicate_key", "duplicate_map", "patched_duplicate_map"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._index import MemoryIndex
-from ._scan import IndexedRecord
+from .index import IndexedRecord, MemoryIndex
 from .model import (
     ErrorCode,
     MemoryOperationError,

@@ -11,8 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from ._cursor import PAGE_SIZE_MAX, CursorCodec, CursorState, SnapshotItem
-from ._index import MemoryIndex
-from ._scan import IndexedRecord, ScanResult
+from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
     ErrorCode,
     MemoryOperationError,

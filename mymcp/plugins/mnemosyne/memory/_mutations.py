@@ -18,7 +18,6 @@ from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
 from ._duplicates import duplicate_key, duplicate_map, patched_duplicate_map
-from ._index import MemoryIndex
 from ._mutation_arguments import (
     RememberRequest,
     parse_lifecycle_arguments,
@@ -27,7 +26,7 @@ from ._mutation_arguments import (
     tag_fields,
 )
 from ._outcomes import ToolOutcome, failure, internal_failure, success
-from ._scan import IndexedRecord
+from .index import IndexedRecord, MemoryIndex
 from .model import (
     LIFECYCLE_STATES,
     MEMORY_KINDS,

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._index import MemoryIndex
-from ._scan import IndexedRecord, ScanResult
+from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
     ErrorCode,
     MemoryOperationError,

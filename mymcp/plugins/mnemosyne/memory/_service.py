@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ._cursor import CursorCodec
-from ._index import MemoryIndex
 from ._inspect import parse_inspect_arguments, run_inspect
 from ._listing import CollectionMode, parse_list_arguments, run_list
 from ._outcomes import (
@@ -23,6 +22,7 @@ from ._outcomes import (
     success,
 )
 from ._recall import parse_recall_arguments, run_recall
+from .index import MemoryIndex
 from .model import ErrorCode, MemoryOperationError, Scope
 from .search import Bm25Ranker
 

@@ -17,8 +17,10 @@ from mymcp.plugins.mnemosyne.memory import (
     LOCK_FILE_NAME,
     CursorCodec,
     MemoryService,
-    _index,
     store,
+)
+from mymcp.plugins.mnemosyne.memory import (
+    index as index_module,
 )
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
@@ -186,13 +188,13 @@ def tree_snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts full stat walks; patches and the inotify fast path never call them."""
     calls: list[int] = []
-    real = _index.walk_candidates
+    real = index_module.walk_candidates
 
     def counting(*args: Any, **kwargs: Any) -> None:
         calls.append(1)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(_index, "walk_candidates", counting)
+    monkeypatch.setattr(index_module, "walk_candidates", counting)
     return calls
 
 

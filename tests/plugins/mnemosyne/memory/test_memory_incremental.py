@@ -30,11 +30,13 @@ from mymcp.plugins.mnemosyne.memory import (
     MutationService,
     Scope,
     _duplicates,
-    _index,
     _listing,
     _mutations,
     reference_of,
     search,
+)
+from mymcp.plugins.mnemosyne.memory import (
+    index as index_module,
 )
 from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
 from mymcp.plugins.mnemosyne.memory.model import is_timestamp
@@ -47,7 +49,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="in
 
 def _scan(
     index: MemoryIndex, namespace: str | None = None, *, limit: int = 10_000
-) -> _index.ScanResult:
+) -> index_module.ScanResult:
     container = () if namespace is None else (namespace,)
     return index.scan(
         Scope.PROJECT, container, recursive=True, candidate_limit=limit, include_legacy=True
@@ -255,7 +257,7 @@ def test_listing_inventory_is_reused_and_follows_every_change(
     if watch and not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux only")
     if not watch:
-        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+        monkeypatch.setattr(index_module.Watcher, "create", classmethod(lambda cls: None))
     bodies = [v2(namespace="ns", memory_id=f"mem_{n:032x}", content=f"c{n}") for n in range(7)]
     paths = [write(body) for body in bodies]
     service = MemoryService(lambda: root, 10_000, CursorCodec.generate())
@@ -314,7 +316,7 @@ def test_derive_carries_a_value_forward_with_the_exact_difference(
     builds: list[int] = []
     updates: list[tuple[set[str], set[str]]] = []
 
-    def build(result: _index.ScanResult) -> frozenset[str]:
+    def build(result: index_module.ScanResult) -> frozenset[str]:
         builds.append(1)
         return frozenset(item.record.id for item in result.records)
 
@@ -385,7 +387,7 @@ def test_duplicate_map_stays_coherent_across_mutations_and_hand_edits(
     if watch and not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux only")
     if not watch:
-        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+        monkeypatch.setattr(index_module.Watcher, "create", classmethod(lambda cls: None))
     for number in range(30):
         write(v2(namespace="ns", content=f"filler {number}"))
     reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, _index
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -43,7 +44,7 @@ def test_v2_inspection_is_a_lookup_not_a_scan(
     def no_scan(*_: Any, **__: Any) -> Any:
         raise AssertionError("v2 inspection must not list directories")
 
-    monkeypatch.setattr(_index.MemoryIndex, "scan", no_scan)
+    monkeypatch.setattr(index_module.MemoryIndex, "scan", no_scan)
     assert service.inspect({"reference": _v2_ref(body)}).payload["status"] == "ok"
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, _watch
+from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
@@ -274,7 +275,7 @@ def test_queue_overflow_falls_back_to_walking(
 def test_without_inotify_the_index_walks_every_call(
     root: Path, write: Writer, v1: Factory, walks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_watch, "load_libc", lambda: None)  # non-Linux or ctypes failure
+    monkeypatch.setattr(index_module, "load_libc", lambda: None)  # non-Linux or ctypes failure
     write(v1(memory_id="one"), "project/one.json")
     index = MemoryIndex(root)
     assert not index.watching
@@ -345,11 +346,11 @@ def test_nothing_is_loaded_or_opened_at_import() -> None:
     code = (
         "import os, sys\n"
         "import mymcp.plugins.mnemosyne.memory as memory\n"
-        "from mymcp.plugins.mnemosyne.memory import _watch\n"
+        "from mymcp.plugins.mnemosyne.memory import index as index_module\n"
         "from pathlib import Path\n"
         "fds = [str(p.readlink()) for p in Path('/proc/self/fd').iterdir() if p.exists()]\n"
         "print(any('inotify' in fd for fd in fds), 'ctypes' in sys.modules,\n"
-        "      _watch.load_libc.cache_info().currsize)\n"
+        "      index_module.load_libc.cache_info().currsize)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
