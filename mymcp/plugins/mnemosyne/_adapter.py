@@ -27,13 +27,13 @@ from mymcp.plugin import (
     parse_manifest,
     structured_result,
 )
-from mymcp.plugins.mnemosyne._schemas import tool_definition
 from mymcp.plugins.mnemosyne._settings import MnemosyneSettings, memory_root
 from mymcp.plugins.mnemosyne.memory import (
     CursorCodec,
     MemoryService,
     MutationService,
     ToolOutcome,
+    tool_definition,
 )
 
 __all__ = [

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne import MNEMOSYNE_PINNED_BINDINGS, _schemas, mnemosyne_manifest
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition
+from mymcp.plugins.mnemosyne import MNEMOSYNE_PINNED_BINDINGS, mnemosyne_manifest
+from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, tool_definition
+from mymcp.plugins.mnemosyne.memory import tools as _schemas
 
 LEDGER_PATH = Path(__file__).with_name("capability_contract_ledger.json")
 _SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")

@@ -29,8 +29,7 @@ from mymcp.plugins.mnemosyne import (
     pinned_public_name,
     selected_capabilities,
 )
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition
-from mymcp.plugins.mnemosyne.memory import MemoryService, ToolOutcome
+from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, MemoryService, ToolOutcome, tool_definition
 from mymcp.runtime._composition import compose_runtime
 
 READS = ("memory_recall", "memory_list", "memory_inspect")

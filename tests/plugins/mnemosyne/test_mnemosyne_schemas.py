@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition, tool_definitions
 from mymcp.plugins.mnemosyne.memory import (
     KIND_GUIDANCE,
     MEMORY_KINDS,
     NAMESPACE_KINDS,
+    TOOL_NAMES,
     Scope,
     is_identifier,
     is_legacy_id,
@@ -22,8 +22,10 @@ from mymcp.plugins.mnemosyne.memory import (
     is_timestamp,
     kind_requires_occurred_at,
     normalize_language,
+    tool_definition,
+    tool_definitions,
 )
-from mymcp.plugins.mnemosyne.tools import _common
+from mymcp.plugins.mnemosyne.memory import tools as _common
 
 # The published maxLength bound. llama.cpp turns maxLength N into N grammar repetitions;
 # the reference dropped the 4000/4096 bounds of content and cursor for that reason. The

@@ -4,14 +4,9 @@ Pure domain code with no MCP or HTTP types. The service takes raw tool arguments
 returns JSON-ready results; everything else here is the vocabulary it is built from.
 """
 
-from ._cursor import CursorCodec
-from ._mutations import IndexProvider, MutationService, new_memory_id
-from ._outcomes import ToolOutcome
-from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
 from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
     CONTENT_MAX,
-    KIND_GUIDANCE,
     LABEL_MAX,
     MEMORY_KINDS,
     NAMESPACE_KINDS,
@@ -53,6 +48,7 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
+from .reads import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, CursorCodec, MemoryService
 from .search import Bm25Parameters, Bm25Ranker, RankCandidate, RankedHit, RecallQuery, RecordTerms
 from .store import (
     LOCK_FILE_NAME,
@@ -67,6 +63,8 @@ from .store import (
     root_lock,
     serialize_record,
 )
+from .tools import KIND_GUIDANCE, TOOL_NAMES, ToolOutcome, tool_definition, tool_definitions
+from .writes import IndexProvider, MutationService, new_memory_id
 
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",
@@ -138,6 +136,9 @@ __all__ = [
     "SkipReason",
     "tag_key",
     "ToolOutcome",
+    "TOOL_NAMES",
+    "tool_definition",
+    "tool_definitions",
     "utc_now_seconds",
     "V1Reference",
     "V2Reference",

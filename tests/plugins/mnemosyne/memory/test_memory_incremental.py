@@ -29,17 +29,16 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     MutationService,
     Scope,
-    _duplicates,
-    _listing,
-    _mutations,
+    reads,
     reference_of,
     search,
+    writes,
 )
 from mymcp.plugins.mnemosyne.memory import (
     index as index_module,
 )
-from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
 from mymcp.plugins.mnemosyne.memory.model import is_timestamp
+from mymcp.plugins.mnemosyne.memory.reads import SnapshotItem
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -223,13 +222,13 @@ def test_own_writes_are_patched_not_walked(root: Path, walks: list[int]) -> None
 @pytest.fixture
 def snapshot_items(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = _listing._snapshot_item
+    real = reads._snapshot_item
 
     def counting(item: Any) -> Any:
         calls.append(1)
         return real(item)
 
-    monkeypatch.setattr(_listing, "_snapshot_item", counting)
+    monkeypatch.setattr(reads, "_snapshot_item", counting)
     return calls
 
 
@@ -291,8 +290,8 @@ def test_listing_inventory_of_another_codec_is_not_reused(
     index = MemoryIndex(root, watch=False)
     first, second = CursorCodec.generate(), CursorCodec.generate()
     scan = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
-    one = _listing._listed(index, scan, first)
-    two = _listing._listed(index, scan, second)
+    one = reads._listed(index, scan, first)
+    two = reads._listed(index, scan, second)
     assert one.snapshot != two.snapshot
     # Byte for byte the contract's digest: HMAC over the ordered (identity, path, sha256).
     (item,) = scan.records
@@ -301,7 +300,7 @@ def test_listing_inventory_of_another_codec_is_not_reused(
     )
     expected = [SnapshotItem(identity, "/".join(item.parts), item.digest.hex())]
     assert one.snapshot == first.snapshot_digest(expected)
-    assert _listing._listed(index, scan, first).snapshot == one.snapshot
+    assert reads._listed(index, scan, first).snapshot == one.snapshot
 
 
 # -- derive: carried forward across results --------------------------------------------
@@ -363,15 +362,14 @@ def _remember_args(**overrides: Any) -> dict[str, Any]:
 @pytest.fixture
 def duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = _duplicates.duplicate_key
+    real = writes.duplicate_key
 
     def counting(record: Any) -> Any:
         calls.append(1)
         return real(record)
 
     # Both the map builders and the remember lookup compute keys.
-    monkeypatch.setattr(_duplicates, "duplicate_key", counting)
-    monkeypatch.setattr(_mutations, "duplicate_key", counting)
+    monkeypatch.setattr(writes, "duplicate_key", counting)
     return calls
 
 

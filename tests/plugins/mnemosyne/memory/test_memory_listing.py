@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
-from mymcp.plugins.mnemosyne.memory._cursor import CursorState
+from mymcp.plugins.mnemosyne.memory.reads import CursorState
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]

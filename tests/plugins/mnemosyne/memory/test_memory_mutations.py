@@ -24,7 +24,7 @@ from mymcp.plugins.mnemosyne.memory import (
     error_payload,
     parse_record,
 )
-from mymcp.plugins.mnemosyne.memory._mutation_arguments import parse_remember_arguments
+from mymcp.plugins.mnemosyne.memory.tools import parse_remember_arguments
 
 from .conftest import remember_args, tree_snapshot
 

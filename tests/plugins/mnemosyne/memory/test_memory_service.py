@@ -14,8 +14,8 @@ from mymcp.plugins.mnemosyne.memory import (
     ErrorCode,
     ErrorStatus,
     MemoryService,
-    _recall,
     error_payload,
+    reads,
 )
 
 Factory = Callable[..., dict[str, Any]]
@@ -90,7 +90,7 @@ def test_unexpected_failures_become_internal_errors(
     def explode(*_: Any, **__: Any) -> Any:
         raise ValueError(MARKER)
 
-    monkeypatch.setattr(_recall, "RecallQuery", explode)
+    monkeypatch.setattr(reads, "RecallQuery", explode)
     caplog.set_level(logging.DEBUG)
     outcome = service.recall({"query": "q", "scope": "self"})
     assert outcome.is_error

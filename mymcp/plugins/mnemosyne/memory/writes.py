@@ -13,20 +13,11 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
-from ._duplicates import duplicate_key, duplicate_map, patched_duplicate_map
-from ._mutation_arguments import (
-    RememberRequest,
-    parse_lifecycle_arguments,
-    parse_remember_arguments,
-    parse_revise_arguments,
-    tag_fields,
-)
-from ._outcomes import ToolOutcome, failure, internal_failure, success
-from .index import IndexedRecord, MemoryIndex
+from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
     LIFECYCLE_STATES,
     MEMORY_KINDS,
@@ -37,16 +28,29 @@ from .model import (
     MemoryOperationError,
     MemoryRecordV2,
     Provenance,
+    RelativePath,
     Scope,
     V2Reference,
     is_memory_id,
     reference_parts,
+    tag_key,
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
 from .store import RecordWriter, ensure_root, root_lock, serialize_record
+from .tools import (
+    RememberRequest,
+    ToolOutcome,
+    failure,
+    internal_failure,
+    parse_lifecycle_arguments,
+    parse_remember_arguments,
+    parse_revise_arguments,
+    success,
+    tag_fields,
+)
 
-__all__ = ["IndexProvider", "MutationService", "new_memory_id"]
+# -- _mutations: The mutation service: remember, revise, archive, restore and forget.
 
 _MAX_CANDIDATE_LIMIT: Final = 1_000_000
 
@@ -373,3 +377,60 @@ class MutationService:
             fields.update(lifecycle_state=lifecycle["state"], revision=lifecycle["revision"])
         _emit(logger, event, payload["status"], None, fields)
         return success(payload)
+
+
+# -- _duplicates: Duplicate detection for remember: the identity key of a record and its index.
+
+
+def duplicate_key(record: MemoryRecordV2) -> tuple[Any, ...]:
+    # Scope, namespace id and collection id are fixed by the scanned location.
+    return (
+        record.namespace.kind,
+        record.kind,
+        record.occurred_at,
+        record.title,
+        record.content,
+        tuple(sorted(tag_key(tag) for tag in record.tags)),
+    )
+
+
+# duplicate key -> the records holding it, by location (usually exactly one).
+DuplicateMap = dict[tuple[Any, ...], dict[RelativePath, MemoryRecordV2]]
+
+
+def duplicate_map(scan: ScanResult) -> DuplicateMap:
+    """Every canonical record of a scan result under its duplicate key."""
+    holders: DuplicateMap = {}
+    for item in scan.records:
+        if isinstance(item.record, MemoryRecordV2):
+            holders.setdefault(duplicate_key(item.record), {})[item.parts] = item.record
+    return holders
+
+
+def patched_duplicate_map(
+    old: DuplicateMap, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
+) -> DuplicateMap:
+    """``old`` with the records that left and joined the scan result; ``old`` is kept."""
+    holders = dict(old)
+    copied: set[tuple[Any, ...]] = set()
+
+    def bucket(key: tuple[Any, ...]) -> dict[RelativePath, MemoryRecordV2]:
+        if key not in copied:
+            copied.add(key)
+            holders[key] = dict(holders.get(key, ()))
+        return holders[key]
+
+    for item in removed:
+        if isinstance(item.record, MemoryRecordV2):
+            key = duplicate_key(item.record)
+            if key in holders:
+                held = bucket(key)
+                if held.get(item.parts) is item.record:
+                    del held[item.parts]
+                if not held:
+                    del holders[key]
+                    copied.discard(key)
+    for item in added:
+        if isinstance(item.record, MemoryRecordV2):
+            bucket(duplicate_key(item.record))[item.parts] = item.record
+    return holders
