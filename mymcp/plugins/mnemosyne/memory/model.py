@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     DELETION_OUTCOME_UNCERTAIN = "deletion_outcome_uncertain"
     MEMORY_SOURCE_UNAVAILABLE = "memory_source_unavailable"
     CANDIDATE_LIMIT_EXCEEDED = "candidate_limit_exceeded"
+    MEMORY_BUSY = "memory_busy"
     INTERNAL_ERROR = "internal_error"
 
     def status(self, *, retrieval: bool = False) -> ErrorStatus:
@@ -113,6 +114,7 @@ _STATUS: dict[ErrorCode, ErrorStatus] = {
     _C.DELETION_OUTCOME_UNCERTAIN: _S.UNCERTAIN,
     _C.MEMORY_SOURCE_UNAVAILABLE: _S.STORAGE_ERROR,
     _C.CANDIDATE_LIMIT_EXCEEDED: _S.STORAGE_ERROR,
+    _C.MEMORY_BUSY: _S.STORAGE_ERROR,
     _C.INTERNAL_ERROR: _S.INTERNAL_ERROR,
 }
 
@@ -151,27 +153,45 @@ _MESSAGES: dict[ErrorCode, str] = {
     ),
     _C.MEMORY_SOURCE_UNAVAILABLE: "the memory source is unavailable",
     _C.CANDIDATE_LIMIT_EXCEEDED: "the selected memory source holds too many candidate files",
+    _C.MEMORY_BUSY: (
+        "another writer holds the memory lock; nothing was changed, retry in a few seconds"
+    ),
     _C.INTERNAL_ERROR: "an unexpected error occurred",
 }
 
 
 class MemoryOperationError(Exception):
-    """A memory operation failed with a stable code; field and reason are optional detail.
+    """A memory operation failed with a stable code; field, reason and message add detail.
 
-    The exception text is the fixed message only, so logging it can never leak values.
+    ``field`` names the argument at fault (``namespace.kind`` for a member), ``reason``
+    is one fixed word saying what is wrong with it, and ``message`` a fixed sentence
+    replacing the code's generic one. None of them ever carries a value the caller or a
+    file supplied, so the exception text (the message) is safe to log.
     """
 
     def __init__(
-        self, code: ErrorCode, *, field: str | None = None, reason: str | None = None
+        self,
+        code: ErrorCode,
+        *,
+        field: str | None = None,
+        reason: str | None = None,
+        message: str | None = None,
     ) -> None:
-        super().__init__(code.message)
+        super().__init__(message or code.message)
         self.code = code
         self.field = field
         self.reason = reason
+        self.message = message or code.message
 
     def payload(self, *, retrieval: bool = False) -> dict[str, Any]:
         """The JSON-ready error result for this failure."""
-        return error_payload(self.code, field=self.field, reason=self.reason, retrieval=retrieval)
+        return error_payload(
+            self.code,
+            field=self.field,
+            reason=self.reason,
+            retrieval=retrieval,
+            message=self.message,
+        )
 
 
 def error_payload(
@@ -180,6 +200,7 @@ def error_payload(
     field: str | None = None,
     reason: str | None = None,
     retrieval: bool = False,
+    message: str | None = None,
 ) -> dict[str, Any]:
     """Build ``{status, code, [field], [reason], message}`` for a failure."""
     payload: dict[str, Any] = {"status": code.status(retrieval=retrieval).value, "code": code.value}
@@ -187,7 +208,7 @@ def error_payload(
         payload["field"] = field
     if reason is not None:
         payload["reason"] = reason
-    payload["message"] = code.message
+    payload["message"] = message or code.message
     return payload
 
 
@@ -308,7 +329,7 @@ def normalize_language(value: object) -> str | None:
     return tag
 
 
-def _has_surrogates(value: str) -> bool:
+def has_surrogates(value: str) -> bool:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -324,7 +345,7 @@ def normalize_text(value: str) -> str:
 
 def normalize_bounded_text(value: object, maximum: int) -> str | None:
     """Normalised text of 1..maximum characters, or None when missing, blank or too long."""
-    if not _is_str(value) or _has_surrogates(value):
+    if not _is_str(value) or has_surrogates(value):
         return None
     text = normalize_text(value)
     if not 1 <= len(text) <= maximum:
@@ -334,7 +355,7 @@ def normalize_bounded_text(value: object, maximum: int) -> str | None:
 
 def normalize_tag(value: object) -> str | None:
     """Collapse internal whitespace of one tag; None unless the result has 1-50 characters."""
-    if not _is_str(value) or _has_surrogates(value):
+    if not _is_str(value) or has_surrogates(value):
         return None
     tag = " ".join(unicodedata.normalize("NFC", value).split())
     if not 1 <= len(tag) <= TAG_MAX:

@@ -7,7 +7,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import logging
 import os
 import re
 import secrets
@@ -27,7 +26,6 @@ from .model import (
     MemoryOperationError,
     MemoryRecordV2,
     MemoryReference,
-    Scope,
     V1Reference,
     V2Reference,
     reference_of,
@@ -36,20 +34,17 @@ from .model import (
 )
 from .search import Bm25Ranker, RankCandidate, RankedHit, RecallQuery
 from .tools import (
+    INSPECT,
+    LIST,
     PAGE_SIZE_MAX,
+    RECALL,
     CollectionMode,
     ListRequest,
     ListSelector,
     LogFields,
     RecallRequest,
     ToolOutcome,
-    emit_terminal_event,
-    failure,
-    internal_failure,
-    parse_inspect_arguments,
-    parse_list_arguments,
-    parse_recall_arguments,
-    success,
+    run_tool,
 )
 
 # -- _service: The read-side memory service: raw tool arguments in, JSON-ready outcomes out.
@@ -59,10 +54,6 @@ CANDIDATE_LIMIT_MAX = 1_000_000
 # Roots only change when the operator's environment does; a few indexes cover tests and
 # reconfiguration without letting abandoned roots pin memory forever.
 _MAX_INDEXES = 4
-_SCOPE_WORDS = frozenset(scope.value for scope in Scope)
-# Words the terminal event may log as values (anything else is dropped).
-_VOCABULARY = _SCOPE_WORDS | frozenset(mode.value for mode in CollectionMode)
-_SUCCESS_VOCABULARY = _VOCABULARY | {"ok"}
 
 
 class MemoryService:
@@ -111,96 +102,50 @@ class MemoryService:
 
     def recall(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Rank up to five active records in one scope (optionally one namespace)."""
-
-        def action(fields: LogFields) -> dict[str, Any]:
-            request = parse_recall_arguments(arguments)
-            fields.update(
-                scope=request.scope.value,
-                namespace="present" if request.namespace_id else "absent",
-                tags=len(request.tags),
-            )
-            payload = run_recall(
-                self.current_index(),
-                request,
-                candidate_limit=self._candidate_limit,
-                ranker=self._ranker,
-            )
-            fields["results"] = len(payload["memories"])
-            return payload
-
-        return self._execute("memory_recall", action, retrieval=True)
+        return run_tool(RECALL, arguments, self._recall)
 
     def inspect(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Return one exact record by its versioned reference."""
-
-        def action(fields: LogFields) -> dict[str, Any]:
-            reference = parse_inspect_arguments(arguments)
-            fields.update(schema_version=reference.schema_version, scope=reference.scope.value)
-            return run_inspect(
-                self.current_index(), reference, candidate_limit=self._candidate_limit
-            )
-
-        return self._execute("memory_inspect", action)
+        return run_tool(INSPECT, arguments, self._inspect)
 
     def list(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Return one deterministic page of the selected inventory, without content."""
+        return run_tool(LIST, arguments, self._list)
 
-        def action(fields: LogFields) -> dict[str, Any]:
-            request = parse_list_arguments(arguments)
-            selector = request.selector
-            fields.update(
-                scope=selector.scope.value,
-                namespace="present" if selector.namespace_id else "absent",
-                cursor="present" if request.cursor else "absent",
-            )
-            if selector.namespace_id is not None:
-                fields["collection"] = selector.mode.value
-            payload = run_list(
-                self.current_index(),
-                request,
-                candidate_limit=self._candidate_limit,
-                codec=self._codec,
-            )
-            page = payload["page"]
-            fields.update(count=page["count"], total=page["total_count"], page=page["number"])
-            return payload
-
-        return self._execute("memory_list", action)
-
-    def _execute(
-        self,
-        event: str,
-        action: Callable[[LogFields], dict[str, Any]],
-        *,
-        retrieval: bool = False,
-    ) -> ToolOutcome:
-        logger = logging.getLogger(f"mcp.{event}")
-        fields: LogFields = {}
-        vocabulary = _VOCABULARY
-        try:
-            payload = action(fields)
-        except MemoryOperationError as exc:
-            status = exc.code.status(retrieval=retrieval).value
-            fields.pop("results", None)
-            emit_terminal_event(
-                logger, event, status, code=exc.code, fields=fields, vocabulary=vocabulary
-            )
-            return failure(exc, retrieval=retrieval)
-        except Exception:
-            # Exception text may quote paths or values, so only the fixed code is logged.
-            emit_terminal_event(
-                logger,
-                event,
-                "internal_error",
-                code=ErrorCode.INTERNAL_ERROR,
-                fields=fields,
-                vocabulary=vocabulary,
-            )
-            return internal_failure()
-        emit_terminal_event(
-            logger, event, payload["status"], fields=fields, vocabulary=_SUCCESS_VOCABULARY
+    def _recall(self, request: RecallRequest, fields: LogFields) -> dict[str, Any]:
+        fields.update(
+            scope=request.scope.value,
+            namespace="present" if request.namespace_id else "absent",
+            tags=len(request.tags),
         )
-        return success(payload)
+        payload = run_recall(
+            self.current_index(),
+            request,
+            candidate_limit=self._candidate_limit,
+            ranker=self._ranker,
+        )
+        fields["results"] = len(payload["memories"])
+        return payload
+
+    def _inspect(self, reference: MemoryReference, fields: LogFields) -> dict[str, Any]:
+        fields.update(schema_version=reference.schema_version, scope=reference.scope.value)
+        return run_inspect(self.current_index(), reference, candidate_limit=self._candidate_limit)
+
+    def _list(self, request: ListRequest, fields: LogFields) -> dict[str, Any]:
+        selector = request.selector
+        fields.update(
+            scope=selector.scope.value,
+            namespace="present" if selector.namespace_id else "absent",
+            cursor="present" if request.cursor else "absent",
+        )
+        if selector.namespace_id is not None:
+            fields["collection"] = selector.mode.value
+        payload = run_list(
+            self.current_index(), request, candidate_limit=self._candidate_limit, codec=self._codec
+        )
+        page = payload["page"]
+        fields.update(count=page["count"], total=page["total_count"], page=page["number"])
+        return payload
 
 
 # -- _recall: Recall: argument validation, ranking through the service's ranker and result items.

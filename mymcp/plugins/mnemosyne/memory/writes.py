@@ -10,7 +10,6 @@ one content-free log event on ``mcp.memory_<tool>`` (decision D6).
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -19,17 +18,12 @@ from typing import Any, Final, Protocol
 
 from .index import IndexedRecord, MemoryIndex, ScanResult
 from .model import (
-    LIFECYCLE_STATES,
-    MEMORY_KINDS,
-    NAMESPACE_KINDS,
-    PUBLIC_ORIGINS,
     ErrorCode,
     Lifecycle,
     MemoryOperationError,
     MemoryRecordV2,
     Provenance,
     RelativePath,
-    Scope,
     V2Reference,
     is_memory_id,
     reference_parts,
@@ -39,14 +33,17 @@ from .model import (
 from .policy import enforce_content_policy
 from .store import RecordWriter, ensure_root, root_lock, serialize_record
 from .tools import (
+    ARCHIVE,
+    FORGET,
+    REMEMBER,
+    RESTORE,
+    REVISE,
+    ChangeRequest,
+    LogFields,
     RememberRequest,
+    ReviseRequest,
     ToolOutcome,
-    failure,
-    internal_failure,
-    parse_lifecycle_arguments,
-    parse_remember_arguments,
-    parse_revise_arguments,
-    success,
+    run_tool,
     tag_fields,
 )
 
@@ -64,52 +61,6 @@ class IndexProvider(Protocol):
 def new_memory_id() -> str:
     """A fresh canonical id: ``mem_`` and the 32 hex digits of a random UUID."""
     return "mem_" + uuid.uuid4().hex
-
-
-# -- logging --------------------------------------------------------------------------
-
-_FIELD_WORDS: Final = frozenset(
-    {"namespace", "collection", "title", "content", "tags", "namespace_label", "collection_label"}
-)
-_VOCABULARY: Final[Mapping[str, frozenset[str]]] = {
-    "scope": frozenset(scope.value for scope in Scope),
-    "namespace_kind": frozenset(kind for kinds in NAMESPACE_KINDS.values() for kind in kinds),
-    "memory_kind": frozenset(kind for kinds in MEMORY_KINDS.values() for kind in kinds),
-    "origin": frozenset(PUBLIC_ORIGINS),
-    "lifecycle_state": frozenset(LIFECYCLE_STATES),
-    "field": _FIELD_WORDS,
-}
-_NUMERIC_KEYS: Final = frozenset({"schema_version", "revision"})
-_FLAG_KEYS: Final = frozenset({"collection_present"})
-
-LogFields = dict[str, int | bool | str]
-
-
-def _render(key: str, value: int | bool | str) -> str | None:
-    """The logged text of one allowlisted field, or None to drop it."""
-    if key in _FLAG_KEYS:
-        return ("true" if value else "false") if isinstance(value, bool) else None
-    if key in _NUMERIC_KEYS:
-        return str(value) if type(value) is int else None
-    if key == "memory_id":
-        return value if isinstance(value, str) and is_memory_id(value) else None
-    words = _VOCABULARY.get(key)
-    if words is not None and isinstance(value, str) and value in words:
-        return value
-    return None
-
-
-def _emit(
-    logger: logging.Logger, event: str, outcome: str, code: ErrorCode | None, fields: LogFields
-) -> None:
-    parts = [f"event={event}", f"outcome={outcome}"]
-    if code is not None:
-        parts.append(f"code={code.value}")
-    for key, value in fields.items():
-        rendered = _render(key, value)
-        if rendered is not None:
-            parts.append(f"{key}={rendered}")
-    logger.info(" ".join(parts))
 
 
 # -- the service ----------------------------------------------------------------------
@@ -155,120 +106,117 @@ class MutationService:
 
     def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Create one canonical record, or report the identical one that already exists."""
-
-        def action(fields: LogFields) -> dict[str, Any]:
-            request = parse_remember_arguments(arguments)
-            fields.update(
-                scope=request.scope.value,
-                schema_version=2,
-                namespace_kind=request.namespace.kind,
-                memory_kind=request.kind,
-                collection_present=request.collection is not None,
-                origin=request.origin,
-            )
-            ns, col = request.namespace, request.collection
-            enforce_content_policy(
-                [
-                    ("namespace", ns.id),
-                    ("namespace", ns.label),
-                    ("collection", None if col is None else col.id),
-                    ("collection", None if col is None else col.label),
-                    ("title", request.title),
-                    ("content", request.content),
-                    *tag_fields("tags", request.tags),
-                ]
-            )
-            index = self._indexes.current_index()
-            ensure_root(index.root)
-            with root_lock(index.root):
-                payload = self._remember_locked(index, request)
-            fields["memory_id"] = payload["reference"]["id"]
-            return payload
-
-        return self._execute("memory_remember", action)
+        return run_tool(REMEMBER, arguments, self._remember)
 
     def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Replace the mutable text of one record as a whole (revision + 1)."""
-
-        def action(fields: LogFields) -> dict[str, Any]:
-            request = parse_revise_arguments(arguments)
-            fields.update(schema_version=2, scope=request.reference.scope.value)
-            enforce_content_policy(
-                [
-                    ("namespace_label", request.namespace_label),
-                    ("collection_label", request.collection_label),
-                    ("title", request.title),
-                    ("content", request.content),
-                    *tag_fields("tags", request.tags),
-                ]
-            )
-
-            def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
-                namespace = dataclasses.replace(record.namespace, label=request.namespace_label)
-                collection = record.collection
-                if collection is not None:
-                    collection = dataclasses.replace(collection, label=request.collection_label)
-                revised = dataclasses.replace(
-                    record,
-                    namespace=namespace,
-                    collection=collection,
-                    title=request.title,
-                    content=request.content,
-                    tags=request.tags,
-                )
-                return None if revised == record else revised
-
-            return self._change(
-                request.reference, request.expected_revision, change, ("revised", "already_current")
-            )
-
-        return self._execute("memory_revise", action)
+        return run_tool(REVISE, arguments, self._revise)
 
     def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Move an active record to archived (excluded from recall, still inspectable)."""
-        return self._transition("memory_archive", arguments, "archived", "already_archived")
+        return run_tool(ARCHIVE, arguments, self._archive)
 
     def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Move an archived record back to active."""
-        return self._transition("memory_restore", arguments, "active", "already_active")
+        return run_tool(RESTORE, arguments, self._restore)
 
     def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Physically delete one archived record at its current revision."""
+        return run_tool(FORGET, arguments, self._forget)
 
-        def action(fields: LogFields) -> dict[str, Any]:
-            reference, expected = parse_lifecycle_arguments(arguments)
-            fields.update(schema_version=2, scope=reference.scope.value)
-            index = self._indexes.current_index()
-            with self._locked_existing(index):
-                found, record = self._current(index, reference, expected)
-                if not record.lifecycle.archived:
-                    raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
-                RecordWriter(index).delete(found.parts, found.digest)
-            return {"status": "forgotten", "reference": reference.to_json()}
+    # -- operations on validated requests --------------------------------------------
 
-        return self._execute("memory_forget", action)
+    def _remember(self, request: RememberRequest, fields: LogFields) -> dict[str, Any]:
+        fields.update(
+            scope=request.scope.value,
+            schema_version=2,
+            namespace_kind=request.namespace.kind,
+            memory_kind=request.kind,
+            collection_present=request.collection is not None,
+            origin=request.origin,
+        )
+        ns, col = request.namespace, request.collection
+        enforce_content_policy(
+            [
+                ("namespace", ns.id),
+                ("namespace", ns.label),
+                ("collection", None if col is None else col.id),
+                ("collection", None if col is None else col.label),
+                ("title", request.title),
+                ("content", request.content),
+                *tag_fields("tags", request.tags),
+            ]
+        )
+        index = self._indexes.current_index()
+        ensure_root(index.root)
+        with root_lock(index.root):
+            payload = self._remember_locked(index, request)
+        fields["memory_id"] = payload["reference"]["id"]
+        return payload
 
-    # -- internals -------------------------------------------------------------------
+    def _revise(self, request: ReviseRequest, fields: LogFields) -> dict[str, Any]:
+        fields.update(schema_version=2, scope=request.reference.scope.value)
+        enforce_content_policy(
+            [
+                ("namespace_label", request.namespace_label),
+                ("collection_label", request.collection_label),
+                ("title", request.title),
+                ("content", request.content),
+                *tag_fields("tags", request.tags),
+            ]
+        )
+
+        def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+            namespace = dataclasses.replace(record.namespace, label=request.namespace_label)
+            collection = record.collection
+            if collection is not None:
+                collection = dataclasses.replace(collection, label=request.collection_label)
+            revised = dataclasses.replace(
+                record,
+                namespace=namespace,
+                collection=collection,
+                title=request.title,
+                content=request.content,
+                tags=request.tags,
+            )
+            return None if revised == record else revised
+
+        return self._change(
+            request.reference, request.expected_revision, change, ("revised", "already_current")
+        )
+
+    def _archive(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        return self._transition(request, fields, "archived", ("archived", "already_archived"))
+
+    def _restore(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        return self._transition(request, fields, "active", ("restored", "already_active"))
+
+    def _forget(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        reference = request.reference
+        fields.update(schema_version=2, scope=reference.scope.value)
+        index = self._indexes.current_index()
+        with self._locked_existing(index):
+            found, record = self._current(index, reference, request.expected_revision)
+            if not record.lifecycle.archived:
+                raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
+            RecordWriter(index).delete(found.parts, found.digest)
+        return {"status": "forgotten", "reference": reference.to_json()}
 
     def _transition(
-        self, event: str, arguments: Mapping[str, Any], target: str, unchanged: str
-    ) -> ToolOutcome:
-        changed = "archived" if target == "archived" else "restored"
+        self, request: ChangeRequest, fields: LogFields, target: str, statuses: tuple[str, str]
+    ) -> dict[str, Any]:
+        fields.update(schema_version=2, scope=request.reference.scope.value)
 
-        def action(fields: LogFields) -> dict[str, Any]:
-            reference, expected = parse_lifecycle_arguments(arguments)
-            fields.update(schema_version=2, scope=reference.scope.value)
+        def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+            if record.lifecycle.state == target:
+                return None
+            return dataclasses.replace(
+                record, lifecycle=Lifecycle(target, record.lifecycle.revision)
+            )
 
-            def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
-                if record.lifecycle.state == target:
-                    return None
-                return dataclasses.replace(
-                    record, lifecycle=Lifecycle(target, record.lifecycle.revision)
-                )
+        return self._change(request.reference, request.expected_revision, change, statuses)
 
-            return self._change(reference, expected, change, (changed, unchanged))
-
-        return self._execute(event, action)
+    # -- internals -------------------------------------------------------------------
 
     def _locked_existing(self, index: MemoryIndex) -> AbstractContextManager[None]:
         """The root lock, or not_found at once when there is no root to change at all."""
@@ -357,26 +305,6 @@ class MutationService:
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
         return _result("remembered", record)
-
-    def _execute(self, event: str, action: Callable[[LogFields], dict[str, Any]]) -> ToolOutcome:
-        logger = logging.getLogger(f"mcp.{event}")
-        fields: LogFields = {}
-        try:
-            payload = action(fields)
-        except MemoryOperationError as exc:
-            if exc.field is not None:
-                fields["field"] = exc.field
-            _emit(logger, event, exc.code.status().value, exc.code, fields)
-            return failure(exc)
-        except Exception:
-            # Exception text may quote paths or values: only the fixed code is logged.
-            _emit(logger, event, "internal_error", ErrorCode.INTERNAL_ERROR, fields)
-            return internal_failure()
-        lifecycle = payload.get("lifecycle")
-        if isinstance(lifecycle, dict):
-            fields.update(lifecycle_state=lifecycle["state"], revision=lifecycle["revision"])
-        _emit(logger, event, payload["status"], None, fields)
-        return success(payload)
 
 
 # -- _duplicates: Duplicate detection for remember: the identity key of a record and its index.

@@ -114,7 +114,6 @@ def test_v1_inspection_respects_the_candidate_limit(
     [
         {},
         {"reference": None},
-        {"reference": {"schema_version": 1, "scope": "self", "id": "x"}, "path": "/"},
         {"reference": {"schema_version": 1, "scope": "self", "id": "bad id"}},
         {"reference": {"schema_version": 1, "scope": "self", "id": "x", "extra": 1}},
         {"reference": {"schema_version": True, "scope": "self", "id": "x"}},
@@ -147,3 +146,37 @@ def test_invalid_references(service: MemoryService, arguments: dict[str, Any]) -
         "invalid_request",
         "invalid_reference",
     )
+    # The field is the reference or the member of it at fault.
+    assert outcome.payload["field"].split(".")[0] == "reference"
+    assert outcome.payload["reason"]
+
+
+def test_an_unknown_argument_is_not_blamed_on_the_reference(service: MemoryService) -> None:
+    reference = {"schema_version": 1, "scope": "self", "id": "x"}
+    payload = service.inspect({"reference": reference, "path": "/"}).payload
+    assert (payload["code"], payload["field"], payload["reason"]) == (
+        "invalid_request",
+        "path",
+        "unexpected",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reference", "field", "reason"),
+    [
+        (
+            {"schema_version": 2, "scope": "self", "id": "mem_" + "a" * 32},
+            "namespace_id",
+            "missing",
+        ),
+        ({"schema_version": 1, "scope": "self", "id": "bad id"}, "id", "malformed"),
+        ({"schema_version": 3, "scope": "self", "id": "x"}, "schema_version", "not_allowed"),
+        ({"schema_version": 1, "scope": "elsewhere", "id": "x"}, "scope", "not_allowed"),
+    ],
+)
+def test_reference_errors_name_the_member(
+    service: MemoryService, reference: dict[str, Any], field: str, reason: str
+) -> None:
+    payload = service.inspect({"reference": reference}).payload
+    assert (payload["field"], payload["reason"]) == (f"reference.{field}", reason)
+    assert payload["message"].startswith(f"reference.{field} ")

@@ -140,7 +140,7 @@ def test_result_item_shape_has_no_paths_or_scores(
         ({"query": "   ", "scope": "project"}, "invalid_query"),
         ({"query": "q" * 1001, "scope": "project"}, "invalid_query"),
         ({"query": 5, "scope": "project"}, "invalid_query"),
-        ({"query": "q", "scope": "project", "path": "/etc"}, "invalid_query"),
+        ({"query": "q", "scope": "project", "path": "/etc"}, "invalid_request"),
         ({"query": "q", "scope": "work"}, "invalid_scope"),
         ({"query": "q"}, "invalid_scope"),
         ({"query": "q", "scope": "project", "namespace_id": "Bad"}, "invalid_namespace"),
@@ -156,7 +156,18 @@ def test_invalid_arguments(service: MemoryService, arguments: dict[str, Any], co
     assert outcome.is_error
     assert outcome.payload["status"] == "invalid_request"
     assert outcome.payload["code"] == code
-    assert set(outcome.payload) == {"status", "code", "message"}
+    # The error names the argument at fault and says why, in fixed words.
+    assert set(outcome.payload) == {"status", "code", "field", "reason", "message"}
+    field = outcome.payload["field"]
+    assert field in arguments or field in ("query", "scope")
+    assert outcome.payload["message"].startswith(field) or outcome.payload["reason"] == "unexpected"
+
+
+def test_an_unknown_argument_is_named_not_blamed_on_the_query(service: MemoryService) -> None:
+    payload = service.recall({"query": "fine words", "scope": "project", "limit": 3}).payload
+    assert payload["code"] == "invalid_request"
+    assert (payload["field"], payload["reason"]) == ("limit", "unexpected")
+    assert "query" in payload["message"]  # it lists what the tool accepts
 
 
 def test_recall_reports_storage_trouble_as_retrieval_error(
