@@ -1,10 +1,16 @@
 """Mnemosyne's memory domain: records, index, recall, listing, inspection and mutations.
 
-Pure domain code with no MCP or HTTP types. The service takes raw tool arguments and
-returns JSON-ready results; everything else here is the vocabulary it is built from.
+Pure domain code with no MCP or HTTP types: the two services take raw tool arguments
+and return JSON-ready outcomes, and ``tool_definitions`` says what each tool accepts.
+This ``__all__`` is the package's only public face; its modules are internal.
+
+Modules, each depending only on those listed before it: ``model`` (values and errors),
+``policy`` (content policy), ``store`` (files, walks, lock, writer), ``search`` (text
+analysis and BM25F), ``index`` (rows, revalidation, derived views, snapshot),
+``tools`` (definitions, argument validation, outcomes), ``reads`` and ``writes``.
 """
 
-from .index import IndexedRecord, MemoryIndex, ScanResult
+from .index import IndexedRecord, MemoryIndex, Selection
 from .model import (
     CONTENT_MAX,
     LABEL_MAX,
@@ -49,9 +55,10 @@ from .model import (
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
 from .reads import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, CursorCodec, MemoryService
-from .search import Bm25Parameters, Bm25Ranker, RankCandidate, RankedHit, RecallQuery, RecordTerms
+from .search import Bm25Parameters, DocumentTerms, TermIndex, document_terms
 from .store import (
     LOCK_FILE_NAME,
+    LOCK_TIMEOUT_SECONDS,
     MAX_RECORD_BYTES,
     FileStamp,
     RecordRejected,
@@ -73,6 +80,7 @@ __all__ = [
     "KIND_GUIDANCE",
     "LABEL_MAX",
     "LOCK_FILE_NAME",
+    "LOCK_TIMEOUT_SECONDS",
     "MAX_RECORD_BYTES",
     "MEMORY_KINDS",
     "NAMESPACE_KINDS",
@@ -80,10 +88,12 @@ __all__ = [
     "PUBLIC_ORIGINS",
     "RECORDED_VIA",
     "TITLE_MAX",
+    "TOOL_NAMES",
     "Bm25Parameters",
-    "Bm25Ranker",
     "Collection",
     "CursorCodec",
+    "document_terms",
+    "DocumentTerms",
     "enforce_content_policy",
     "ensure_root",
     "error_payload",
@@ -120,25 +130,21 @@ __all__ = [
     "parse_reference",
     "PolicyReason",
     "Provenance",
-    "RankCandidate",
-    "RankedHit",
-    "RecallQuery",
     "RecordRejected",
-    "RecordTerms",
     "RecordWriter",
     "reference_of",
     "reference_parts",
     "RelativePath",
     "root_lock",
-    "ScanResult",
     "Scope",
+    "Selection",
     "serialize_record",
     "SkipReason",
     "tag_key",
-    "ToolOutcome",
-    "TOOL_NAMES",
+    "TermIndex",
     "tool_definition",
     "tool_definitions",
+    "ToolOutcome",
     "utc_now_seconds",
     "V1Reference",
     "V2Reference",

@@ -1,4 +1,9 @@
-"""The read-side memory service: raw tool arguments in, JSON-ready outcomes out."""
+"""The read service: recall, inspection and listing over the index of the current root.
+
+Raw tool arguments come in (`tools` parses them), JSON-ready outcomes go out. Reads
+never create the root and never take the mutation lock, so a writer that waits for the
+lock never holds up a read.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,15 @@ import re
 import secrets
 import threading
 import uuid
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
-from .index import IndexedRecord, MemoryIndex, ScanResult
+from .index import IndexedRecord, ListedRow, MemoryIndex
 from .model import (
     ErrorCode,
     MemoryOperationError,
@@ -32,7 +37,7 @@ from .model import (
     reference_parts,
     tag_key,
 )
-from .search import Bm25Ranker, RankCandidate, RankedHit, RecallQuery
+from .search import Hit
 from .tools import (
     INSPECT,
     LIST,
@@ -40,17 +45,21 @@ from .tools import (
     RECALL,
     CollectionMode,
     ListRequest,
-    ListSelector,
     LogFields,
     RecallRequest,
     ToolOutcome,
     run_tool,
 )
 
-# -- _service: The read-side memory service: raw tool arguments in, JSON-ready outcomes out.
+CANDIDATE_LIMIT_DEFAULT: Final = 200_000
+"""How many ``*.json`` files one selection (a scope, namespace or collection) may hold.
 
-CANDIDATE_LIMIT_DEFAULT = 10_000
-CANDIDATE_LIMIT_MAX = 1_000_000
+It bounds the work and memory of one call and of the index: each indexed record costs
+about 1-3 kB of memory, so the default allows 100,000 records in a scope with room to
+grow, at roughly 100-300 MB.
+"""
+CANDIDATE_LIMIT_MAX: Final = 1_000_000
+RECALL_LIMIT: Final = 5
 # Roots only change when the operator's environment does; a few indexes cover tests and
 # reconfiguration without letting abandoned roots pin memory forever.
 _MAX_INDEXES = 4
@@ -61,7 +70,8 @@ class MemoryService:
 
     Build one per process: it owns the per-root indexes that spare unchanged files from
     being re-read. The root resolver runs on every call and may raise; that reports the
-    source as unavailable. No read operation ever creates the root.
+    source as unavailable. ``snapshot_directory`` (resolved once per new index) is where
+    index snapshots are kept; None keeps none.
     """
 
     def __init__(
@@ -69,13 +79,15 @@ class MemoryService:
         root_resolver: Callable[[], Path],
         candidate_limit: int,
         cursor_codec: CursorCodec,
+        *,
+        snapshot_directory: Callable[[], Path | None] | None = None,
     ) -> None:
         if type(candidate_limit) is not int or not 1 <= candidate_limit <= CANDIDATE_LIMIT_MAX:
             raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._resolve_root = root_resolver
         self._candidate_limit = candidate_limit
         self._codec = cursor_codec
-        self._ranker = Bm25Ranker()
+        self._snapshot_directory = snapshot_directory
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self._indexes_lock = threading.Lock()
 
@@ -93,9 +105,15 @@ class MemoryService:
         with self._indexes_lock:
             index = self._indexes.get(key)
             if index is None:
-                index = self._indexes[key] = MemoryIndex(root)
+                snapshots = None
+                if self._snapshot_directory is not None:
+                    try:
+                        snapshots = self._snapshot_directory()
+                    except Exception:  # no cache directory: run without a snapshot
+                        snapshots = None
+                index = self._indexes[key] = MemoryIndex(root, snapshot_directory=snapshots)
                 while len(self._indexes) > _MAX_INDEXES:
-                    self._indexes.popitem(last=False)
+                    self._indexes.popitem(last=False)[1].close()
             else:
                 self._indexes.move_to_end(key)
             return index
@@ -112,24 +130,57 @@ class MemoryService:
         """Return one deterministic page of the selected inventory, without content."""
         return run_tool(LIST, arguments, self._list)
 
+    # -- recall ---------------------------------------------------------------------------
+
     def _recall(self, request: RecallRequest, fields: LogFields) -> dict[str, Any]:
         fields.update(
             scope=request.scope.value,
             namespace="present" if request.namespace_id else "absent",
             tags=len(request.tags),
         )
-        payload = run_recall(
-            self.current_index(),
-            request,
-            candidate_limit=self._candidate_limit,
-            ranker=self._ranker,
+        index = self.current_index()
+        # Ranking statistics cover the whole scope, so the whole scope must be current;
+        # a namespace only narrows which of its records may be returned.
+        index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
+        if request.namespace_id is not None:
+            index.refresh(
+                request.scope,
+                (request.namespace_id,),
+                recursive=True,
+                candidate_limit=self._candidate_limit,
+            )
+        tag_keys = frozenset(tag_key(tag) for tag in request.tags)
+        found = index.recall(
+            request.scope, request.query, tag_keys, RECALL_LIMIT, request.namespace_id
         )
-        fields["results"] = len(payload["memories"])
-        return payload
+        memories = [_recalled(item, hit) for item, hit in found]
+        fields["results"] = len(memories)
+        return {"status": "ok" if memories else "no_matches", "memories": memories}
+
+    # -- inspect --------------------------------------------------------------------------
 
     def _inspect(self, reference: MemoryReference, fields: LogFields) -> dict[str, Any]:
         fields.update(schema_version=reference.schema_version, scope=reference.scope.value)
-        return run_inspect(self.current_index(), reference, candidate_limit=self._candidate_limit)
+        index = self.current_index()
+        if isinstance(reference, V2Reference):
+            # The reference determines the path: a single lookup, never a walk.
+            found = index.lookup(reference_parts(reference), reference.scope)
+            if found is None or not isinstance(found.record, MemoryRecordV2):
+                raise MemoryOperationError(ErrorCode.NOT_FOUND)
+        else:
+            # Legacy ids are not tied to a path, so the whole scope must be current.
+            index.refresh(reference.scope, recursive=True, candidate_limit=self._candidate_limit)
+            matches = index.legacy(reference.scope, reference.id)
+            if not matches:
+                raise MemoryOperationError(ErrorCode.NOT_FOUND)
+            if len(matches) > 1:
+                raise MemoryOperationError(ErrorCode.AMBIGUOUS_REFERENCE)
+            found = matches[0]
+        memory: dict[str, Any] = {"reference": reference.to_json()}
+        memory.update(found.record.public_json())
+        return {"status": "ok", "memory": memory}
+
+    # -- list -----------------------------------------------------------------------------
 
     def _list(self, request: ListRequest, fields: LogFields) -> dict[str, Any]:
         selector = request.selector
@@ -140,55 +191,64 @@ class MemoryService:
         )
         if selector.namespace_id is not None:
             fields["collection"] = selector.mode.value
-        payload = run_list(
-            self.current_index(), request, candidate_limit=self._candidate_limit, codec=self._codec
+        codec = self._codec
+        selector_digest = codec.selector_digest(
+            selector.scope.value, selector.namespace_id, selector.mode.value, selector.collection_id
         )
-        page = payload["page"]
-        fields.update(count=page["count"], total=page["total_count"], page=page["number"])
-        return payload
+        state: CursorState | None = None
+        if request.cursor is not None:
+            state = codec.decode(request.cursor)
+            if not hmac.compare_digest(state.selector, selector_digest):
+                raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
+        container: tuple[str, ...] = ()
+        if selector.namespace_id is not None:
+            container = (selector.namespace_id,)
+            if selector.mode is CollectionMode.EXACT:
+                assert selector.collection_id is not None
+                container += (selector.collection_id,)
+        index = self.current_index()
+        # Collectionless and exact-collection listings read one directory level only.
+        selection = index.refresh(
+            selector.scope,
+            container,
+            recursive=selector.mode is CollectionMode.ALL,
+            candidate_limit=self._candidate_limit,
+        )
+        inventory = index.inventory(selection, include_legacy=selector.namespace_id is None)
+        snapshot = codec.snapshot_digest(inventory.count, inventory.checksum)
+        total = inventory.count
+        offset, page_size = 0, request.page_size
+        if state is not None:
+            if not hmac.compare_digest(state.snapshot, snapshot):
+                raise MemoryOperationError(ErrorCode.STALE_CURSOR)
+            if state.offset >= total:
+                raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
+            offset, page_size = state.offset, state.page_size
+        ambiguous = inventory.ambiguous
+        memories = [_listed(row, ambiguous) for row in inventory.page(offset, page_size)]
+        next_offset = offset + page_size
+        next_cursor = None
+        if next_offset < total:
+            next_cursor = codec.encode(
+                CursorState(selector_digest, snapshot, next_offset, page_size)
+            )
+        fields.update(count=len(memories), total=total, page=offset // page_size + 1)
+        return {
+            "status": "ok",
+            "memories": memories,
+            "page": {
+                "number": offset // page_size + 1,
+                "count": len(memories),
+                "total_count": total,
+                # An empty inventory is still one (empty) page.
+                "total_pages": max(1, -(-total // page_size)),
+                "truncated": next_cursor is not None,
+                "next_cursor": next_cursor,
+            },
+        }
 
 
-# -- _recall: Recall: argument validation, ranking through the service's ranker and result items.
-
-RECALL_LIMIT = 5
-
-
-def run_recall(
-    index: MemoryIndex,
-    request: RecallRequest,
-    *,
-    candidate_limit: int,
-    ranker: Bm25Ranker,
-) -> dict[str, Any]:
-    """Rank the selected, non-archived records and return at most five as result items."""
-    container = () if request.namespace_id is None else (request.namespace_id,)
-    scan = index.scan(
-        request.scope,
-        container,
-        recursive=True,
-        candidate_limit=candidate_limit,
-        include_legacy=request.namespace_id is None,
-    )
-    eligible, candidates = index.derive(scan, "recall", _eligible)
-    query = RecallQuery(request.query, frozenset(tag_key(t) for t in request.tags))
-    hits = ranker(query, candidates, RECALL_LIMIT)[:RECALL_LIMIT]
-    memories = [_result_item(eligible[hit.position], hit) for hit in hits]
-    return {"status": "ok" if memories else "no_matches", "memories": memories}
-
-
-def _eligible(
-    scan: ScanResult,
-) -> tuple[tuple[IndexedRecord, ...], tuple[RankCandidate, ...]]:
-    """The non-archived records of a scan and their ranking candidates, position-aligned."""
-    eligible = tuple(
-        item
-        for item in scan.records
-        if not (isinstance(item.record, MemoryRecordV2) and item.record.lifecycle.archived)
-    )
-    return eligible, tuple(item.candidate for item in eligible)
-
-
-def _result_item(item: IndexedRecord, hit: RankedHit) -> dict[str, Any]:
+def _recalled(item: IndexedRecord, hit: Hit) -> dict[str, Any]:
     record = item.record
     # Evidence uses the record's own tag spelling, in record order.
     matched_tags = [tag for tag in record.all_tags if tag_key(tag) in hit.matched_tag_keys]
@@ -203,211 +263,25 @@ def _result_item(item: IndexedRecord, hit: RankedHit) -> dict[str, Any]:
     }
 
 
-# -- _inspect: Exact inspection: one reference in, one complete user-visible record out.
-
-
-def _find_v2(index: MemoryIndex, reference: V2Reference) -> IndexedRecord:
-    # The reference determines the path, so this is a single lookup, never a scan.
-    found = index.lookup(reference_parts(reference), reference.scope)
-    if found is None or not isinstance(found.record, MemoryRecordV2):
-        raise MemoryOperationError(ErrorCode.NOT_FOUND)
-    return found
-
-
-def _find_v1(index: MemoryIndex, reference: V1Reference, candidate_limit: int) -> IndexedRecord:
-    # Legacy ids are not tied to a path, so the whole scope has to be searched.
-    scan = index.scan(
-        reference.scope, (), recursive=True, candidate_limit=candidate_limit, include_legacy=True
-    )
-    matches = [
-        item
-        for item in scan.records
-        if not isinstance(item.record, MemoryRecordV2) and item.record.id == reference.id
-    ]
-    if not matches:
-        raise MemoryOperationError(ErrorCode.NOT_FOUND)
-    if len(matches) > 1:
-        raise MemoryOperationError(ErrorCode.AMBIGUOUS_REFERENCE)
-    return matches[0]
-
-
-def run_inspect(
-    index: MemoryIndex, reference: MemoryReference, *, candidate_limit: int
-) -> dict[str, Any]:
-    """Return ``{status: ok, memory: {reference, ...record}}``; archived records included."""
-    if isinstance(reference, V2Reference):
-        found = _find_v2(index, reference)
+def _listed(row: ListedRow, ambiguous: frozenset[str]) -> dict[str, Any]:
+    reference: MemoryReference
+    if row.legacy_id is not None:
+        reference = V1Reference(row.scope, row.legacy_id)
     else:
-        found = _find_v1(index, reference, candidate_limit)
-    memory: dict[str, Any] = {"reference": reference.to_json()}
-    memory.update(found.record.public_json())
-    return {"status": "ok", "memory": memory}
-
-
-# -- _listing: Listing: selector validation, deterministic inventory order, paging and cursors.
-
-
-def _order_key(item: IndexedRecord) -> tuple[Any, ...]:
-    record = item.record
-    if isinstance(record, MemoryRecordV2):
-        collection = record.collection_id
-        # False sorts before True: collectionless records come first in a namespace.
-        return (2, record.namespace.id, collection is not None, collection or "", record.id, "")
-    return (1, "", False, "", record.id, "/".join(item.parts))
-
-
-def _scan(index: MemoryIndex, selector: ListSelector, limit: int) -> ScanResult:
-    if selector.namespace_id is None:
-        container: tuple[str, ...] = ()
-    elif selector.mode is CollectionMode.EXACT:
-        assert selector.collection_id is not None
-        container = (selector.namespace_id, selector.collection_id)
-    else:
-        container = (selector.namespace_id,)
-    # Collectionless and exact-collection listings read one directory level only.
-    recursive = selector.mode is CollectionMode.ALL
-    return index.scan(
-        selector.scope,
-        container,
-        recursive=recursive,
-        candidate_limit=limit,
-        include_legacy=selector.namespace_id is None,
-    )
-
-
-def _identity(item: IndexedRecord) -> str:
-    reference = reference_of(item.record, item.scope).to_json()
-    return json.dumps(reference, sort_keys=True, separators=(",", ":"))
-
-
-def _snapshot_item(item: IndexedRecord) -> bytes:
-    """The item's encoded part of the snapshot digest (see `CursorCodec.snapshot_fragment`)."""
-    snapshot = SnapshotItem(_identity(item), "/".join(item.parts), item.digest.hex())
-    return CursorCodec.snapshot_fragment(snapshot)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Inventory:
-    """The ordered selection of one scan result and its snapshot digest, built once.
-
-    ``pieces`` maps each item (by object identity) to its sort key and snapshot entry,
-    so the inventory of the next scan result reuses them for every unchanged record.
-    """
-
-    codec: CursorCodec
-    items: tuple[IndexedRecord, ...]
-    snapshot: str
-    ambiguous_ids: frozenset[str]
-    pieces: dict[int, tuple[IndexedRecord, tuple[Any, ...], bytes]]
-
-
-def _inventory(
-    codec: CursorCodec,
-    records: Sequence[IndexedRecord],
-    reuse: Mapping[int, tuple[IndexedRecord, tuple[Any, ...], bytes]],
-) -> _Inventory:
-    pieces: dict[int, tuple[IndexedRecord, tuple[Any, ...], bytes]] = {}
-    for item in records:
-        piece = reuse.get(id(item))
-        if piece is None or piece[0] is not item:
-            piece = (item, _order_key(item), _snapshot_item(item))
-        pieces[id(item)] = piece
-    ordered = sorted(pieces.values(), key=lambda piece: piece[1])
-    snapshot = codec.snapshot_digest_of_fragments([piece[2] for piece in ordered])
-    legacy = Counter(
-        piece[0].record.id for piece in ordered if not isinstance(piece[0].record, MemoryRecordV2)
-    )
-    ambiguous = frozenset(identifier for identifier, count in legacy.items() if count > 1)
-    return _Inventory(codec, tuple(piece[0] for piece in ordered), snapshot, ambiguous, pieces)
-
-
-def _listed(index: MemoryIndex, scan: ScanResult, codec: CursorCodec) -> _Inventory:
-    """The inventory of ``scan``: derived once per scan result, carried across changes."""
-
-    def build(result: ScanResult) -> _Inventory:
-        return _inventory(codec, result.records, {})
-
-    def update(
-        old: _Inventory, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
-    ) -> _Inventory:
-        if old.codec is not codec:
-            return build(scan)
-        gone = {id(item) for item in removed}
-        kept = [item for item in old.items if id(item) not in gone]
-        return _inventory(codec, [*kept, *added], old.pieces)
-
-    inventory = index.derive(scan, "list", build, update)
-    if inventory.codec is not codec:  # another codec's digests are no use here
-        inventory = build(scan)
-    return inventory
-
-
-def _list_item(item: IndexedRecord, ambiguous: bool) -> dict[str, Any]:
-    record = item.record
+        collection = row.parts[2] if len(row.parts) == 4 else None
+        reference = V2Reference(row.scope, row.parts[1], collection, row.id)
     body: dict[str, Any] = {
-        "reference": reference_of(record, item.scope).to_json(),
-        "title": record.title,
-        "inspectability": "ambiguous" if ambiguous else "exact",
+        "reference": reference.to_json(),
+        "title": row.title,
+        "inspectability": "ambiguous" if row.legacy_id in ambiguous else "exact",
     }
-    if isinstance(record, MemoryRecordV2):
-        body["kind"] = record.kind
-        body["lifecycle"] = {"state": record.lifecycle.state}
+    if row.legacy_id is None:
+        body["kind"] = row.kind
+        body["lifecycle"] = {"state": "archived" if row.archived else "active"}
     return body
 
 
-def run_list(
-    index: MemoryIndex, request: ListRequest, *, candidate_limit: int, codec: CursorCodec
-) -> dict[str, Any]:
-    """Produce one page of the selected inventory, or fail without a partial inventory."""
-    selector = request.selector
-    selector_digest = codec.selector_digest(
-        selector.scope.value, selector.namespace_id, selector.mode.value, selector.collection_id
-    )
-    state: CursorState | None = None
-    if request.cursor is not None:
-        state = codec.decode(request.cursor)
-        if not _same(state.selector, selector_digest):
-            raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
-    inventory = _listed(index, _scan(index, selector, candidate_limit), codec)
-    items, snapshot = inventory.items, inventory.snapshot
-    offset, page_size = 0, request.page_size
-    if state is not None:
-        if not _same(state.snapshot, snapshot):
-            raise MemoryOperationError(ErrorCode.STALE_CURSOR)
-        if state.offset >= len(items):
-            raise MemoryOperationError(ErrorCode.INVALID_CURSOR)
-        offset, page_size = state.offset, state.page_size
-    ambiguous = inventory.ambiguous_ids
-    page = items[offset : offset + page_size]
-    memories = [
-        _list_item(i, not isinstance(i.record, MemoryRecordV2) and i.record.id in ambiguous)
-        for i in page
-    ]
-    next_offset = offset + page_size
-    next_cursor = None
-    if next_offset < len(items):
-        next_cursor = codec.encode(CursorState(selector_digest, snapshot, next_offset, page_size))
-    total = len(items)
-    return {
-        "status": "ok",
-        "memories": memories,
-        "page": {
-            "number": offset // page_size + 1,
-            "count": len(memories),
-            "total_count": total,
-            # An empty inventory is still one (empty) page.
-            "total_pages": max(1, -(-total // page_size)),
-            "truncated": next_cursor is not None,
-            "next_cursor": next_cursor,
-        },
-    }
-
-
-def _same(left: str, right: str) -> bool:
-    return hmac.compare_digest(left, right)
-
-
-# -- _cursor: Process-bound, HMAC-authenticated list cursors (contract 5.6).
+# -- list cursors: process-bound and HMAC-authenticated -------------------------------------
 
 CURSOR_MAX = 4096
 _KEY_BYTES = 32
@@ -418,7 +292,7 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 # Distinct labels keep one HMAC's output from ever being valid as another's.
 _SELECTOR_LABEL = b"mnemosyne/memory_list/selector/v1\x00"
-_SNAPSHOT_LABEL = b"mnemosyne/memory_list/snapshot/v1\x00"
+_SNAPSHOT_LABEL = b"mnemosyne/memory_list/snapshot/v2\x00"
 _CURSOR_LABEL = b"mnemosyne/memory_list/cursor/v1\x00"
 
 
@@ -430,15 +304,6 @@ class CursorState:
     snapshot: str
     offset: int
     page_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotItem:
-    """One listed record as the snapshot digest sees it."""
-
-    identity: str
-    relative_path: str
-    sha256: str
 
 
 def _canonical(value: Any) -> bytes:
@@ -499,22 +364,14 @@ class CursorCodec:
         body = _canonical([scope, namespace_id, collection_mode, collection_id])
         return self._mac(_SELECTOR_LABEL, body).hex()
 
-    def snapshot_digest(self, items: Sequence[SnapshotItem]) -> str:
-        body = _canonical([[i.identity, i.relative_path, i.sha256] for i in items])
-        return self._mac(_SNAPSHOT_LABEL, body).hex()
+    def snapshot_digest(self, count: int, checksum: int) -> str:
+        """The signed state of one listing: how many records, and their checksum.
 
-    @staticmethod
-    def snapshot_fragment(item: SnapshotItem) -> bytes:
-        """One item's part of the snapshot body; independent of the key, so cacheable."""
-        return _canonical([item.identity, item.relative_path, item.sha256])
-
-    def snapshot_digest_of_fragments(self, fragments: Sequence[bytes]) -> str:
-        """``snapshot_digest`` of the items whose ``snapshot_fragment``s these are.
-
-        The canonical encoding of a list is its items' encodings joined by commas in
-        brackets, so the MAC input, and the digest, are byte for byte the same.
+        The checksum (`MemoryIndex.inventory`) changes with any listed record's path or
+        bytes, so a cursor over a changed listing no longer matches and is stale.
         """
-        return self._mac(_SNAPSHOT_LABEL, b"[" + b",".join(fragments) + b"]").hex()
+        body = count.to_bytes(8, "big") + checksum.to_bytes(16, "big")
+        return self._mac(_SNAPSHOT_LABEL, body).hex()
 
     def encode(self, state: CursorState) -> str:
         payload = _canonical(

@@ -1,21 +1,24 @@
-"""Recall ranking: text analysis (words, compounds, Porter stemming) and BM25F over an
-incrementally maintained inverted index.
-"""
+"""Recall ranking: text analysis (words, compounds, Porter stemming) and BM25F over a
+compact inverted index that is patched as records change."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import re
+import sys
 import threading
 import unicodedata
-from collections import Counter
-from collections.abc import Sequence
+from array import array
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import chain
+from typing import Any
 
-from .model import MemoryRecord, tag_key
+from .model import tag_key
 
 # -- Porter stemming ------------------------------------------------------------------------
 
@@ -341,7 +344,6 @@ def _analyze_word(word: str) -> list[tuple[str, str]]:
 # ``[^\W_]`` is ``[a-z0-9]``); the Unicode classes cost several times more per character.
 _ASCII_RUN = re.compile(r"[a-z0-9]+(?:[-._:][a-z0-9]+)*")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
-_ASCII_CONNECTED = re.compile(r"[a-z0-9][-._:][a-z0-9]")
 
 
 def query_terms(text: str) -> list[tuple[str, str]]:
@@ -386,144 +388,115 @@ def _ascii_word_terms(word: str) -> tuple[str, ...]:
     return tuple(term for _, term in _analyze_word(word))
 
 
+# Every ASCII character that is neither a letter, a digit nor a connector: a separator.
+_SEPARATORS = str.maketrans(
+    {chr(code): " " for code in range(128) if not chr(code).isalnum() and chr(code) not in "-._:"}
+)
+
+
 def analyze(text: str) -> list[str]:
     """Index terms of ``text`` in order, with repeats (term frequency counts)."""
     folded = text.casefold()
     if not folded.isascii():
         return [term for _, term in _unicode_query_terms(folded)]
-    if _ASCII_CONNECTED.search(folded) is None:
-        # Every run is one word: the whole analysis runs in C over memoised words.
-        return list(chain.from_iterable(map(_ascii_word_terms, _ASCII_WORD.findall(folded))))
+    # Runs never cross a separator, so split on separators in C first; only tokens that
+    # still hold a connector need the run pattern.
     terms: list[str] = []
     extend = terms.extend
-    for run in _ASCII_RUN.findall(folded):
-        if run.isalnum():
-            extend(_ascii_word_terms(run))
+    for token in folded.translate(_SEPARATORS).split():
+        if token.isalnum():
+            extend(_ascii_word_terms(token))
             continue
-        extend(chain.from_iterable(map(_ascii_word_terms, _ASCII_WORD.findall(run))))
-        if len(run) <= _COMPOUND_MAX:
-            terms.append(_fold_compound(run))
+        for run in _ASCII_RUN.findall(token):
+            if run.isalnum():
+                extend(_ascii_word_terms(run))
+                continue
+            extend(chain.from_iterable(map(_ascii_word_terms, _ASCII_WORD.findall(run))))
+            if len(run) <= _COMPOUND_MAX:
+                terms.append(_fold_compound(run))
     return terms
 
 
-# -- record terms ---------------------------------------------------------------------------
+# -- document terms -------------------------------------------------------------------------
+
+# A term's per-field counts, packed into one integer: title (8 bits), meta (10), content
+# (12). Field limits keep real counts far below these bounds (a title has at most 200
+# characters, content 4000); larger counts saturate, which BM25's saturation makes moot.
+_TITLE_MAX, _META_MAX, _CONTENT_MAX = 0xFF, 0x3FF, 0xFFF
+_LENGTH_MAX = 0xFFFF
+_SLOT_SHIFT = 32
+_COUNTS = (1 << _SLOT_SHIFT) - 1
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class FieldTerms:
-    """Ranking terms of one record (see ``_tokenize``), counted per field.
+@dataclass(frozen=True, slots=True)
+class DocumentTerms:
+    """The ranking view of one record: packed counts per term, field lengths and tags.
 
-    ``tf`` maps a term to its (title, meta, content) occurrence counts, where meta is the
-    scope-relative path plus the record tags; ``lengths``
-    are the three field lengths in terms. Built once per file version, never mutated.
+    Fields are title, meta (the scope-relative path plus the record's tags) and
+    content; ``lengths`` are the three field lengths in terms.
     """
 
-    tf: dict[str, tuple[int, int, int]]
+    counts: dict[str, int]
     lengths: tuple[int, int, int]
+    tag_keys: tuple[str, ...]
 
 
-def field_terms(title: str | None, meta: list[str], content: str) -> FieldTerms:
-    """Count the ranking terms of a record's title, meta texts and content."""
-    title_terms = analyze(title) if title else []
-    meta_terms = [term for text in meta for term in analyze(text)]
-    content_terms = analyze(content)
-    # Content holds most terms: count it in one pass, then fold in the few others.
-    tf = {term: (0, 0, count) for term, count in Counter(content_terms).items()}
-    for term, count in Counter(meta_terms).items():
-        held = tf.get(term)
-        tf[term] = (0, count, 0 if held is None else held[2])
-    for term, count in Counter(title_terms).items():
-        held = tf.get(term)
-        tf[term] = (count, 0, 0) if held is None else (count, held[1], held[2])
-    return FieldTerms(tf, (len(title_terms), len(meta_terms), len(content_terms)))
+def term_counts(text: str) -> tuple[dict[str, int], int]:
+    """``Counter(analyze(text))`` and ``len(analyze(text))``, computed faster.
 
-
-@dataclass(frozen=True, slots=True)
-class RecordTerms:
-    """What ranking needs to know about one record, extracted once per file version."""
-
-    tag_keys: frozenset[str]
-    fields: FieldTerms
-
-
-class RankCandidate:
-    """The record side of ranking: identity for tie-breaks plus cached terms.
-
-    Built either with its terms, or with the record they are extracted from on first
-    use: only recall needs terms, so listing, inspecting and remembering never pay for
-    tokenising a record. Compares by identity (a changed file is a new candidate).
+    Equal tokens analyse alike, so ASCII text is counted token by token in C first and
+    each distinct token is analysed once.
     """
-
-    __slots__ = ("_record", "_terms", "id", "path")
-
-    def __init__(
-        self,
-        id: str,
-        path: str,
-        terms: RecordTerms | None = None,
-        *,
-        record: MemoryRecord | None = None,
-    ) -> None:
-        if (terms is None) == (record is None):
-            raise ValueError("give a candidate either its terms or its record")
-        self.id = id
-        self.path = path
-        self._terms = terms
-        self._record = record
-
-    @property
-    def terms(self) -> RecordTerms:
-        terms = self._terms
-        if terms is None:
-            record = self._record
-            assert record is not None
-            # Racing threads may both extract; they compute equal values.
-            terms = self._terms = extract_record_terms(record, self.path)
-            self._record = None
-        return terms
-
-    def __repr__(self) -> str:
-        return f"RankCandidate(id={self.id!r}, path={self.path!r})"
+    folded = text.casefold()
+    if not folded.isascii():
+        terms = analyze(text)
+        return dict(Counter(terms)), len(terms)
+    counts: dict[str, int] = {}
+    total = 0
+    get = counts.get
+    for token, times in Counter(folded.translate(_SEPARATORS).split()).items():
+        core = token.strip("-._:")
+        if core.isalnum():
+            produced: Sequence[str] = _ascii_word_terms(core)
+        elif not core:
+            continue
+        else:
+            produced = analyze(core)
+        for term in produced:
+            counts[term] = get(term, 0) + times
+        total += times * len(produced)
+    return counts, total
 
 
-def extract_record_terms(record: MemoryRecord, scope_relative_path: str) -> RecordTerms:
-    """Count the terms of a record's title, location and tags, and content."""
-    tags = record.all_tags
-    return RecordTerms(
-        tag_keys=frozenset(tag_key(tag) for tag in tags),
-        fields=field_terms(record.title, [scope_relative_path, *tags], record.content),
+def document_terms(
+    title: str | None, path: str, tags: tuple[str, ...], content: str
+) -> DocumentTerms:
+    """Analyse one record for ranking (see the text analysis rules above)."""
+    content_counts, content_length = term_counts(content)
+    counts = {term: min(count, _CONTENT_MAX) for term, count in content_counts.items()}
+    meta_counts: dict[str, int] = {}
+    meta_length = 0
+    for text in (path, *tags):
+        found, length = term_counts(text)
+        meta_length += length
+        for term, count in found.items():
+            meta_counts[term] = meta_counts.get(term, 0) + count
+    for term, count in meta_counts.items():
+        counts[term] = counts.get(term, 0) | min(count, _META_MAX) << 12
+    title_length = 0
+    if title:
+        title_counts, title_length = term_counts(title)
+        for term, count in title_counts.items():
+            counts[term] = counts.get(term, 0) | min(count, _TITLE_MAX) << 22
+    lengths = (
+        min(title_length, _LENGTH_MAX),
+        min(meta_length, _LENGTH_MAX),
+        min(content_length, _LENGTH_MAX),
     )
+    return DocumentTerms(counts, lengths, tuple(dict.fromkeys(tag_key(tag) for tag in tags)))
 
 
-# -- ranking ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RecallQuery:
-    """The query side of ranking: the normalised query text and casefolded request tags."""
-
-    text: str
-    tag_keys: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class RankedHit:
-    """One kept candidate: its position in the input, score and match evidence."""
-
-    position: int
-    score: float
-    matched_terms: frozenset[str]
-    matched_tag_keys: frozenset[str]
-
-
-_Counts = tuple[int, int, int]
-# key -> one term's score contribution to that record, over one corpus state.
-_Contributions = dict[int, float]
-# Terms whose contributions a corpus keeps; beyond that the memo starts over.
-_MAX_MEMO_TERMS = 4096
-# Relative margin when dropping contenders that can no longer reach the top results; far
-# above the rounding error of summing a query's term scores, far below any real gap.
-_SLACK = 1e-9
+# -- BM25F ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,266 +508,571 @@ class Bm25Parameters:
     b: tuple[float, float, float] = (0.1, 0.3, 0.85)
 
 
-class _Corpus:
-    """Postings and length statistics of one candidate set, patched in place."""
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked document: its slot, score and the query words and tags it matched."""
 
-    __slots__ = (
-        "key",
-        "members",
-        "memo",
-        "norms",
-        "positions",
-        "postings",
-        "present",
-        "tags",
-        "totals",
+    slot: int
+    score: float
+    matched_terms: frozenset[str]
+    matched_tag_keys: frozenset[str]
+
+
+# Terms held by at most this many documents are scored over all their postings; more
+# common ones are visited in impact order (see `_Impact`) and stop early.
+_SHORT_POSTINGS = 1024
+# A selection whose documents times query terms is at most this is scored in full.
+_SMALL_SELECTION = 8192
+# Bounds the memory of impact orders: about 12 bytes per entry.
+_MAX_IMPACT_ENTRIES = 2_000_000
+# An impact order is rebuilt once the averages it was built under drifted this far.
+_MAX_DRIFT = 1.25
+# Relative margin when comparing a bound with a score: far above the rounding error of
+# summing a query's term scores, far below any real difference.
+_SLACK = 1e-9
+
+
+class _Norms:
+    """Per-field length normalisation of one corpus state: weight / (1 - b + b * len / avg)."""
+
+    __slots__ = ("a", "averages", "c", "w")
+
+    def __init__(self, corpus: _Corpus, params: Bm25Parameters) -> None:
+        self.averages = tuple(
+            total / present if present else 1.0
+            for total, present in zip(corpus.totals, corpus.present, strict=True)
+        )
+        self.w = params.weights
+        self.a = tuple(b / average for b, average in zip(params.b, self.averages, strict=True))
+        self.c = tuple(1 - b for b in params.b)
+
+    def of(self, packed_lengths: int) -> tuple[float, float, float]:
+        (w0, w1, w2), (a0, a1, a2), (c0, c1, c2) = self.w, self.a, self.c
+        return (
+            w0 / (c0 + a0 * (packed_lengths >> 32)),
+            w1 / (c1 + a1 * (packed_lengths >> 16 & _LENGTH_MAX)),
+            w2 / (c2 + a2 * (packed_lengths & _LENGTH_MAX)),
+        )
+
+    def drift(self, now: _Norms) -> float:
+        """How much larger a document's term weight can be under ``now`` than here."""
+        return max(
+            1.0,
+            *(current / then for current, then in zip(now.averages, self.averages, strict=True)),
+        )
+
+
+def _term_weight(packed: int, norm: tuple[float, float, float]) -> float:
+    return (
+        (packed >> 22) * norm[0]
+        + (packed >> 12 & _META_MAX) * norm[1]
+        + (packed & _CONTENT_MAX) * norm[2]
     )
 
-    def __init__(self) -> None:
-        self.key: Sequence[RankCandidate] | None = None
-        # id(candidate) -> candidate; holding the object keeps its id unique.
-        self.members: dict[int, RankCandidate] = {}
-        self.postings: dict[str, dict[int, _Counts]] = {}
-        self.tags: dict[str, set[int]] = {}
-        self.totals = [0, 0, 0]
-        # How many records have a non-empty title / meta / content: a field's average
-        # length is taken over the records that have it, so one titled note among many
-        # untitled ones is not judged "long".
-        self.present = [0, 0, 0]
-        self.positions: dict[int, int] = {}
-        # id(candidate) -> per-field weight / length normalisation; rebuilt after changes.
-        self.norms: dict[int, tuple[float, float, float]] = {}
-        # term -> contributions under the current norms and counts; cleared with them.
-        self.memo: dict[str, _Contributions] = {}
 
-    def add(self, key: int, candidate: RankCandidate) -> None:
-        self.members[key] = candidate
-        fields: FieldTerms = candidate.terms.fields
-        postings = self.postings
-        for term, counts in fields.tf.items():
-            bucket = postings.get(term)
-            if bucket is None:
-                postings[term] = {key: counts}
-            else:
-                bucket[key] = counts
-        for tag in candidate.terms.tag_keys:
-            self.tags.setdefault(tag, set()).add(key)
-        for field, length in enumerate(fields.lengths):
-            self.totals[field] += length
-            self.present[field] += length > 0
+class _Impact:
+    """The documents holding one term, best first by ``tf / (tf + k1)``.
 
-    def remove(self, key: int) -> None:
-        candidate = self.members.pop(key)
-        fields = candidate.terms.fields
-        postings = self.postings
-        for term in fields.tf:
-            bucket = postings[term]
-            del bucket[key]
-            if not bucket:
-                del postings[term]
-        for tag in candidate.terms.tag_keys:
-            holders = self.tags[tag]
-            holders.discard(key)
-            if not holders:
-                del self.tags[tag]
-        for field, length in enumerate(fields.lengths):
-            self.totals[field] -= length
-            self.present[field] -= length > 0
-
-    def sync(self, candidates: Sequence[RankCandidate], params: Bm25Parameters) -> None:
-        """Make this corpus describe exactly ``candidates``, touching only the difference."""
-        current = {id(candidate): candidate for candidate in candidates}
-        members = self.members
-        if current.keys() != members.keys() or self.key is None:
-            for key in members.keys() - current.keys():
-                self.remove(key)
-            for key in current.keys() - members.keys():
-                self.add(key, current[key])
-            self._renormalize(params)
-        self.positions = {id(candidate): index for index, candidate in enumerate(candidates)}
-        self.key = candidates
-
-    def contributions(
-        self, term: str, idf: float, bucket: dict[int, _Counts], k1: float
-    ) -> _Contributions:
-        """``key -> idf * tf~ / (tf~ + k1)`` for the records holding ``term``, memoised.
-
-        ``idf`` must be the term's IDF over this corpus state (it is fixed by it).
-        """
-        found = self.memo.get(term)
-        if found is None:
-            norms = self.norms
-            found = {}
-            for key, counts in bucket.items():
-                n = norms[key]
-                tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
-                found[key] = idf * tf / (tf + k1)
-            if len(self.memo) >= _MAX_MEMO_TERMS:
-                self.memo.clear()
-            self.memo[term] = found
-        return found
-
-    def _renormalize(self, params: Bm25Parameters) -> None:
-        self.memo.clear()
-        averages = [
-            total / present if present else 1.0
-            for total, present in zip(self.totals, self.present, strict=True)
-        ]
-        (w0, w1, w2), (b0, b1, b2) = params.weights, params.b
-        a0, a1, a2 = b0 / averages[0], b1 / averages[1], b2 / averages[2]
-        c0, c1, c2 = 1 - b0, 1 - b1, 1 - b2
-        self.norms = {
-            key: (
-                w0 / (c0 + a0 * lengths[0]),
-                w1 / (c1 + a1 * lengths[1]),
-                w2 / (c2 + a2 * lengths[2]),
-            )
-            for key, candidate in self.members.items()
-            for lengths in (candidate.terms.fields.lengths,)
-        }
-
-
-class Bm25Ranker:
-    """A :data:`~._recall.Ranker` scoring with BM25F; one instance per memory service.
-
-    It remembers the index of the last few candidate sets it was given. Handing it the
-    very same sequence object again (the memory index does so while no file changed)
-    skips all bookkeeping; a different sequence is diffed against the closest cached one.
-    Calls are serialised by an internal lock.
+    The order is computed under the norms of the moment it was built; later changes to
+    the corpus averages can only raise a document's value by the drift factor, which the
+    caller folds into its bounds. Kept current by insertions and deletions.
     """
 
-    def __init__(self, params: Bm25Parameters | None = None, *, cached_sets: int = 4) -> None:
+    __slots__ = ("negated", "norms", "slots")
+
+    def __init__(self, norms: _Norms, negated: array[float], slots: array[int]) -> None:
+        self.norms = norms
+        self.negated = negated  # -value, ascending
+        self.slots = slots  # ascending within equal values
+
+    def locate(self, value: float, slot: int) -> int:
+        low = bisect.bisect_left(self.negated, -value)
+        high = bisect.bisect_right(self.negated, -value, low)
+        return bisect.bisect_left(self.slots, slot, low, high)
+
+
+class _Corpus:
+    """Postings and length statistics of the active records of one scope."""
+
+    __slots__ = ("impact_entries", "impacts", "postings", "present", "size", "tags", "totals")
+
+    def __init__(self) -> None:
+        # term id -> ascending (slot << 32 | packed counts)
+        self.postings: dict[int, array[int]] = {}
+        self.tags: dict[str, set[int]] = {}
+        self.size = 0
+        self.totals = [0, 0, 0]
+        # How many documents have a non-empty title / meta / content: a field's average
+        # length is taken over the documents that have it.
+        self.present = [0, 0, 0]
+        self.impacts: OrderedDict[int, _Impact] = OrderedDict()
+        self.impact_entries = 0
+
+
+class TermIndex:
+    """BM25F over the active records of each scope of one root, in compact arrays.
+
+    Documents are addressed by the index's row slots. Per document it keeps the packed
+    field lengths and, for removal, the ids of its terms; per scope, every term's
+    postings as one sorted array of ``slot << 32 | counts``. Memory is a few bytes per
+    posting, with no Python object per document or posting.
+
+    Scoring (all parts positive, larger is better): each query term adds
+    ``idf * tf / (k1 + tf)`` with ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` over the
+    scope's active records and ``tf`` the BM25F pseudo frequency, the weighted sum of the
+    term's per-field counts, each divided by ``1 - b + b * length / average length``.
+    Each request tag a record carries adds more than any text score can reach, so tag
+    matches rank first. Ties fall back to the scope-relative path, then the id.
+
+    Finding the top results never scores every document holding a common word: rare
+    terms are scored over their postings, common ones are walked in impact order and
+    the walk stops once no unseen document can reach the results (the threshold
+    algorithm). The result is exactly what scoring every document would give.
+    """
+
+    def __init__(self, params: Bm25Parameters | None = None) -> None:
         self.params = params or Bm25Parameters()
-        self._cached_sets = cached_sets
-        self._corpora: list[_Corpus] = []  # most recently used last
+        self._vocabulary: dict[str, int] = {}
+        self._words: list[str] = []
+        self._lengths = array("Q")  # per slot: title << 32 | meta << 16 | content
+        self._terms_at = array("Q")  # per slot: start << 16 | count into _term_ids
+        self._term_ids = array("I")
+        self._garbage = 0
+        self._scope_of: dict[int, str] = {}
+        self._tags_of: dict[int, tuple[str, ...]] = {}
+        self._corpora: dict[str, _Corpus] = {}
         self._lock = threading.Lock()
-        word_patterns()  # compile the tokenizer now, at startup, not on the first recall
+        word_patterns()  # compile the analyser now, at startup, not on the first recall
 
-    def __call__(
-        self, query: RecallQuery, candidates: Sequence[RankCandidate], limit: int
-    ) -> list[RankedHit]:
+    def __contains__(self, slot: int) -> bool:
+        return slot in self._scope_of
+
+    def __len__(self) -> int:
+        return len(self._scope_of)
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def add(self, slot: int, scope: str, document: DocumentTerms) -> None:
+        """Index one active record under ``slot`` (which must not be indexed yet)."""
         with self._lock:
-            corpus = self._corpus_for(candidates)
-            return self._rank(corpus, query, candidates, limit)
-
-    def _corpus_for(self, candidates: Sequence[RankCandidate]) -> _Corpus:
-        corpora = self._corpora
-        for index in range(len(corpora) - 1, -1, -1):
-            if corpora[index].key is candidates:
-                corpus = corpora.pop(index)
-                corpora.append(corpus)
-                return corpus
-        wanted = {id(candidate) for candidate in candidates}
-        best, best_overlap = None, 0
-        for corpus in corpora:
-            overlap = len(wanted & corpus.members.keys())
-            if overlap > best_overlap:
-                best, best_overlap = corpus, overlap
-        if best is None:
-            best = _Corpus()
-            if len(corpora) >= self._cached_sets:
-                corpora.pop(0)
-        else:
-            corpora.remove(best)
-        corpora.append(best)
-        best.sync(candidates, self.params)
-        return best
-
-    def _rank(
-        self,
-        corpus: _Corpus,
-        query: RecallQuery,
-        candidates: Sequence[RankCandidate],
-        limit: int,
-    ) -> list[RankedHit]:
-        if limit <= 0 or not corpus.members:
-            return []
-        surfaces: dict[str, list[str]] = {}
-        for surface, term in _query_pairs(query):
-            surfaces.setdefault(term, []).append(surface)
-        count = len(corpus.members)
-        weighted: list[tuple[float, str, dict[int, _Counts]]] = []
-        for term in surfaces:
-            bucket = corpus.postings.get(term)
-            if bucket:
-                df = len(bucket)
-                weighted.append((math.log(1 + (count - df + 0.5) / (df + 0.5)), term, bucket))
-        # Rarest first; the term breaks IDF ties so the float sums are reproducible.
-        weighted.sort(key=lambda item: (-item[0], item[1]))
-        # A term adds less than its IDF, so this bounds every record's text score.
-        ceiling = sum(idf for idf, _, _ in weighted) + 1.0
-        scores: dict[int, float] = {}
-        matched_tags: dict[int, set[str]] = {}
-        for tag in query.tag_keys:
-            for key in corpus.tags.get(tag, ()):
-                scores[key] = scores.get(key, 0.0) + ceiling
-                matched_tags.setdefault(key, set()).add(tag)
-        remaining = ceiling - 1.0
-        k1 = self.params.k1
-        # Once no unseen record can reach the top it never can again: scores only grow
-        # (so the threshold only rises) and ``remaining`` only shrinks.
-        pruning = False
-        for idf, term, bucket in weighted:
-            gains = corpus.contributions(term, idf, bucket, k1)
-            if len(scores) < limit:
-                pruning = pruning or remaining < 0.0
-            elif pruning or remaining < max(scores.values()):  # else the threshold is lower
-                threshold = heapq.nlargest(limit, scores.values())[-1]
-                if remaining < threshold:
-                    # No record without a score yet can reach the top any more: from now
-                    # on only contenders are updated. A contender that stays below the
-                    # threshold even if every remaining term adds its full IDF is out for
-                    # good (the threshold only rises), so it is dropped; the slack keeps
-                    # float rounding from ever dropping a record that could tie.
-                    pruning = True
-                    floor = threshold - remaining - _SLACK * (1.0 + threshold)
-                    if min(scores.values()) < floor:
-                        scores = {key: score for key, score in scores.items() if score >= floor}
-            if pruning:
-                if len(gains) < len(scores):
-                    for key, gain in gains.items():
-                        held = scores.get(key)
-                        if held is not None:
-                            scores[key] = held + gain
+            corpus = self._corpora.get(scope)
+            if corpus is None:
+                corpus = self._corpora[scope] = _Corpus()
+            norms = None
+            vocabulary, words = self._vocabulary, self._words
+            ids = array("I")
+            key = slot << _SLOT_SHIFT
+            lengths = document.lengths
+            packed_lengths = lengths[0] << 32 | lengths[1] << 16 | lengths[2]
+            for word, counts in document.counts.items():
+                term = vocabulary.get(word)
+                if term is None:
+                    term = vocabulary[word] = len(words)
+                    words.append(sys.intern(word))
+                ids.append(term)
+                bucket = corpus.postings.get(term)
+                entry = key | counts
+                if bucket is None:
+                    corpus.postings[term] = array("Q", (entry,))
+                elif bucket[-1] < entry:
+                    bucket.append(entry)
                 else:
-                    for key, score in scores.items():
-                        found = gains.get(key)
-                        if found is not None:
-                            scores[key] = score + found
-            elif scores:
-                merged = dict(gains)
-                for key in gains.keys() & scores.keys():
-                    merged[key] = scores[key] + gains[key]
-                scores.update(merged)
-            else:
-                scores = dict(gains)
-            remaining -= idf
-        if not scores:
-            return []
-        cutoff = heapq.nlargest(limit, scores.values())[-1]
-        members, positions = corpus.members, corpus.positions
-        contenders = sorted(
-            (key for key, score in scores.items() if score >= cutoff),
-            key=lambda key: (-scores[key], members[key].path, members[key].id),
-        )[:limit]
-        hits = []
-        for key in contenders:
-            record_tf = members[key].terms.fields.tf
-            terms = frozenset(
-                surface
-                for term, forms in surfaces.items()
-                if term in record_tf
-                for surface in forms
+                    bucket.insert(bisect.bisect_left(bucket, entry), entry)
+                impact = corpus.impacts.get(term)
+                if impact is not None:
+                    norms = norms or impact.norms
+                    value = _saturated(counts, impact.norms.of(packed_lengths), self.params.k1)
+                    at = impact.locate(value, slot)
+                    impact.negated.insert(at, -value)
+                    impact.slots.insert(at, slot)
+                    corpus.impact_entries += 1
+            for tag in document.tag_keys:
+                corpus.tags.setdefault(tag, set()).add(slot)
+            if document.tag_keys:
+                self._tags_of[slot] = tuple(sys.intern(tag) for tag in document.tag_keys)
+            corpus.size += 1
+            for field, length in enumerate(lengths):
+                corpus.totals[field] += length
+                corpus.present[field] += length > 0
+            self._grow(slot)
+            self._lengths[slot] = packed_lengths
+            self._terms_at[slot] = len(self._term_ids) << 16 | len(ids)
+            self._term_ids.extend(ids)
+            self._scope_of[slot] = scope
+
+    def remove(self, slot: int) -> None:
+        """Forget the record indexed under ``slot``; nothing happens if there is none."""
+        with self._lock:
+            scope = self._scope_of.pop(slot, None)
+            if scope is None:
+                return
+            corpus = self._corpora[scope]
+            packed_lengths = self._lengths[slot]
+            at = self._terms_at[slot]
+            start, count = at >> 16, at & 0xFFFF
+            key = slot << _SLOT_SHIFT
+            for term in self._term_ids[start : start + count]:
+                bucket = corpus.postings[term]
+                index = bisect.bisect_left(bucket, key)
+                counts = bucket[index] & _COUNTS
+                del bucket[index]
+                if not bucket:
+                    del corpus.postings[term]
+                impact = corpus.impacts.get(term)
+                if impact is not None:
+                    value = _saturated(counts, impact.norms.of(packed_lengths), self.params.k1)
+                    where = impact.locate(value, slot)
+                    del impact.negated[where]
+                    del impact.slots[where]
+                    corpus.impact_entries -= 1
+                    if not impact.slots:
+                        del corpus.impacts[term]
+            for tag in self._tags_of.pop(slot, ()):
+                holders = corpus.tags[tag]
+                holders.discard(slot)
+                if not holders:
+                    del corpus.tags[tag]
+            corpus.size -= 1
+            lengths = (
+                packed_lengths >> 32,
+                packed_lengths >> 16 & _LENGTH_MAX,
+                packed_lengths & _LENGTH_MAX,
             )
-            tags = frozenset(matched_tags.get(key, ()))
-            hits.append(RankedHit(positions[key], scores[key], terms, tags))
-        return hits
+            for field, length in enumerate(lengths):
+                corpus.totals[field] -= length
+                corpus.present[field] -= length > 0
+            self._terms_at[slot] = 0
+            self._garbage += count
+            if self._garbage > max(len(self._term_ids) // 2, 1 << 16):
+                self._compact()
+
+    # -- persistence --------------------------------------------------------------------
+
+    def export(self) -> dict[str, Any]:
+        """Everything needed to rebuild this index, as arrays, strings and numbers."""
+        with self._lock:
+            slots = sorted(self._scope_of)
+            tagged = sorted(self._tags_of)
+            corpora = {}
+            for scope, corpus in self._corpora.items():
+                terms = array("I", sorted(corpus.postings))
+                sizes = array("I", (len(corpus.postings[term]) for term in terms))
+                data = array("Q")
+                for term in terms:
+                    data.extend(corpus.postings[term])
+                tags = sorted(corpus.tags)
+                corpora[scope] = {
+                    "size": corpus.size,
+                    "totals": list(corpus.totals),
+                    "present": list(corpus.present),
+                    "terms": terms,
+                    "sizes": sizes,
+                    "postings": data,
+                    "tags": tags,
+                    "tag_sizes": array("I", (len(corpus.tags[tag]) for tag in tags)),
+                    "tag_slots": array("I", (s for tag in tags for s in sorted(corpus.tags[tag]))),
+                }
+            self._compact()
+            return {
+                "words": list(self._words),
+                "lengths": array("Q", self._lengths),
+                "terms_at": array("Q", self._terms_at),
+                "term_ids": array("I", self._term_ids),
+                "slots": array("I", slots),
+                "slot_scopes": [self._scope_of[slot] for slot in slots],
+                "tagged": array("I", tagged),
+                "tag_counts": array("I", (len(self._tags_of[slot]) for slot in tagged)),
+                "slot_tags": [tag for slot in tagged for tag in self._tags_of[slot]],
+                "corpora": corpora,
+            }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any], params: Bm25Parameters | None = None) -> TermIndex:
+        """An index equal to the one `export` described."""
+        index = cls(params)
+        index._words = [sys.intern(word) for word in data["words"]]
+        index._vocabulary = {word: term for term, word in enumerate(index._words)}
+        index._lengths = array("Q", data["lengths"])
+        index._terms_at = array("Q", data["terms_at"])
+        index._term_ids = array("I", data["term_ids"])
+        index._scope_of = dict(zip(data["slots"], data["slot_scopes"], strict=True))
+        tags = iter(data["slot_tags"])
+        index._tags_of = {
+            slot: tuple(sys.intern(next(tags)) for _ in range(count))
+            for slot, count in zip(data["tagged"], data["tag_counts"], strict=True)
+        }
+        for scope, part in data["corpora"].items():
+            corpus = index._corpora[scope] = _Corpus()
+            corpus.size = part["size"]
+            corpus.totals = list(part["totals"])
+            corpus.present = list(part["present"])
+            postings: array[int] = part["postings"]
+            at = 0
+            for term, size in zip(part["terms"], part["sizes"], strict=True):
+                corpus.postings[term] = postings[at : at + size]
+                at += size
+            slots: array[int] = part["tag_slots"]
+            at = 0
+            for tag, size in zip(part["tags"], part["tag_sizes"], strict=True):
+                corpus.tags[sys.intern(tag)] = set(slots[at : at + size])
+                at += size
+        return index
+
+    def _grow(self, slot: int) -> None:
+        missing = slot + 1 - len(self._lengths)
+        if missing > 0:
+            grow = max(missing, len(self._lengths) // 2, 64)
+            self._lengths.extend(array("Q", bytes(8 * grow)))
+            self._terms_at.extend(array("Q", bytes(8 * grow)))
+
+    def _compact(self) -> None:
+        """Drop the term ids of removed documents (they are only garbage)."""
+        ids = array("I")
+        for slot in self._scope_of:
+            at = self._terms_at[slot]
+            start, count = at >> 16, at & 0xFFFF
+            self._terms_at[slot] = len(ids) << 16 | count
+            ids.extend(self._term_ids[start : start + count])
+        self._term_ids = ids
+        self._garbage = 0
+
+    # -- ranking ------------------------------------------------------------------------
+
+    def rank(
+        self,
+        scope: str,
+        text: str,
+        tag_keys: frozenset[str],
+        limit: int,
+        tiebreak: Callable[[int], tuple[str, str]],
+        eligible: Collection[int] | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` best active records of ``scope`` for ``text`` and request tags.
+
+        ``eligible`` narrows the documents that may be returned (statistics still cover
+        the scope); ``tiebreak`` gives a slot's (scope-relative path, id) for equal
+        scores.
+        """
+        with self._lock:
+            corpus = self._corpora.get(scope)
+            if corpus is None or not corpus.size or limit <= 0:
+                return []
+            return _Ranking(self, corpus, text, tag_keys, limit, tiebreak, eligible).run()
+
+    def _impact(self, corpus: _Corpus, term: int, norms: _Norms) -> tuple[_Impact, float]:
+        """The impact order of ``term`` and its drift factor under ``norms`` (built if needed)."""
+        impact = corpus.impacts.get(term)
+        if impact is not None:
+            drift = impact.norms.drift(norms)
+            if drift <= _MAX_DRIFT:
+                corpus.impacts.move_to_end(term)
+                return impact, drift
+            corpus.impact_entries -= len(impact.slots)
+            del corpus.impacts[term]
+        bucket = corpus.postings[term]
+        lengths, k1 = self._lengths, self.params.k1
+        negated = array(
+            "d",
+            (
+                -_saturated(entry & _COUNTS, norms.of(lengths[entry >> _SLOT_SHIFT]), k1)
+                for entry in bucket
+            ),
+        )
+        # A stable sort keeps equal values in ascending slot order (postings are sorted).
+        order = sorted(range(len(negated)), key=negated.__getitem__)
+        impact = _Impact(
+            norms,
+            array("d", (negated[i] for i in order)),
+            array("I", (bucket[i] >> _SLOT_SHIFT for i in order)),
+        )
+        corpus.impacts[term] = impact
+        corpus.impact_entries += len(order)
+        while corpus.impact_entries > _MAX_IMPACT_ENTRIES and len(corpus.impacts) > 1:
+            _, dropped = corpus.impacts.popitem(last=False)
+            corpus.impact_entries -= len(dropped.slots)
+        return impact, 1.0
 
 
-def _query_pairs(query: RecallQuery) -> list[tuple[str, str]]:
-    return query_terms(query.text)
+def _saturated(counts: int, norm: tuple[float, float, float], k1: float) -> float:
+    weight = _term_weight(counts, norm)
+    return weight / (weight + k1)
 
 
-def default_ranker() -> Bm25Ranker:
-    """A new ranker with the default parameters; give each memory service its own."""
-    return Bm25Ranker()
+def _inflated(value: float, drift: float) -> float:
+    """An upper bound of ``tf / (tf + k1)`` after the term weight grew by ``drift``."""
+    if drift == 1.0 or value >= 1.0:
+        return value
+    grown = drift * value / (1.0 - value)  # tf / k1, scaled
+    return grown / (grown + 1.0)
+
+
+class _Ranking:
+    """One call of `TermIndex.rank`, holding its query state."""
+
+    def __init__(
+        self,
+        index: TermIndex,
+        corpus: _Corpus,
+        text: str,
+        tag_keys: frozenset[str],
+        limit: int,
+        tiebreak: Callable[[int], tuple[str, str]],
+        eligible: Collection[int] | None,
+    ) -> None:
+        self.index = index
+        self.corpus = corpus
+        self.limit = limit
+        self.tiebreak = tiebreak
+        self.eligible = eligible
+        self.surfaces: dict[str, list[str]] = {}
+        for surface, word in query_terms(text):
+            self.surfaces.setdefault(word, []).append(surface)
+        count = corpus.size
+        terms: list[tuple[float, str, int, array[int]]] = []
+        for word in self.surfaces:
+            term = index._vocabulary.get(word)
+            bucket = None if term is None else corpus.postings.get(term)
+            if term is not None and bucket:
+                df = len(bucket)
+                terms.append((math.log(1 + (count - df + 0.5) / (df + 0.5)), word, term, bucket))
+        # Rarest first; the word breaks IDF ties so the float sums are reproducible.
+        terms.sort(key=lambda item: (-item[0], item[1]))
+        self.terms = terms
+        self.ceiling = sum(idf for idf, _, _, _ in terms) + 1.0
+        self.tags = sorted(tag_keys)
+        self.norms = _Norms(corpus, index.params)
+        self._norm_cache: dict[int, tuple[float, float, float]] = {}
+        self.scores: dict[int, float] = {}
+        self.best: list[float] = []  # min-heap of the ``limit`` best scores
+        self.ruled_out: set[int] = set()
+
+    def norm(self, slot: int) -> tuple[float, float, float]:
+        found = self._norm_cache.get(slot)
+        if found is None:
+            found = self._norm_cache[slot] = self.norms.of(self.index._lengths[slot])
+        return found
+
+    def score(self, slot: int) -> float:
+        """The exact score of one document, always summed in the same order."""
+        total = 0.0
+        if self.tags:
+            held = self.index._tags_of.get(slot, ())
+            for tag in self.tags:
+                if tag in held:
+                    total += self.ceiling
+        norm = self.norm(slot)
+        k1 = self.index.params.k1
+        key = slot << _SLOT_SHIFT
+        for idf, _, _, bucket in self.terms:
+            at = bisect.bisect_left(bucket, key)
+            if at < len(bucket):
+                entry = bucket[at]
+                if entry >> _SLOT_SHIFT == slot:
+                    tf = _term_weight(entry & _COUNTS, norm)
+                    total += idf * tf / (tf + k1)
+        return total
+
+    def consider(self, slot: int) -> None:
+        if slot in self.scores or slot in self.ruled_out:
+            return
+        if self.eligible is not None and slot not in self.eligible:
+            self.ruled_out.add(slot)
+            return
+        value = self.score(slot)
+        if value <= 0.0:  # nothing of the query in it: not a match at all
+            self.ruled_out.add(slot)
+            return
+        self.scores[slot] = value
+        if len(self.best) < self.limit:
+            heapq.heappush(self.best, value)
+        elif value > self.best[0]:
+            heapq.heapreplace(self.best, value)
+
+    def beaten(self, bound: float) -> bool:
+        """Whether no document scoring at most ``bound`` can enter (or tie) the results."""
+        if len(self.best) < self.limit:
+            return False
+        threshold = self.best[0]
+        return bound < threshold - _SLACK * (1.0 + abs(threshold))
+
+    def run(self) -> list[Hit]:
+        corpus = self.corpus
+        eligible = self.eligible
+        if eligible is not None and len(eligible) * max(1, len(self.terms)) <= _SMALL_SELECTION:
+            # A small selection is cheaper to score in full than to find in the postings.
+            for slot in sorted(eligible):
+                if slot in self.index._scope_of:
+                    self.consider(slot)
+            return self._ranked()
+        for tag in self.tags:
+            for slot in sorted(corpus.tags.get(tag, ())):
+                self.consider(slot)
+        short = [item for item in self.terms if len(item[3]) <= _SHORT_POSTINGS]
+        common = [item for item in self.terms if len(item[3]) > _SHORT_POSTINGS]
+        self._rare_terms(short, sum(idf for idf, _, _, _ in common))
+        if common:
+            self._common_terms(common)
+        return self._ranked()
+
+    def _ranked(self) -> list[Hit]:
+        limit = self.limit
+        if not self.best:
+            return []
+        threshold = self.best[0]
+        ranked = sorted(
+            (slot for slot, value in self.scores.items() if value >= threshold),
+            key=lambda slot: (-self.scores[slot], *self.tiebreak(slot)),
+        )[:limit]
+        return [self._hit(slot) for slot in ranked]
+
+    def _rare_terms(self, short: list[tuple[float, str, int, array[int]]], common: float) -> None:
+        """Score every document holding a rare term, best partial scores first."""
+        partial: dict[int, float] = {}
+        k1 = self.index.params.k1
+        for idf, _, _, bucket in short:
+            for entry in bucket:
+                slot = entry >> _SLOT_SHIFT
+                tf = _term_weight(entry & _COUNTS, self.norm(slot))
+                partial[slot] = partial.get(slot, 0.0) + idf * tf / (tf + k1)
+        for slot in sorted(partial, key=partial.__getitem__, reverse=True):
+            if self.beaten(partial[slot] + common):
+                # Every later document scores at most this: none can enter any more.
+                self.ruled_out.update(s for s in partial if s not in self.scores)
+                return
+            self.consider(slot)
+
+    def _common_terms(self, common: list[tuple[float, str, int, array[int]]]) -> None:
+        """Walk the common terms' impact orders until no unseen document can compete."""
+        walks = []
+        for idf, _, term, _ in common:
+            impact, drift = self.index._impact(self.corpus, term, self.norms)
+            walks.append((idf, impact, drift))
+        depth = 0
+        while True:
+            bound = 0.0
+            active = False
+            for idf, impact, drift in walks:
+                if depth < len(impact.slots):
+                    active = True
+                    bound += idf * _inflated(-impact.negated[depth], drift)
+            if not active or self.beaten(bound):
+                return
+            for _, impact, _ in walks:
+                if depth < len(impact.slots):
+                    self.consider(impact.slots[depth])
+            depth += 1
+
+    def _hit(self, slot: int) -> Hit:
+        key = slot << _SLOT_SHIFT
+        matched: set[str] = set()
+        for _, word, _, bucket in self.terms:
+            at = bisect.bisect_left(bucket, key)
+            if at < len(bucket) and bucket[at] >> _SLOT_SHIFT == slot:
+                matched.update(self.surfaces[word])
+        held = self.index._tags_of.get(slot, ())
+        return Hit(
+            slot,
+            self.scores[slot],
+            frozenset(matched),
+            frozenset(tag for tag in self.tags if tag in held),
+        )

@@ -11,10 +11,12 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import stat
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from pathlib import Path
@@ -388,15 +390,17 @@ def log_skip(scope: Scope, reason: SkipReason) -> None:
 
 @dataclass(slots=True)
 class WalkStats:
-    """Counts gathered during one walk; also enforces the candidate bound."""
+    """Counts gathered during one walk; also enforces the candidate bound.
+
+    ``temps`` collects the writer's temporary files met on the way (directory parts,
+    name), so they can be swept.
+    """
 
     scope: Scope
     limit: int
     candidates: int = 0
     skipped: int = 0
-    seen: set[RelativePath] = field(default_factory=set)
-    # Symlinked entries counted as skips, so a later event about one can be accounted.
-    links: set[RelativePath] = field(default_factory=set)
+    temps: list[tuple[RelativePath, str]] = field(default_factory=list)
 
     def skip(self, reason: SkipReason) -> None:
         self.skipped += 1
@@ -404,9 +408,9 @@ class WalkStats:
 
 
 # Called once per candidate ``*.json`` entry that is not a symlink: the open parent
-# directory handle (valid only during the call), the path parts, and the entry's lstat
-# result (None when even that failed).
-CandidateVisitor = Callable[[int, RelativePath, "os.stat_result | None"], None]
+# directory handle (valid only during the call), the directory's root-relative parts,
+# the entry name and its lstat result (None when even that failed).
+CandidateVisitor = Callable[[int, RelativePath, str, "os.stat_result | None"], None]
 # Called with every directory handle a walk opens (root and scope included), right after
 # opening and before listing it, with its root-relative parts: the change watcher arms
 # itself there, so nothing can change unseen between the listing and the watch.
@@ -491,7 +495,6 @@ def _walk(
             # that look like record files are worth reporting.
             if recursive or name.endswith(RECORD_SUFFIX):
                 stats.skip(SkipReason.SYMLINK)
-                stats.links.add((*prefix, name))
         elif is_dir:
             if recursive:
                 _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
@@ -499,13 +502,13 @@ def _walk(
             stats.candidates += 1
             if stats.candidates > stats.limit:
                 raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
-            parts = (*prefix, name)
-            stats.seen.add(parts)
             try:
                 info: os.stat_result | None = entry.stat(follow_symlinks=False)
             except OSError:
                 info = None
-            visit(fd, parts, info)
+            visit(fd, prefix, name, info)
+        elif is_temp_name(name):
+            stats.temps.append((prefix, name))
 
 
 def _descend(
@@ -575,20 +578,46 @@ def _open_lock_file(root: Path) -> int:
     return fd
 
 
+LOCK_TIMEOUT_SECONDS: Final = 5.0
+# Polling interval bounds while another process holds the lock: short at first so a
+# brief holder costs little, capped so a long one is not polled in a tight loop.
+_FIRST_POLL: Final = 0.001
+_LAST_POLL: Final = 0.05
+
+
+def _busy() -> MemoryOperationError:
+    return MemoryOperationError(ErrorCode.MEMORY_BUSY)
+
+
 @contextlib.contextmanager
-def root_lock(root: Path) -> Iterator[None]:
+def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
     """Hold the exclusive mutation lock of ``root`` (which must exist) for the block.
 
-    Blocks until the lock is free. Raises ``memory_source_unavailable`` when the root or
-    its lock file cannot be opened or locked.
+    Waits at most ``timeout`` seconds (0: one attempt) for other threads and processes,
+    then raises ``memory_busy``, a retryable refusal that changed nothing. Raises
+    ``memory_source_unavailable`` when the root or its lock file cannot be opened.
+    Reads never take this lock.
     """
-    with _thread_lock(root):
+    deadline = time.monotonic() + timeout
+    thread_lock = _thread_lock(root)
+    if not thread_lock.acquire(timeout=max(timeout, 0.0)):
+        raise _busy()
+    try:
         fd = _open_lock_file(root)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+            pause = _FIRST_POLL
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise _busy() from None
+                    time.sleep(min(pause, remaining))
+                    pause = min(pause * 2, _LAST_POLL)
+                except OSError:
+                    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
             try:
                 yield
             finally:
@@ -596,6 +625,8 @@ def root_lock(root: Path) -> Iterator[None]:
                     fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+    finally:
+        thread_lock.release()
 
 
 # -- atomic, durable writes ----------------------------------------------------------------
@@ -735,6 +766,17 @@ def _write_temp(dir_fd: int, final_name: str, data: bytes) -> str:
     raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
 
 
+def _remove_all_temps(dir_fd: int) -> None:
+    """List the directory and remove every temp file in it (called under the lock)."""
+    try:
+        with os.scandir(dir_fd) as iterator:
+            names = [entry.name for entry in iterator if is_temp_name(entry.name)]
+    except OSError:
+        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+    for name in names:
+        _unlink_quietly(dir_fd, name)
+
+
 def _digest_on_disk(dir_fd: int, name: str) -> bytes | None:
     try:
         _, data = read_candidate(dir_fd, name, MAX_RECORD_BYTES)
@@ -750,8 +792,44 @@ def _stamp(dir_fd: int, name: str) -> FileStamp | None:
         return None
 
 
+# The writer's temporary files: ``.<record stem>.<16 hex>.tmp`` beside the record. Only
+# names of this exact shape are ever swept, never anything else in the tree.
+_TEMP_NAME: Final = re.compile(r"\.mem_[0-9a-f]{32}\.[0-9a-f]{16}\.tmp\Z")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of the writer's temporary files."""
+    return _TEMP_NAME.match(name) is not None
+
+
+def sweep_temps(root: Path, entries: Iterable[tuple[RelativePath, str]]) -> int:
+    """Remove the named temporary files left by interrupted writes; returns how many.
+
+    Call only while holding the root lock: every writer of the root writes its temp files
+    under that lock, so none of them can be in use. Missing files are ignored.
+    """
+    removed = 0
+    by_directory: dict[RelativePath, list[str]] = {}
+    for directory, name in entries:
+        if is_temp_name(name):
+            by_directory.setdefault(directory, []).append(name)
+    for directory, names in by_directory.items():
+        try:
+            fd = _open_directories(root, directory, create=False)
+        except MemoryOperationError:
+            continue
+        try:
+            for name in names:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+                    removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
 class IndexedRoot(Protocol):
-    """The read index a writer keeps coherent: its root and its two coherence hooks."""
+    """The read index a writer keeps coherent: its root and its coherence hooks."""
 
     @property
     def root(self) -> Path: ...
@@ -760,6 +838,10 @@ class IndexedRoot(Protocol):
 
     def note_written(self, parts: RelativePath, stamp: FileStamp, data: bytes) -> None: ...
 
+    def take_temps(self, directory: RelativePath) -> list[str]:
+        """The temporary files the index saw in ``directory``; it forgets them."""
+        ...
+
 
 class RecordWriter:
     """Create, replace and delete canonical record files of one indexed root."""
@@ -767,6 +849,12 @@ class RecordWriter:
     def __init__(self, index: IndexedRoot) -> None:
         self._index = index
         self._root = index.root
+
+    def _sweep(self, dir_fd: int, directory: RelativePath) -> None:
+        """Remove the temp files interrupted writes left in the directory written to."""
+        for name in self._index.take_temps(directory):
+            if is_temp_name(name):
+                _unlink_quietly(dir_fd, name)
 
     def _remember_written(self, dir_fd: int, parts: RelativePath, data: bytes) -> None:
         stamp = _stamp(dir_fd, parts[-1])
@@ -779,6 +867,7 @@ class RecordWriter:
         """Publish a new record file exclusively; ``write_conflict`` if the name exists."""
         dir_fd = _open_directories(self._root, parts[:-1], create=True)
         try:
+            self._sweep(dir_fd, parts[:-1])
             name = parts[-1]
             temp = _write_temp(dir_fd, name, data)
             try:
@@ -805,6 +894,7 @@ class RecordWriter:
         """Atomically replace a record whose bytes still hash to ``expected_digest``."""
         dir_fd = _open_directories(self._root, parts[:-1], create=False)
         try:
+            self._sweep(dir_fd, parts[:-1])
             name = parts[-1]
             temp = _write_temp(dir_fd, name, data)
             replaced = False
@@ -830,9 +920,15 @@ class RecordWriter:
             os.close(dir_fd)
 
     def delete(self, parts: RelativePath, expected_digest: bytes) -> None:
-        """Unlink a record whose bytes still hash to ``expected_digest``; no tombstone."""
+        """Unlink a record whose bytes still hash to ``expected_digest``; no tombstone.
+
+        Every temp file beside it goes too: an interrupted write of this record may have
+        left its full text in one, and forgetting must leave no copy behind.
+        """
         dir_fd = _open_directories(self._root, parts[:-1], create=False)
         try:
+            self._sweep(dir_fd, parts[:-1])
+            _remove_all_temps(dir_fd)
             name = parts[-1]
             if _digest_on_disk(dir_fd, name) != expected_digest:
                 self._index.invalidate(parts)

@@ -12,22 +12,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
-from .index import IndexedRecord, MemoryIndex, ScanResult
+from .index import IndexedRecord, MemoryIndex
 from .model import (
     ErrorCode,
     Lifecycle,
     MemoryOperationError,
     MemoryRecordV2,
     Provenance,
-    RelativePath,
     V2Reference,
     is_memory_id,
     reference_parts,
-    tag_key,
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
@@ -266,12 +264,8 @@ class MutationService:
         container: tuple[str, ...] = (request.namespace.id,)
         if request.collection is not None:
             container += (request.collection.id,)
-        scan = index.scan(
-            request.scope,
-            container,
-            recursive=False,
-            candidate_limit=self._candidate_limit,
-            include_legacy=False,
+        index.refresh(
+            request.scope, container, recursive=False, candidate_limit=self._candidate_limit
         )
         now = self._clock()
         record = MemoryRecordV2(
@@ -290,75 +284,21 @@ class MutationService:
             updated_at=now,
             occurred_at=request.occurred_at,
         )
-        # The duplicate map is derived once per scan result and patched after each change,
-        # so detection costs one lookup however many records the container holds.
-        holders = index.derive(scan, "duplicates", duplicate_map, patched_duplicate_map)
-        duplicates = holders.get(duplicate_key(record))
+        # The index keeps every container's duplicate keys, so detection is one lookup
+        # however many records the container holds.
+        duplicates = index.duplicates((request.scope.value, *container), record)
         if duplicates:
             existing = min(
-                duplicates.values(),
+                (item.record for item in duplicates if isinstance(item.record, MemoryRecordV2)),
                 key=lambda existing: (existing.lifecycle.archived, existing.id),
             )
             status = "existing_archived" if existing.lifecycle.archived else "already_exists"
             return _result(status, existing)
+        # A quota: remember never grows a scope past the limit every scope-wide read
+        # enforces, so the tool cannot make the scope unreadable.
+        if index.known_candidates(request.scope) >= self._candidate_limit:
+            raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
         return _result("remembered", record)
-
-
-# -- _duplicates: Duplicate detection for remember: the identity key of a record and its index.
-
-
-def duplicate_key(record: MemoryRecordV2) -> tuple[Any, ...]:
-    # Scope, namespace id and collection id are fixed by the scanned location.
-    return (
-        record.namespace.kind,
-        record.kind,
-        record.occurred_at,
-        record.title,
-        record.content,
-        tuple(sorted(tag_key(tag) for tag in record.tags)),
-    )
-
-
-# duplicate key -> the records holding it, by location (usually exactly one).
-DuplicateMap = dict[tuple[Any, ...], dict[RelativePath, MemoryRecordV2]]
-
-
-def duplicate_map(scan: ScanResult) -> DuplicateMap:
-    """Every canonical record of a scan result under its duplicate key."""
-    holders: DuplicateMap = {}
-    for item in scan.records:
-        if isinstance(item.record, MemoryRecordV2):
-            holders.setdefault(duplicate_key(item.record), {})[item.parts] = item.record
-    return holders
-
-
-def patched_duplicate_map(
-    old: DuplicateMap, removed: Sequence[IndexedRecord], added: Sequence[IndexedRecord]
-) -> DuplicateMap:
-    """``old`` with the records that left and joined the scan result; ``old`` is kept."""
-    holders = dict(old)
-    copied: set[tuple[Any, ...]] = set()
-
-    def bucket(key: tuple[Any, ...]) -> dict[RelativePath, MemoryRecordV2]:
-        if key not in copied:
-            copied.add(key)
-            holders[key] = dict(holders.get(key, ()))
-        return holders[key]
-
-    for item in removed:
-        if isinstance(item.record, MemoryRecordV2):
-            key = duplicate_key(item.record)
-            if key in holders:
-                held = bucket(key)
-                if held.get(item.parts) is item.record:
-                    del held[item.parts]
-                if not held:
-                    del holders[key]
-                    copied.discard(key)
-    for item in added:
-        if isinstance(item.record, MemoryRecordV2):
-            bucket(duplicate_key(item.record))[item.parts] = item.record
-    return holders

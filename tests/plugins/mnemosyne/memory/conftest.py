@@ -8,6 +8,7 @@ import stat
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,13 @@ import pytest
 from mymcp.plugins.mnemosyne.memory import (
     LOCK_FILE_NAME,
     CursorCodec,
+    IndexedRecord,
+    MemoryIndex,
     MemoryService,
+    Scope,
     store,
 )
-from mymcp.plugins.mnemosyne.memory import (
-    index as index_module,
-)
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
 SETTLED_AGE_NS = 3600 * 1_000_000_000
@@ -152,6 +154,36 @@ def codec() -> CursorCodec:
 @pytest.fixture
 def service(root: Path, codec: CursorCodec) -> MemoryService:
     return MemoryService(lambda: root, 10_000, codec)
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """What a test sees of one selection: its records, candidate count and revision."""
+
+    records: list[IndexedRecord]
+    candidates: int
+    revision: int
+
+    @property
+    def ids(self) -> set[str]:
+        return {item.record.id for item in self.records}
+
+
+def scan(
+    index: MemoryIndex,
+    scope: Scope = Scope.PROJECT,
+    container: tuple[str, ...] = (),
+    *,
+    recursive: bool = True,
+    candidate_limit: int = 10_000,
+    include_legacy: bool = True,
+) -> Scanned:
+    """Make a selection current and read its records, as the services do."""
+    selection = index.refresh(
+        scope, container, recursive=recursive, candidate_limit=candidate_limit
+    )
+    records = list(index.records(selection, include_legacy=include_legacy))
+    return Scanned(records, selection.candidates, selection.revision)
 
 
 def remember_args(**overrides: Any) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_v2_inspection_is_a_lookup_not_a_scan(
     def no_scan(*_: Any, **__: Any) -> Any:
         raise AssertionError("v2 inspection must not list directories")
 
-    monkeypatch.setattr(index_module.MemoryIndex, "scan", no_scan)
+    monkeypatch.setattr(index_module.MemoryIndex, "refresh", no_scan)
     assert service.inspect({"reference": _v2_ref(body)}).payload["status"] == "ok"
 
 

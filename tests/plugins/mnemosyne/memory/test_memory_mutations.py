@@ -442,8 +442,25 @@ def test_duplicate_scan_honours_the_candidate_limit(root: Path) -> None:
     result = tight.remember(title="Third")
     assert (result["status"], result["code"]) == ("storage_error", "candidate_limit_exceeded")
     assert tree_snapshot(root) == before
-    # Another collection is another container: its own count.
-    assert tight.remember(collection=None)["status"] == "remembered"
+
+
+def test_remember_never_grows_a_scope_past_the_candidate_limit(root: Path) -> None:
+    # Each container stays small, but the scope as a whole reaches the limit: remember
+    # refuses there, so scope-wide recall and list keep working.
+    memory = Memory(root, candidate_limit=3)
+    memory.reads = MemoryService(lambda: root, 3, CursorCodec.generate())
+    memory.writes = MutationService(memory.reads, 3)
+    for number in range(3):
+        collection = {"id": f"c{number}", "label": None}
+        assert memory.remember(collection=collection)["status"] == "remembered"
+    before = tree_snapshot(root)
+    refused = memory.remember(collection={"id": "c9", "label": None})
+    assert (refused["status"], refused["code"]) == ("storage_error", "candidate_limit_exceeded")
+    assert tree_snapshot(root) == before
+    listed = memory.call("list", {"scope": "project"})
+    assert listed["page"]["total_count"] == 3
+    # An identical memory is still reported as existing: nothing would be added.
+    assert memory.remember(collection={"id": "c0", "label": None})["status"] == "already_exists"
 
 
 def test_generated_id_conflict_is_write_conflict(root: Path) -> None:

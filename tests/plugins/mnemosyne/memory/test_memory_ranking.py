@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +13,25 @@ import pytest
 
 from mymcp.plugins.mnemosyne.memory import (
     Bm25Parameters,
-    Bm25Ranker,
-    MemoryRecordV1,
+    DocumentTerms,
     MemoryService,
-    RankCandidate,
-    RecallQuery,
+    TermIndex,
+    document_terms,
 )
-from mymcp.plugins.mnemosyne.memory.search import (
-    analyze,
-    extract_record_terms,
-    porter_stem,
-    query_terms,
-)
+from mymcp.plugins.mnemosyne.memory import search as search_module
+from mymcp.plugins.mnemosyne.memory.search import analyze, porter_stem, query_terms
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A ranking test document: its id, scope-relative path and analysed terms."""
+
+    id: str
+    path: str
+    terms: DocumentTerms
 
 
 def _candidate(
@@ -36,16 +41,26 @@ def _candidate(
     title: str | None = None,
     content: str = "filler text",
     tags: tuple[str, ...] | None = None,
-) -> RankCandidate:
-    record = MemoryRecordV1(id=identifier, content=content, title=title, tags=tags)
-    return RankCandidate(identifier, path, extract_record_terms(record, path))
+) -> Doc:
+    return Doc(identifier, path, document_terms(title, path, tags or (), content))
+
+
+def _ranked(index: TermIndex, docs: dict[int, Doc], text: str, **options: Any) -> list[Any]:
+    tags = options.pop("tags", frozenset())
+    limit = options.pop("limit", 5)
+    hits = index.rank(
+        "project", text, tags, limit, lambda slot: (docs[slot].path, docs[slot].id), **options
+    )
+    return [(docs[hit.slot].id, hit.score) for hit in hits]
 
 
 def _rank(
-    text: str, candidates: list[RankCandidate], tags: frozenset[str] = frozenset()
+    text: str, candidates: list[Doc], tags: frozenset[str] = frozenset(), limit: int = 5
 ) -> list[tuple[str, float]]:
-    hits = Bm25Ranker()(RecallQuery(text, tags), candidates, 5)
-    return [(candidates[hit.position].id, hit.score) for hit in hits]
+    index = TermIndex()
+    for slot, doc in enumerate(candidates):
+        index.add(slot, "project", doc.terms)
+    return _ranked(index, dict(enumerate(candidates)), text, tags=tags, limit=limit)
 
 
 # -- tokenisation ---------------------------------------------------------------------
@@ -160,70 +175,89 @@ def test_no_match_no_hits_and_limit_respected() -> None:
     candidates = [_candidate(f"m{i}", f"ns/{i:02}.json", content="pear") for i in range(9)]
     assert _rank("apple", candidates) == []
     assert len(_rank("pear", candidates)) == 5
-    assert Bm25Ranker()(RecallQuery("pear", frozenset()), candidates, 0) == []
-    assert Bm25Ranker()(RecallQuery("pear", frozenset()), [], 5) == []
+    assert _rank("pear", candidates, limit=0) == []
+    assert _rank("pear", []) == []
 
 
-def test_incremental_corpus_matches_a_fresh_one() -> None:
-    base = [_candidate(f"m{i}", f"ns/{i}.json", content=f"kiwi word{i % 3}") for i in range(8)]
-    ranker = Bm25Ranker()
-    query = RecallQuery("kiwi word1", frozenset())
-    ranker(query, base, 5)
-    changed = [*base[1:6], _candidate("new", "ns/new.json", content="kiwi kiwi word1")]
-    incremental = ranker(query, changed, 5)
-    fresh = Bm25Ranker()(query, changed, 5)
-    assert incremental == fresh
-    # Back to the first set: patched again, still identical to a fresh ranking.
-    assert ranker(query, base, 5) == Bm25Ranker()(query, base, 5)
+def test_incremental_index_matches_a_fresh_one() -> None:
+    base = dict(
+        enumerate(
+            _candidate(f"m{i}", f"ns/{i}.json", content=f"kiwi word{i % 3}") for i in range(8)
+        )
+    )
+    index = TermIndex()
+    for slot, doc in base.items():
+        index.add(slot, "project", doc.terms)
+    assert _ranked(index, base, "kiwi word1") == _rank("kiwi word1", list(base.values()))
+    for slot in (0, 6, 7):
+        index.remove(slot)
+        del base[slot]
+    base[9] = _candidate("new", "ns/new.json", content="kiwi kiwi word1")
+    index.add(9, "project", base[9].terms)
+    fresh = TermIndex()
+    for slot, doc in base.items():
+        fresh.add(slot, "project", doc.terms)
+    assert _ranked(index, base, "kiwi word1") == _ranked(fresh, base, "kiwi word1")
 
 
 def _exhaustive(
-    query: RecallQuery, candidates: list[RankCandidate], limit: int
+    text: str,
+    tags: frozenset[str],
+    docs: dict[int, Doc],
+    limit: int,
+    eligible: set[int] | None = None,
 ) -> list[tuple[int, float, frozenset[str]]]:
-    """BM25F by the formula, every candidate scored in full: what pruning must reproduce."""
+    """BM25F by the formula, every document scored in full: what pruning must reproduce."""
     params = Bm25Parameters()
-    fields = [candidate.terms.fields for candidate in candidates]
     averages = []
     for field in range(3):
-        lengths = [f.lengths[field] for f in fields if f.lengths[field] > 0]
+        lengths = [d.terms.lengths[field] for d in docs.values() if d.terms.lengths[field] > 0]
         averages.append(sum(lengths) / len(lengths) if lengths else 1.0)
-    norms = [
-        tuple(
-            params.weights[i] / ((1 - params.b[i]) + params.b[i] / averages[i] * f.lengths[i])
-            for i in range(3)
-        )
-        for f in fields
-    ]
     surfaces: dict[str, list[str]] = {}
-    for surface, term in query_terms(query.text):
+    for surface, term in query_terms(text):
         surfaces.setdefault(term, []).append(surface)
     weighted = []
     for term in surfaces:
-        df = sum(term in f.tf for f in fields)
+        df = sum(term in d.terms.counts for d in docs.values())
         if df:
-            n = len(candidates)
+            n = len(docs)
             weighted.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), term))
     weighted.sort(key=lambda item: (-item[0], item[1]))
     ceiling = sum(idf for idf, _ in weighted) + 1.0
     scored = []
-    for position, (candidate, f, n) in enumerate(zip(candidates, fields, norms, strict=True)):
+    for slot, doc in docs.items():
+        if eligible is not None and slot not in eligible:
+            continue
+        lengths = doc.terms.lengths
+        norm = [
+            params.weights[i] / ((1 - params.b[i]) + params.b[i] / averages[i] * lengths[i])
+            for i in range(3)
+        ]
         score, seen = 0.0, False
-        for _tag in sorted(query.tag_keys & candidate.terms.tag_keys):
+        for _tag in sorted(tags & set(doc.terms.tag_keys)):
             score, seen = score + ceiling, True
         for idf, term in weighted:
-            counts = f.tf.get(term)
-            if counts is not None:
-                tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
+            packed = doc.terms.counts.get(term)
+            if packed is not None:
+                counts = (packed >> 22, packed >> 12 & 0x3FF, packed & 0xFFF)
+                tf = counts[0] * norm[0] + counts[1] * norm[1] + counts[2] * norm[2]
                 score, seen = score + idf * tf / (tf + params.k1), True
         if seen:
-            terms = frozenset(s for t, forms in surfaces.items() if t in f.tf for s in forms)
-            scored.append((position, score, terms))
-    scored.sort(key=lambda hit: (-hit[1], candidates[hit[0]].path, candidates[hit[0]].id))
+            terms = frozenset(
+                s for t, forms in surfaces.items() if t in doc.terms.counts for s in forms
+            )
+            scored.append((slot, score, terms))
+    scored.sort(key=lambda hit: (-hit[1], docs[hit[0]].path, docs[hit[0]].id))
     return scored[:limit]
 
 
-def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
-    """MaxScore pruning, memoised term scores and corpus patching change no float."""
+@pytest.mark.parametrize("rare", [4, 100_000], ids=["impact-order", "full-postings"])
+def test_pruned_incremental_scoring_equals_exhaustive_scoring(
+    rare: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Impact-order walks, patched postings and reused slots change no float."""
+    monkeypatch.setattr(search_module, "_SHORT_POSTINGS", rare)
+    monkeypatch.setattr(search_module, "_SMALL_SELECTION", 0)
     generator = random.Random(7)
     vocabulary = [f"w{i}" for i in range(80)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
@@ -231,25 +265,65 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
     def words(count: int) -> str:
         return " ".join(generator.choices(vocabulary, weights, k=count))
 
-    def candidate(number: int) -> RankCandidate:
-        title = words(generator.randint(1, 6)) if generator.random() < 0.7 else None
-        tags = tuple(generator.sample(vocabulary[:10], generator.randint(0, 2)))
-        return _candidate(
-            f"m{number}", f"ns/{number}.json", title=title, content=words(60), tags=tags
-        )
-
-    pool = [candidate(number) for number in range(400)]
-    ranker = Bm25Ranker()
-    for round_ in range(6):
-        candidates = generator.sample(pool, 150 + 40 * round_)
-        for _ in range(25):
-            text = words(generator.randint(1, 12))
+    index = TermIndex()
+    docs: dict[int, Doc] = {}
+    free: list[int] = []
+    fresh_slot = 0
+    checked = 0
+    while checked < 400:
+        action = generator.random()
+        if action < 0.55 or not docs:
+            if free:
+                slot = free.pop()
+            else:
+                slot, fresh_slot = fresh_slot, fresh_slot + 1
+            title = words(generator.randint(1, 6)) if generator.random() < 0.7 else None
+            tags = tuple(generator.sample(vocabulary[:10], generator.randint(0, 2)))
+            path = f"ns/{slot:04d}.json"
+            docs[slot] = _candidate(f"m{slot}", path, title=title, content=words(40), tags=tags)
+            index.add(slot, "project", docs[slot].terms)
+        elif action < 0.75:
+            slot = generator.choice(sorted(docs))
+            index.remove(slot)
+            del docs[slot]
+            free.append(slot)
+        else:
+            text = words(generator.randint(1, 10))
             tags = frozenset(generator.sample(vocabulary[:10], generator.randint(0, 1)))
-            query = RecallQuery(text, tags)
-            for limit in (1, 5, 20):
-                hits = ranker(query, candidates, limit)
-                got = [(hit.position, hit.score, hit.matched_terms) for hit in hits]
-                assert got == _exhaustive(query, candidates, limit)
+            limit = generator.choice((1, 5, 20))
+            eligible = None
+            if generator.random() < 0.3:
+                eligible = set(generator.sample(sorted(docs), max(1, len(docs) // 3)))
+            hits = index.rank(
+                "project", text, tags, limit, lambda s: (docs[s].path, docs[s].id), eligible
+            )
+            got = [(hit.slot, hit.score, hit.matched_terms) for hit in hits]
+            assert got == _exhaustive(text, tags, docs, limit, eligible)
+            checked += 1
+
+
+def test_a_restored_term_index_ranks_the_same() -> None:
+    generator = random.Random(11)
+    vocabulary = [f"v{i}" for i in range(40)]
+    docs = {
+        slot: _candidate(
+            f"d{slot}",
+            f"ns/{slot}.json",
+            content=" ".join(generator.choices(vocabulary, k=20)),
+            tags=(vocabulary[slot % 5],),
+        )
+        for slot in range(60)
+    }
+    index = TermIndex()
+    for slot, doc in docs.items():
+        index.add(slot, "project", doc.terms)
+    index.remove(3)
+    del docs[3]
+    restored = TermIndex.restore(index.export())
+    for text in ("v1 v2", "v7", "v1 v3 v5 v9", "nothing"):
+        for tags in (frozenset(), frozenset({"v2"})):
+            assert _ranked(restored, docs, text, tags=tags) == _ranked(index, docs, text, tags=tags)
+    assert len(restored) == len(index) == 59
 
 
 # -- through the service --------------------------------------------------------------

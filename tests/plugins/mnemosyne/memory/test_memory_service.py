@@ -15,7 +15,9 @@ from mymcp.plugins.mnemosyne.memory import (
     ErrorStatus,
     MemoryService,
     error_payload,
-    reads,
+)
+from mymcp.plugins.mnemosyne.memory import (
+    index as index_module,
 )
 
 Factory = Callable[..., dict[str, Any]]
@@ -90,7 +92,7 @@ def test_unexpected_failures_become_internal_errors(
     def explode(*_: Any, **__: Any) -> Any:
         raise ValueError(MARKER)
 
-    monkeypatch.setattr(reads, "RecallQuery", explode)
+    monkeypatch.setattr(index_module.MemoryIndex, "recall", explode)
     caplog.set_level(logging.DEBUG)
     outcome = service.recall({"query": "q", "scope": "self"})
     assert outcome.is_error

@@ -24,6 +24,8 @@ import pytest
 from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope
 from mymcp.plugins.mnemosyne.memory import index as index_module
 
+from .conftest import scan
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
 Factory = Callable[..., dict[str, Any]]
@@ -34,10 +36,7 @@ def _ids(
     index: MemoryIndex, scope: Scope = Scope.PROJECT, namespace: str | None = None
 ) -> set[str]:
     container = () if namespace is None else (namespace,)
-    result = index.scan(
-        scope, container, recursive=True, candidate_limit=10_000, include_legacy=True
-    )
-    return {item.record.id for item in result.records}
+    return scan(index, scope, container).ids
 
 
 def _armed(root: Path) -> MemoryIndex:
@@ -59,11 +58,12 @@ def test_an_unchanged_root_is_served_without_walking(
 ) -> None:
     write(v1(memory_id="one"), "project/ns/one.json")
     index = _armed(root)
-    first = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
+    first = scan(index, candidate_limit=10)
     assert len(walks) == 1
     for _ in range(3):
-        again = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
-        assert again is first
+        again = scan(index, candidate_limit=10)
+        assert again.revision == first.revision  # no row changed: the same generation
+        assert again.ids == first.ids
     assert len(walks) == 1
     # Each selection keeps its own proof.
     assert _ids(index, namespace="ns") == {"one"}
@@ -71,7 +71,7 @@ def test_an_unchanged_root_is_served_without_walking(
     assert len(walks) == 2
     # The candidate bound still fails the call when served from the fast path.
     with pytest.raises(MemoryOperationError) as caught:
-        index.scan(Scope.PROJECT, recursive=True, candidate_limit=0, include_legacy=True)
+        scan(index, candidate_limit=0)
     assert caught.value.code.value == "candidate_limit_exceeded"
 
 
