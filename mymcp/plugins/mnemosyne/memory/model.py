@@ -6,6 +6,7 @@ Everything here is immutable and free of I/O; every other module builds on it.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -388,7 +389,14 @@ def normalize_tags(values: object, *, minimum: int) -> tuple[str, ...] | None:
 
 def is_timestamp(value: object) -> bool:
     """Strict ``YYYY-MM-DDTHH:MM:SSZ`` naming a real UTC instant (no leap seconds)."""
-    if not _is_str(value) or _TIMESTAMP.match(value) is None:
+    return _is_str(value) and _valid_timestamp(value)
+
+
+# Records share their timestamps widely (a batch of writes, one creation second), so the
+# verdicts are memoised; reading many files at start is where this pays.
+@functools.lru_cache(maxsize=8192)
+def _valid_timestamp(value: str) -> bool:
+    if _TIMESTAMP.match(value) is None:
         return False
     try:
         # The pattern fixed every field's width; the constructor rejects what strptime

@@ -29,7 +29,7 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
-from .store import RecordWriter, ensure_root, root_lock, serialize_record
+from .store import LOCK_TIMEOUT_SECONDS, RecordWriter, ensure_root, root_lock, serialize_record
 from .tools import (
     ARCHIVE,
     FORGET,
@@ -81,8 +81,10 @@ class MutationService:
 
     ``indexes`` supplies the index of the current root on every call (normally the
     process's `MemoryService`), so reads see writes at once and both always agree on
-    the root. ``candidate_limit`` bounds remember's duplicate scan; ``clock`` returns
-    the strict UTC-second timestamp used for created_at/updated_at.
+    the root. ``candidate_limit`` bounds remember's container scan and is the most a
+    scope may hold before remember refuses; ``clock`` returns the strict UTC-second
+    timestamp used for created_at/updated_at; ``lock_timeout`` is how long a mutation
+    waits for another writer before answering ``memory_busy``.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class MutationService:
         *,
         clock: Callable[[], str] = utc_now_seconds,
         id_factory: Callable[[], str] = new_memory_id,
+        lock_timeout: float = LOCK_TIMEOUT_SECONDS,
     ) -> None:
         if type(candidate_limit) is not int or not 1 <= candidate_limit <= _MAX_CANDIDATE_LIMIT:
             raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
@@ -99,6 +102,7 @@ class MutationService:
         self._candidate_limit = candidate_limit
         self._clock = clock
         self._new_id = id_factory
+        self._lock_timeout = lock_timeout
 
     # -- public operations -----------------------------------------------------------
 
@@ -147,7 +151,7 @@ class MutationService:
         )
         index = self._indexes.current_index()
         ensure_root(index.root)
-        with root_lock(index.root):
+        with root_lock(index.root, self._lock_timeout):
             payload = self._remember_locked(index, request)
         fields["memory_id"] = payload["reference"]["id"]
         return payload
@@ -220,7 +224,7 @@ class MutationService:
         """The root lock, or not_found at once when there is no root to change at all."""
         if not os.path.lexists(index.root):
             raise MemoryOperationError(ErrorCode.NOT_FOUND)
-        return root_lock(index.root)
+        return root_lock(index.root, self._lock_timeout)
 
     def _current(
         self, index: MemoryIndex, reference: V2Reference, expected: int
