@@ -57,6 +57,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, groupby
 from pathlib import Path
 from typing import Any, Final
 
@@ -73,7 +74,7 @@ from .model import (
     location_agrees,
     tag_key,
 )
-from .search import DocumentTerms, Hit, TermIndex, document_terms
+from .search import ANALYSIS_VERSION, DocumentTerms, Hit, TermIndex, document_terms
 from .store import (
     MAX_RECORD_BYTES,
     FileStamp,
@@ -95,7 +96,9 @@ _log = logging.getLogger("mymcp.memory.index")
 # Two seconds covers the coarsest common filesystem clocks.
 _SETTLE_NS: Final = 2_000_000_000
 _MAX_PROOFS: Final = 256
-_MAX_CACHED_RECORDS: Final = 4096
+_MAX_CACHED_RECORDS: Final = 1024
+# Seconds between the last change of a burst and the snapshot save.
+_SAVE_DELAY: Final = 2.0
 
 # Row states.
 _FREE, _SKIPPED, _LEGACY, _ACTIVE, _ARCHIVED = 0, 1, 2, 3, 4
@@ -104,6 +107,10 @@ _SKIP_REASONS: Final = tuple(SkipReason)
 _KINDS: Final = ("", *dict.fromkeys(k for kinds in MEMORY_KINDS.values() for k in kinds))
 _KIND_CODES: Final = {kind: code for code, kind in enumerate(_KINDS)}
 _SUM_MODULUS: Final = 1 << 128
+# bytes.translate tables that turn the state column into masks for itertools.compress.
+_FREE_MASK: Final = bytes(1 if code == _FREE else 0 for code in range(256))
+_LIVE_MASK: Final = bytes(0 if code == _FREE else 1 for code in range(256))
+_CANONICAL_MASK: Final = bytes(1 if code in (_ACTIVE, _ARCHIVED) else 0 for code in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +269,9 @@ class MemoryIndex:
         self._orders: dict[str, array[int]] = {}
         self._unordered: dict[str, set[int]] = {}
         self._legacy_slots: dict[str, dict[str, set[int]]] = {}
-        self._duplicates: dict[int, list[int]] = {}
+        # Duplicate key -> a slot holding it; further holders (rare) in the second map.
+        self._duplicates: dict[int, int] = {}
+        self._duplicates_more: dict[int, list[int]] = {}
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
         self._walks = 0
@@ -271,7 +280,8 @@ class MemoryIndex:
         self._snapshot_directory = snapshot_directory
         self._started = False
         self._unsaved = 0
-        self._saving: threading.Thread | None = None
+        self._saving: threading.Timer | None = None
+        self._save_seconds = 0.0
         if snapshot_directory is not None:
             atexit.register(_save_at_exit, weakref.ref(self))
 
@@ -322,7 +332,6 @@ class MemoryIndex:
                     raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
                 return Selection(scope, prefix, recursive, candidates, self._revision)
             candidates = self._walk(scope, prefix, recursive, candidate_limit)
-            self._maybe_save()
             return Selection(scope, prefix, recursive, candidates, self._revision)
 
     def _walk(self, scope: Scope, prefix: RelativePath, recursive: bool, limit: int) -> int:
@@ -337,23 +346,42 @@ class MemoryIndex:
             self._prune(prefix, recursive, mark, visited)
             return 0
         stats = WalkStats(scope, limit)
-        marks = self._marks
-        current: list[Any] = [None, -1]  # the directory parts object and its id
+        marks, stamps, trusted, states = self._marks, self._stamps, self._trusted, self._states
+        # The directory being listed: its parts object, id and name -> slot table.
+        current: list[Any] = [None, -1, {}]
 
         def visit(
             dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
         ) -> None:
             if current[0] is not directory:
-                current[0] = directory
-                current[1] = self._directory_id(directory)
-                visited.add(current[1])
+                directory_id = self._directory_id(directory)
+                found = self._directories[directory_id]
+                assert found is not None
+                current[:] = [directory, directory_id, found.names]
+                visited.add(directory_id)
+            if info is not None:
+                if info.st_nlink != 1:
+                    # A hard link's writes through another directory raise no event here.
+                    armed[0] = False
+                slot = current[2].get(name)
+                # The common case, inlined: a settled file whose stamp did not change.
+                if slot is not None and trusted[slot]:
+                    at = 5 * slot
+                    if (
+                        stamps[at + 3] == info.st_mtime_ns
+                        and stamps[at + 4] == info.st_ctime_ns
+                        and stamps[at + 2] == info.st_size
+                        and stamps[at + 1] == info.st_ino
+                        and stamps[at] == info.st_dev
+                    ):
+                        marks[slot] = mark
+                        if states[slot] == _SKIPPED:
+                            stats.skip(_SKIP_REASONS[self._reasons[slot]])
+                        return
             slot = self._visit(current[1], dir_fd, name, info)
             marks[slot] = mark
-            if self._states[slot] == _SKIPPED:
+            if states[slot] == _SKIPPED:
                 stats.skip(_SKIP_REASONS[self._reasons[slot]])
-            if info is not None and info.st_nlink != 1:
-                # A hard link's writes through another directory raise no event here.
-                armed[0] = False
 
         try:
             visited.add(self._directory_id(prefix))
@@ -709,6 +737,7 @@ class MemoryIndex:
         """Add a filled row to every derived view (its state decides which)."""
         self._revision += 1
         self._unsaved += 1
+        self._schedule_save()
         directory = self._directories[self._row_dir[slot]]
         assert directory is not None
         directory.candidates += 1
@@ -725,7 +754,11 @@ class MemoryIndex:
         else:
             directory.canonical += 1
             directory.canonical_sum = (directory.canonical_sum + share) % _SUM_MODULUS
-            self._duplicates.setdefault(self._duplicate_keys[slot], []).append(slot)
+            key = self._duplicate_keys[slot]
+            if key in self._duplicates:
+                self._duplicates_more.setdefault(key, []).append(slot)
+            else:
+                self._duplicates[key] = slot
         # The list order takes new rows in batches (see `_ordered`): a cold start adds
         # every row of a scope at once, and one sort is far cheaper than many inserts.
         self._unordered.setdefault(scope, set()).add(slot)
@@ -757,10 +790,16 @@ class MemoryIndex:
             directory.canonical -= 1
             directory.canonical_sum = (directory.canonical_sum - share) % _SUM_MODULUS
             key = self._duplicate_keys[slot]
-            holders_list = self._duplicates[key]
-            holders_list.remove(slot)
-            if not holders_list:
+            more = self._duplicates_more.get(key)
+            if self._duplicates[key] != slot:
+                assert more is not None
+                more.remove(slot)
+            elif more:
+                self._duplicates[key] = more.pop()
+            else:
                 del self._duplicates[key]
+            if more is not None and not more:
+                del self._duplicates_more[key]
         pending = self._unordered.get(scope)
         if pending is not None and slot in pending:
             pending.discard(slot)
@@ -958,7 +997,9 @@ class MemoryIndex:
     def duplicates(self, directory: RelativePath, record: MemoryRecordV2) -> list[IndexedRecord]:
         """Canonical records in ``directory`` with the same identity as ``record``."""
         with self._lock:
-            slots = list(self._duplicates.get(duplicate_hash(directory, record), ()))
+            key = duplicate_hash(directory, record)
+            first = self._duplicates.get(key)
+            slots = [] if first is None else [first, *self._duplicates_more.get(key, ())]
         found = []
         for slot in slots:
             item = self.record(slot)
@@ -1064,26 +1105,48 @@ class MemoryIndex:
         if self._snapshot_directory is not None:
             _load_snapshot(self)
             self._unsaved = 0
+            if self._saving is not None:  # scheduled while loading: nothing new to save
+                self._saving.cancel()
+                self._saving = None
 
-    def _maybe_save(self) -> None:
-        if self._snapshot_directory is None or self._unsaved < max(1000, len(self) // 20):
+    def _schedule_save(self) -> None:
+        """Save the snapshot a little after changes stop coming (one save per burst).
+
+        A server is usually stopped by a signal that ends the process without exit
+        handlers, so the snapshot is kept close behind the rows rather than written at
+        exit. The wait grows with the time a save takes, bounding its share of the lock.
+        """
+        if self._snapshot_directory is None or self._saving is not None or not self._started:
             return
-        if self._saving is not None and self._saving.is_alive():
-            return
-        self._saving = threading.Thread(target=self.save, name="memory-index-save", daemon=True)
-        self._saving.start()
+        delay = max(_SAVE_DELAY, 20 * self._save_seconds)
+        timer = threading.Timer(delay, self._save_later)
+        timer.daemon = True
+        self._saving = timer
+        timer.start()
+
+    def _save_later(self) -> None:
+        with self._lock:
+            self._saving = None
+        with contextlib.suppress(Exception):  # a cache that cannot be written is no error
+            self.save()
 
     def save(self) -> bool:
         """Write the snapshot now (atomically); False when there is nowhere to write it."""
         directory = self._snapshot_directory
         if directory is None:
             return False
+        started = time.perf_counter()
         with self._lock:
             if not self._started:
                 return False
+            if self._saving is not None:  # this save covers what the timer would
+                self._saving.cancel()
+                self._saving = None
             payload = _snapshot_bytes(self)
             self._unsaved = 0
-        return _write_snapshot(directory, self.root, payload)
+        saved = _write_snapshot(directory, self.root, payload)
+        self._save_seconds = time.perf_counter() - started
+        return saved
 
 
 def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
@@ -1106,8 +1169,8 @@ def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
     if index is None or not index._unsaved:
         return
     saving = index._saving
-    if saving is not None and saving.is_alive():
-        saving.join(timeout=30)
+    if saving is not None:
+        saving.cancel()
     with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
         index.save()
 
@@ -1185,6 +1248,50 @@ class _Reader:
         return items
 
 
+def _put_parts(out: _Writer, prefix: str, parts: dict[str, Any]) -> dict[str, Any]:
+    """Write a nested description of arrays, bytes and string lists as sections.
+
+    Returns what the header records: plain values as they are, and for every section
+    its kind, so `_get_parts` can read the description back.
+    """
+    layout: dict[str, Any] = {}
+    for name, value in parts.items():
+        where = f"{prefix}/{name}"
+        if isinstance(value, array):
+            out.array(where, value)
+            layout[name] = ["array", value.typecode]
+        elif isinstance(value, bytes | bytearray):
+            out.raw(where, value)
+            layout[name] = ["raw"]
+        elif isinstance(value, dict):
+            layout[name] = ["parts", _put_parts(out, where, value)]
+        elif isinstance(value, list) and all(type(item) is str for item in value):
+            out.strings(where, value)
+            layout[name] = ["strings"]
+        else:
+            layout[name] = ["value", value]
+    return layout
+
+
+def _get_parts(read: _Reader, prefix: str, layout: dict[str, Any]) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    for name, (kind, *detail) in layout.items():
+        where = f"{prefix}/{name}"
+        if kind == "array":
+            parts[name] = read.array(where, detail[0])
+        elif kind == "raw":
+            parts[name] = read.raw(where)
+        elif kind == "parts":
+            parts[name] = _get_parts(read, where, detail[0])
+        elif kind == "strings":
+            parts[name] = read.strings(where)
+        elif kind == "value":
+            parts[name] = detail[0]
+        else:
+            raise ValueError("layout")
+    return parts
+
+
 def _snapshot_bytes(index: MemoryIndex) -> bytes:
     """The whole index state, consistent because it is taken under the index lock."""
     out = _Writer()
@@ -1225,23 +1332,12 @@ def _snapshot_bytes(index: MemoryIndex) -> bytes:
     out.values["scopes"] = scopes
     for scope in scopes:
         out.array(f"order/{scope}", index._orders[scope])
-    terms = index._terms.export()
-    out.strings("terms/words", terms["words"])
-    for name in ("lengths", "terms_at", "term_ids", "slots", "tagged", "tag_counts"):
-        out.array(f"terms/{name}", terms[name])
-    out.strings("terms/slot_scopes", terms["slot_scopes"])
-    out.strings("terms/slot_tags", terms["slot_tags"])
-    corpora = {}
-    for scope, part in terms["corpora"].items():
-        corpora[scope] = {k: part[k] for k in ("size", "totals", "present")}
-        for name in ("terms", "sizes", "postings", "tag_sizes", "tag_slots"):
-            out.array(f"corpus/{scope}/{name}", part[name])
-        out.strings(f"corpus/{scope}/tags", part["tags"])
-    out.values["corpora"] = corpora
+    out.values["terms"] = _put_parts(out, "terms", index._terms.export())
     info = os.stat(index.root)
     payload = b"".join(out.chunks)
     header = {
         "format": _FORMAT,
+        "analysis": ANALYSIS_VERSION,
         "root": os.fsdecode(os.path.abspath(index.root)),
         "device": info.st_dev,
         "inode": info.st_ino,
@@ -1314,6 +1410,7 @@ def _load_snapshot(index: MemoryIndex) -> None:
         info = os.stat(index.root)
         if (
             header.get("format") != _FORMAT
+            or header.get("analysis") != ANALYSIS_VERSION
             or header.get("root") != os.fsdecode(os.path.abspath(index.root))
             or header.get("device") != info.st_dev
             or header.get("inode") != info.st_ino
@@ -1366,7 +1463,7 @@ def _reset(index: MemoryIndex) -> None:
         "_terms", "_directories", "_directory_ids", "_free", "_row_dir", "_names", "_stamps",
         "_trusted", "_digests", "_states", "_reasons", "_titles", "_kinds", "_duplicate_keys",
         "_marks", "_legacy_ids", "_orders", "_unordered", "_legacy_slots", "_duplicates",
-        "_records", "_namespaces",
+        "_duplicates_more", "_records", "_namespaces",
     ):  # fmt: skip
         setattr(index, name, getattr(fresh, name))
     index._revision += 1
@@ -1428,67 +1525,58 @@ def _restore(index: MemoryIndex, header: dict[str, Any], payload: bytes) -> None
     index._duplicate_keys = duplicate_keys
     index._marks = array("I", bytes(4 * rows))
     index._legacy_ids = {slot: text for slot, text in legacy_ids.items() if text is not None}
-    index._free = []
-    for slot in range(rows):
-        state = states[slot]
-        if state == _FREE:
-            index._free.append(slot)
-            continue
-        directory = directories[row_dir[slot]]
-        name = names[slot]
-        if (
-            directory is None
-            or name is None
-            or state > _ARCHIVED
-            or reasons[slot] >= len(_SKIP_REASONS)
-        ):
+    # Whole-column checks and table building run in C where they can; only rare rows
+    # (legacy records, duplicate keys) take Python loops.
+    if rows and (
+        max(states) > _ARCHIVED
+        or max(reasons) >= len(_SKIP_REASONS)
+        or max(kinds) >= len(_KINDS)
+        or max(row_dir) >= len(directories)
+    ):
+        raise ValueError("row values")
+    live_rows = list(compress(range(rows), states.translate(_LIVE_MASK)))
+    index._free = list(compress(range(rows), states.translate(_FREE_MASK)))
+    for directory_id, group in groupby(
+        sorted(live_rows, key=row_dir.__getitem__), row_dir.__getitem__
+    ):
+        members = list(group)
+        directory = directories[directory_id]
+        held = [names[slot] for slot in members]
+        if directory is None or None in held:
             raise ValueError("row")
-        directory.names[name] = slot
-        if state == _LEGACY:
-            scope = directory.parts[0]
-            index._legacy_slots.setdefault(scope, {}).setdefault(legacy_ids[slot], set()).add(slot)
-        elif state in (_ACTIVE, _ARCHIVED):
-            if kinds[slot] >= len(_KINDS):
-                raise ValueError("kind")
-            index._duplicates.setdefault(duplicate_keys[slot], []).append(slot)
+        directory.names = dict(zip(held, members, strict=True))
+        if len(directory.names) != len(members):
+            raise ValueError("names")
+    canonical = list(compress(range(rows), states.translate(_CANONICAL_MASK)))
+    for slot in canonical:
+        key = duplicate_keys[slot]
+        if key in index._duplicates:
+            index._duplicates_more.setdefault(key, []).append(slot)
+        else:
+            index._duplicates[key] = slot
+    for slot, legacy_id in index._legacy_ids.items():
+        directory = directories[row_dir[slot]]
+        if states[slot] != _LEGACY or directory is None:
+            raise ValueError("legacy row")
+        index._legacy_slots.setdefault(directory.parts[0], {}).setdefault(legacy_id, set()).add(
+            slot
+        )
+    records = len(canonical) + states.count(_LEGACY)
+    if states.count(_LEGACY) != len(index._legacy_ids):
+        raise ValueError("legacy ids")
+    listed = 0
     for scope in read.values["scopes"]:
         Scope(scope)
         order = read.array(f"order/{scope}", "I")
-        if any(slot >= rows or states[slot] not in _RECORDS for slot in order):
+        if order and max(order) >= rows:
             raise ValueError("order")
+        listed += len(order)
         index._orders[scope] = order
-    corpora: dict[str, Any] = {}
-    for scope, part in read.values["corpora"].items():
-        corpora[scope] = dict(part)
-        for name, typecode in (
-            ("terms", "I"),
-            ("sizes", "I"),
-            ("postings", "Q"),
-            ("tag_sizes", "I"),
-            ("tag_slots", "I"),
-        ):
-            corpora[scope][name] = read.array(f"corpus/{scope}/{name}", typecode)
-        corpora[scope]["tags"] = read.strings(f"corpus/{scope}/tags")
-    words = read.strings("terms/words")
-    terms: dict[str, Any] = {
-        "words": words,
-        "slot_scopes": read.strings("terms/slot_scopes"),
-        "slot_tags": read.strings("terms/slot_tags"),
-        "corpora": corpora,
-    }
-    for name, typecode in (
-        ("lengths", "Q"),
-        ("terms_at", "Q"),
-        ("term_ids", "I"),
-        ("slots", "I"),
-        ("tagged", "I"),
-        ("tag_counts", "I"),
-    ):
-        terms[name] = read.array(f"terms/{name}", typecode)
-    if any(slot >= rows or states[slot] not in (_LEGACY, _ACTIVE) for slot in terms["slots"]):
+    if listed != records:
+        raise ValueError("order size")
+    terms = _get_parts(read, "terms", read.values["terms"])
+    if terms["count"] != states.count(_ACTIVE) + states.count(_LEGACY):
         raise ValueError("documents")
-    if any(term >= len(words) for term in terms["term_ids"]):
-        raise ValueError("term ids")
     index._terms = TermIndex.restore(terms)
     index._revision += 1
 

@@ -37,7 +37,7 @@ from .model import (
     reference_parts,
     tag_key,
 )
-from .search import Hit
+from .search import Hit, word_patterns
 from .tools import (
     INSPECT,
     LIST,
@@ -90,6 +90,8 @@ class MemoryService:
         self._snapshot_directory = snapshot_directory
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self._indexes_lock = threading.Lock()
+        # Compile the text analyser now, at startup, so no call pays for it.
+        word_patterns()
 
     @property
     def candidate_limit(self) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import chain
-from typing import Any
+from typing import Any, Final
 
 from .model import tag_key
 
@@ -250,8 +250,8 @@ class _WordPatterns:
 def word_patterns() -> _WordPatterns:
     """Compile the word patterns once, on first use (never at import: it takes ~0.2 s).
 
-    `Bm25Ranker` asks for them when it is built, so the cost falls on server startup
-    rather than on the first recall.
+    `MemoryService` asks for them when it is built, so the cost falls on server startup
+    rather than on the first call.
     """
     marks = _mark_class()
     # A word: letters and digits (never the underscore) with any combining marks they carry.
@@ -419,6 +419,10 @@ def analyze(text: str) -> list[str]:
 
 # -- document terms -------------------------------------------------------------------------
 
+# Names the analysis rules: any change to what a text yields (words, stems, compounds,
+# what counts as meta) must bump it, so that saved postings of older rules are not used.
+ANALYSIS_VERSION: Final = 1
+
 # A term's per-field counts, packed into one integer: title (8 bits), meta (10), content
 # (12). Field limits keep real counts far below these bounds (a title has at most 200
 # characters, content 4000); larger counts saturate, which BM25's saturation makes moot.
@@ -520,9 +524,11 @@ class Hit:
 
 # Terms held by at most this many documents are scored over all their postings; more
 # common ones are visited in impact order (see `_Impact`) and stop early.
-_SHORT_POSTINGS = 1024
+_SHORT_POSTINGS = 128
 # A selection whose documents times query terms is at most this is scored in full.
 _SMALL_SELECTION = 8192
+# How much of an impact order is sorted when it is built; walks rarely go deeper.
+_IMPACT_HEAD = 512
 # Bounds the memory of impact orders: about 12 bytes per entry.
 _MAX_IMPACT_ENTRIES = 2_000_000
 # An impact order is rebuilt once the averages it was built under drifted this far.
@@ -537,11 +543,8 @@ class _Norms:
 
     __slots__ = ("a", "averages", "c", "w")
 
-    def __init__(self, corpus: _Corpus, params: Bm25Parameters) -> None:
-        self.averages = tuple(
-            total / present if present else 1.0
-            for total, present in zip(corpus.totals, corpus.present, strict=True)
-        )
+    def __init__(self, averages: tuple[float, ...], params: Bm25Parameters) -> None:
+        self.averages = averages
         self.w = params.weights
         self.a = tuple(b / average for b, average in zip(params.b, self.averages, strict=True))
         self.c = tuple(1 - b for b in params.b)
@@ -553,6 +556,14 @@ class _Norms:
             w1 / (c1 + a1 * (packed_lengths >> 16 & _LENGTH_MAX)),
             w2 / (c2 + a2 * (packed_lengths & _LENGTH_MAX)),
         )
+
+    @classmethod
+    def of_corpus(cls, corpus: _Corpus, params: Bm25Parameters) -> _Norms:
+        averages = tuple(
+            total / present if present else 1.0
+            for total, present in zip(corpus.totals, corpus.present, strict=True)
+        )
+        return cls(averages, params)
 
     def drift(self, now: _Norms) -> float:
         """How much larger a document's term weight can be under ``now`` than here."""
@@ -573,22 +584,75 @@ def _term_weight(packed: int, norm: tuple[float, float, float]) -> float:
 class _Impact:
     """The documents holding one term, best first by ``tf / (tf + k1)``.
 
-    The order is computed under the norms of the moment it was built; later changes to
-    the corpus averages can only raise a document's value by the drift factor, which the
-    caller folds into its bounds. Kept current by insertions and deletions.
+    Only the best part is kept sorted (the *head*); the rest (the *tail*) is unsorted
+    but never worth more than ``limit``, the value every head entry reaches. A walk
+    rarely goes past the head; when it does, the tail is sorted in (`extend`). Values
+    are computed under the norms of the moment the order was built: later changes to
+    the corpus averages can raise a document's value by at most the drift factor, which
+    the caller folds into its bounds. Insertions and deletions keep all of it current.
     """
 
-    __slots__ = ("negated", "norms", "slots")
+    __slots__ = ("limit", "negated", "norms", "slots", "tail_negated", "tail_slots")
 
-    def __init__(self, norms: _Norms, negated: array[float], slots: array[int]) -> None:
+    def __init__(
+        self,
+        norms: _Norms,
+        negated: array[float],
+        slots: array[int],
+        tail_negated: array[float],
+        tail_slots: array[int],
+        limit: float,
+    ) -> None:
         self.norms = norms
-        self.negated = negated  # -value, ascending
-        self.slots = slots  # ascending within equal values
+        self.negated = negated  # head: -value ascending
+        self.slots = slots  # head: ascending within equal values
+        self.tail_negated = tail_negated
+        self.tail_slots = tail_slots
+        self.limit = limit  # no tail value exceeds it; every head value reaches it
+
+    def __len__(self) -> int:
+        return len(self.slots) + len(self.tail_slots)
 
     def locate(self, value: float, slot: int) -> int:
         low = bisect.bisect_left(self.negated, -value)
         high = bisect.bisect_right(self.negated, -value, low)
         return bisect.bisect_left(self.slots, slot, low, high)
+
+    def insert(self, value: float, slot: int) -> None:
+        if value > self.limit or not self.tail_slots:
+            at = self.locate(value, slot)
+            self.negated.insert(at, -value)
+            self.slots.insert(at, slot)
+        else:
+            self.tail_negated.append(-value)
+            self.tail_slots.append(slot)
+
+    def delete(self, value: float, slot: int) -> None:
+        at = self.locate(value, slot)
+        if at < len(self.slots) and self.slots[at] == slot and self.negated[at] == -value:
+            del self.negated[at]
+            del self.slots[at]
+            return
+        where = self.tail_slots.index(slot)
+        last = len(self.tail_slots) - 1
+        self.tail_slots[where] = self.tail_slots[last]
+        self.tail_negated[where] = self.tail_negated[last]
+        del self.tail_slots[last]
+        del self.tail_negated[last]
+
+    def extend(self) -> None:
+        """Sort the tail into the head: the walk went past everything sorted."""
+        merged = sorted(
+            zip(
+                (*self.negated, *self.tail_negated),
+                (*self.slots, *self.tail_slots),
+                strict=True,
+            )
+        )
+        self.negated = array("d", (value for value, _ in merged))
+        self.slots = array("I", (slot for _, slot in merged))
+        self.tail_negated, self.tail_slots = array("d"), array("I")
+        self.limit = -math.inf
 
 
 class _Corpus:
@@ -599,7 +663,7 @@ class _Corpus:
     def __init__(self) -> None:
         # term id -> ascending (slot << 32 | packed counts)
         self.postings: dict[int, array[int]] = {}
-        self.tags: dict[str, set[int]] = {}
+        self.tags: dict[int, array[int]] = {}  # tag id -> ascending slots
         self.size = 0
         self.totals = [0, 0, 0]
         # How many documents have a non-empty title / meta / content: a field's average
@@ -634,21 +698,32 @@ class TermIndex:
         self.params = params or Bm25Parameters()
         self._vocabulary: dict[str, int] = {}
         self._words: list[str] = []
-        self._lengths = array("Q")  # per slot: title << 32 | meta << 16 | content
-        self._terms_at = array("Q")  # per slot: start << 16 | count into _term_ids
+        self._tag_vocabulary: dict[str, int] = {}
+        self._tag_words: list[str] = []
+        self._scopes: list[str] = []
+        # Per slot: the scope's number + 1 (0: not indexed), packed field lengths
+        # (title << 32 | meta << 16 | content), and start << 16 | count into the term id
+        # and tag id arrays. Removed documents leave garbage that `_compact` drops.
+        self._scope_codes = bytearray()
+        self._lengths = array("Q")
+        self._terms_at = array("Q")
+        self._tags_at = array("Q")
         self._term_ids = array("I")
+        self._tag_ids = array("I")
+        self._count = 0
         self._garbage = 0
-        self._scope_of: dict[int, str] = {}
-        self._tags_of: dict[int, tuple[str, ...]] = {}
         self._corpora: dict[str, _Corpus] = {}
         self._lock = threading.Lock()
-        word_patterns()  # compile the analyser now, at startup, not on the first recall
 
     def __contains__(self, slot: int) -> bool:
-        return slot in self._scope_of
+        return slot < len(self._scope_codes) and self._scope_codes[slot] != 0
 
     def __len__(self) -> int:
-        return len(self._scope_of)
+        return self._count
+
+    def _tags(self, slot: int) -> array[int]:
+        at = self._tags_at[slot]
+        return self._tag_ids[at >> 16 : (at >> 16) + (at & 0xFFFF)]
 
     # -- maintenance --------------------------------------------------------------------
 
@@ -658,7 +733,7 @@ class TermIndex:
             corpus = self._corpora.get(scope)
             if corpus is None:
                 corpus = self._corpora[scope] = _Corpus()
-            norms = None
+                self._scopes.append(scope)
             vocabulary, words = self._vocabulary, self._words
             ids = array("I")
             key = slot << _SLOT_SHIFT
@@ -680,33 +755,40 @@ class TermIndex:
                     bucket.insert(bisect.bisect_left(bucket, entry), entry)
                 impact = corpus.impacts.get(term)
                 if impact is not None:
-                    norms = norms or impact.norms
                     value = _saturated(counts, impact.norms.of(packed_lengths), self.params.k1)
-                    at = impact.locate(value, slot)
-                    impact.negated.insert(at, -value)
-                    impact.slots.insert(at, slot)
+                    impact.insert(value, slot)
                     corpus.impact_entries += 1
+            tag_ids = array("I")
             for tag in document.tag_keys:
-                corpus.tags.setdefault(tag, set()).add(slot)
-            if document.tag_keys:
-                self._tags_of[slot] = tuple(sys.intern(tag) for tag in document.tag_keys)
+                tag_id = self._tag_vocabulary.get(tag)
+                if tag_id is None:
+                    tag_id = self._tag_vocabulary[tag] = len(self._tag_words)
+                    self._tag_words.append(sys.intern(tag))
+                tag_ids.append(tag_id)
+                holders = corpus.tags.get(tag_id)
+                if holders is None:
+                    corpus.tags[tag_id] = array("I", (slot,))
+                else:
+                    bisect.insort(holders, slot)
             corpus.size += 1
             for field, length in enumerate(lengths):
                 corpus.totals[field] += length
                 corpus.present[field] += length > 0
             self._grow(slot)
+            self._scope_codes[slot] = self._scopes.index(scope) + 1
             self._lengths[slot] = packed_lengths
             self._terms_at[slot] = len(self._term_ids) << 16 | len(ids)
             self._term_ids.extend(ids)
-            self._scope_of[slot] = scope
+            self._tags_at[slot] = len(self._tag_ids) << 16 | len(tag_ids)
+            self._tag_ids.extend(tag_ids)
+            self._count += 1
 
     def remove(self, slot: int) -> None:
         """Forget the record indexed under ``slot``; nothing happens if there is none."""
         with self._lock:
-            scope = self._scope_of.pop(slot, None)
-            if scope is None:
+            if slot not in self:
                 return
-            corpus = self._corpora[scope]
+            corpus = self._corpora[self._scopes[self._scope_codes[slot] - 1]]
             packed_lengths = self._lengths[slot]
             at = self._terms_at[slot]
             start, count = at >> 16, at & 0xFFFF
@@ -721,17 +803,15 @@ class TermIndex:
                 impact = corpus.impacts.get(term)
                 if impact is not None:
                     value = _saturated(counts, impact.norms.of(packed_lengths), self.params.k1)
-                    where = impact.locate(value, slot)
-                    del impact.negated[where]
-                    del impact.slots[where]
+                    impact.delete(value, slot)
                     corpus.impact_entries -= 1
-                    if not impact.slots:
+                    if not len(impact):
                         del corpus.impacts[term]
-            for tag in self._tags_of.pop(slot, ()):
-                holders = corpus.tags[tag]
-                holders.discard(slot)
+            for tag_id in self._tags(slot):
+                holders = corpus.tags[tag_id]
+                del holders[bisect.bisect_left(holders, slot)]
                 if not holders:
-                    del corpus.tags[tag]
+                    del corpus.tags[tag_id]
             corpus.size -= 1
             lengths = (
                 packed_lengths >> 32,
@@ -741,8 +821,11 @@ class TermIndex:
             for field, length in enumerate(lengths):
                 corpus.totals[field] -= length
                 corpus.present[field] -= length > 0
+            self._garbage += count + (self._tags_at[slot] & 0xFFFF)
+            self._scope_codes[slot] = 0
             self._terms_at[slot] = 0
-            self._garbage += count
+            self._tags_at[slot] = 0
+            self._count -= 1
             if self._garbage > max(len(self._term_ids) // 2, 1 << 16):
                 self._compact()
 
@@ -751,56 +834,73 @@ class TermIndex:
     def export(self) -> dict[str, Any]:
         """Everything needed to rebuild this index, as arrays, strings and numbers."""
         with self._lock:
-            slots = sorted(self._scope_of)
-            tagged = sorted(self._tags_of)
+            self._compact()
             corpora = {}
             for scope, corpus in self._corpora.items():
                 terms = array("I", sorted(corpus.postings))
-                sizes = array("I", (len(corpus.postings[term]) for term in terms))
-                data = array("Q")
+                tags = array("I", sorted(corpus.tags))
+                postings, holders = array("Q"), array("I")
                 for term in terms:
-                    data.extend(corpus.postings[term])
-                tags = sorted(corpus.tags)
+                    postings.extend(corpus.postings[term])
+                for tag in tags:
+                    holders.extend(corpus.tags[tag])
+                impacts = list(corpus.impacts.items())
+                values, holding, sizes = array("d"), array("I"), array("I")
+                for _, impact in impacts:
+                    values.extend(impact.negated)
+                    values.extend(impact.tail_negated)
+                    holding.extend(impact.slots)
+                    holding.extend(impact.tail_slots)
+                    sizes.extend((len(impact.slots), len(impact.tail_slots)))
                 corpora[scope] = {
+                    "impact_terms": array("I", (term for term, _ in impacts)),
+                    "impact_averages": [list(impact.norms.averages) for _, impact in impacts],
+                    "impact_limits": [impact.limit for _, impact in impacts],
+                    "impact_sizes": sizes,
+                    "impact_values": values,
+                    "impact_slots": holding,
                     "size": corpus.size,
                     "totals": list(corpus.totals),
                     "present": list(corpus.present),
                     "terms": terms,
-                    "sizes": sizes,
-                    "postings": data,
+                    "sizes": array("I", (len(corpus.postings[term]) for term in terms)),
+                    "postings": postings,
                     "tags": tags,
                     "tag_sizes": array("I", (len(corpus.tags[tag]) for tag in tags)),
-                    "tag_slots": array("I", (s for tag in tags for s in sorted(corpus.tags[tag]))),
+                    "tag_slots": holders,
                 }
-            self._compact()
             return {
                 "words": list(self._words),
+                "tag_words": list(self._tag_words),
+                "scopes": list(self._scopes),
+                "count": self._count,
+                "scope_codes": bytes(self._scope_codes),
                 "lengths": array("Q", self._lengths),
                 "terms_at": array("Q", self._terms_at),
+                "tags_at": array("Q", self._tags_at),
                 "term_ids": array("I", self._term_ids),
-                "slots": array("I", slots),
-                "slot_scopes": [self._scope_of[slot] for slot in slots],
-                "tagged": array("I", tagged),
-                "tag_counts": array("I", (len(self._tags_of[slot]) for slot in tagged)),
-                "slot_tags": [tag for slot in tagged for tag in self._tags_of[slot]],
+                "tag_ids": array("I", self._tag_ids),
                 "corpora": corpora,
             }
 
     @classmethod
     def restore(cls, data: dict[str, Any], params: Bm25Parameters | None = None) -> TermIndex:
-        """An index equal to the one `export` described."""
+        """An index equal to the one `export` described.
+
+        Raises ValueError when the parts do not fit together (ids out of range, sizes
+        that do not add up), so a damaged description is never used.
+        """
+        _check_parts(data)
         index = cls(params)
         index._words = [sys.intern(word) for word in data["words"]]
         index._vocabulary = {word: term for term, word in enumerate(index._words)}
-        index._lengths = array("Q", data["lengths"])
-        index._terms_at = array("Q", data["terms_at"])
-        index._term_ids = array("I", data["term_ids"])
-        index._scope_of = dict(zip(data["slots"], data["slot_scopes"], strict=True))
-        tags = iter(data["slot_tags"])
-        index._tags_of = {
-            slot: tuple(sys.intern(next(tags)) for _ in range(count))
-            for slot, count in zip(data["tagged"], data["tag_counts"], strict=True)
-        }
+        index._tag_words = [sys.intern(tag) for tag in data["tag_words"]]
+        index._tag_vocabulary = {tag: number for number, tag in enumerate(index._tag_words)}
+        index._scopes = list(data["scopes"])
+        index._count = data["count"]
+        index._scope_codes = bytearray(data["scope_codes"])
+        for name in ("lengths", "terms_at", "tags_at", "term_ids", "tag_ids"):
+            setattr(index, f"_{name}", array(data[name].typecode, data[name]))
         for scope, part in data["corpora"].items():
             corpus = index._corpora[scope] = _Corpus()
             corpus.size = part["size"]
@@ -811,29 +911,58 @@ class TermIndex:
             for term, size in zip(part["terms"], part["sizes"], strict=True):
                 corpus.postings[term] = postings[at : at + size]
                 at += size
-            slots: array[int] = part["tag_slots"]
+            holders: array[int] = part["tag_slots"]
             at = 0
             for tag, size in zip(part["tags"], part["tag_sizes"], strict=True):
-                corpus.tags[sys.intern(tag)] = set(slots[at : at + size])
+                corpus.tags[tag] = holders[at : at + size]
                 at += size
+            values, slots, sizes = part["impact_values"], part["impact_slots"], part["impact_sizes"]
+            at = 0
+            for number, term in enumerate(part["impact_terms"]):
+                head, tail = sizes[2 * number], sizes[2 * number + 1]
+                norms = _Norms(tuple(part["impact_averages"][number]), index.params)
+                corpus.impacts[term] = _Impact(
+                    norms,
+                    values[at : at + head],
+                    slots[at : at + head],
+                    values[at + head : at + head + tail],
+                    slots[at + head : at + head + tail],
+                    part["impact_limits"][number],
+                )
+                corpus.impact_entries += head + tail
+                if len(corpus.impacts[term]) != len(corpus.postings.get(term, ())):
+                    raise ValueError("impact sizes")
+                at += head + tail
+            if at != len(values) or len(values) != len(slots):
+                raise ValueError("impact values")
+            if slots and max(slots) >= len(index._scope_codes):
+                raise ValueError("impact slots")
         return index
 
     def _grow(self, slot: int) -> None:
         missing = slot + 1 - len(self._lengths)
         if missing > 0:
             grow = max(missing, len(self._lengths) // 2, 64)
-            self._lengths.extend(array("Q", bytes(8 * grow)))
-            self._terms_at.extend(array("Q", bytes(8 * grow)))
+            self._scope_codes.extend(bytes(grow))
+            for column in (self._lengths, self._terms_at, self._tags_at):
+                column.extend(array("Q", bytes(8 * grow)))
 
     def _compact(self) -> None:
-        """Drop the term ids of removed documents (they are only garbage)."""
-        ids = array("I")
-        for slot in self._scope_of:
-            at = self._terms_at[slot]
-            start, count = at >> 16, at & 0xFFFF
-            self._terms_at[slot] = len(ids) << 16 | count
-            ids.extend(self._term_ids[start : start + count])
-        self._term_ids = ids
+        """Drop the term and tag ids of removed documents (they are only garbage)."""
+        if not self._garbage:
+            return
+        terms, tags = array("I"), array("I")
+        for slot, code in enumerate(self._scope_codes):
+            if code:
+                for column, ids, source in (
+                    (self._terms_at, terms, self._term_ids),
+                    (self._tags_at, tags, self._tag_ids),
+                ):
+                    at = column[slot]
+                    start, count = at >> 16, at & 0xFFFF
+                    column[slot] = len(ids) << 16 | count
+                    ids.extend(source[start : start + count])
+        self._term_ids, self._tag_ids = terms, tags
         self._garbage = 0
 
     # -- ranking ------------------------------------------------------------------------
@@ -867,30 +996,75 @@ class TermIndex:
             if drift <= _MAX_DRIFT:
                 corpus.impacts.move_to_end(term)
                 return impact, drift
-            corpus.impact_entries -= len(impact.slots)
+            corpus.impact_entries -= len(impact)
             del corpus.impacts[term]
         bucket = corpus.postings[term]
         lengths, k1 = self._lengths, self.params.k1
-        negated = array(
-            "d",
-            (
-                -_saturated(entry & _COUNTS, norms.of(lengths[entry >> _SLOT_SHIFT]), k1)
-                for entry in bucket
-            ),
-        )
-        # A stable sort keeps equal values in ascending slot order (postings are sorted).
-        order = sorted(range(len(negated)), key=negated.__getitem__)
+        # Equal counts over equal lengths score alike, and both repeat a lot.
+        memo: dict[int, float] = {}
+        negated = array("d")
+        append = negated.append
+        for entry in bucket:
+            packed = lengths[entry >> _SLOT_SHIFT]
+            key = (entry & _COUNTS) << 48 | packed
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = -_saturated(entry & _COUNTS, norms.of(packed), k1)
+            append(value)
+        count = len(negated)
+        if count <= 2 * _IMPACT_HEAD:
+            head, rest = sorted(range(count), key=negated.__getitem__), []
+        else:
+            # nsmallest is stable: equal values keep ascending slot order.
+            head = heapq.nsmallest(_IMPACT_HEAD, range(count), key=negated.__getitem__)
+            chosen = set(head)
+            rest = [i for i in range(count) if i not in chosen]
         impact = _Impact(
             norms,
-            array("d", (negated[i] for i in order)),
-            array("I", (bucket[i] >> _SLOT_SHIFT for i in order)),
+            array("d", (negated[i] for i in head)),
+            array("I", (bucket[i] >> _SLOT_SHIFT for i in head)),
+            array("d", (negated[i] for i in rest)),
+            array("I", (bucket[i] >> _SLOT_SHIFT for i in rest)),
+            -negated[head[-1]] if rest else -math.inf,
         )
         corpus.impacts[term] = impact
-        corpus.impact_entries += len(order)
+        corpus.impact_entries += count
         while corpus.impact_entries > _MAX_IMPACT_ENTRIES and len(corpus.impacts) > 1:
             _, dropped = corpus.impacts.popitem(last=False)
-            corpus.impact_entries -= len(dropped.slots)
+            corpus.impact_entries -= len(dropped)
         return impact, 1.0
+
+
+def _check_parts(data: dict[str, Any]) -> None:
+    """Structural checks of an exported index, in whole-array operations."""
+    words, tag_words = data["words"], data["tag_words"]
+    codes: bytes = data["scope_codes"]
+    lengths, terms_at, tags_at = data["lengths"], data["terms_at"], data["tags_at"]
+    term_ids, tag_ids = data["term_ids"], data["tag_ids"]
+    if not len(codes) == len(lengths) == len(terms_at) == len(tags_at):
+        raise ValueError("document columns")
+    if codes and max(codes) > len(data["scopes"]):
+        raise ValueError("scope codes")
+    if data["count"] != len(codes) - codes.count(0):
+        raise ValueError("document count")
+    if (term_ids and max(term_ids) >= len(words)) or (tag_ids and max(tag_ids) >= len(tag_words)):
+        raise ValueError("ids")
+    for column, ids in ((terms_at, term_ids), (tags_at, tag_ids)):
+        if any((at >> 16) + (at & 0xFFFF) > len(ids) for at in column):
+            raise ValueError("id ranges")
+    for part in data["corpora"].values():
+        postings, terms, sizes = part["postings"], part["terms"], part["sizes"]
+        if len(terms) != len(sizes) or sum(sizes) != len(postings):
+            raise ValueError("postings sizes")
+        if terms and max(terms) >= len(words):
+            raise ValueError("postings terms")
+        if postings and max(postings) >> _SLOT_SHIFT >= len(codes):
+            raise ValueError("postings slots")
+        tags, tag_sizes, holders = part["tags"], part["tag_sizes"], part["tag_slots"]
+        if len(tags) != len(tag_sizes) or sum(tag_sizes) != len(holders):
+            raise ValueError("tag sizes")
+        if (tags and max(tags) >= len(tag_words)) or (holders and max(holders) >= len(codes)):
+            raise ValueError("tag ids")
 
 
 def _saturated(counts: int, norm: tuple[float, float, float], k1: float) -> float:
@@ -939,8 +1113,10 @@ class _Ranking:
         terms.sort(key=lambda item: (-item[0], item[1]))
         self.terms = terms
         self.ceiling = sum(idf for idf, _, _, _ in terms) + 1.0
-        self.tags = sorted(tag_keys)
-        self.norms = _Norms(corpus, index.params)
+        # Request tags no document carries can match nothing and are left out.
+        known = index._tag_vocabulary
+        self.tags = sorted(known[tag] for tag in tag_keys if tag in known)
+        self.norms = _Norms.of_corpus(corpus, index.params)
         self._norm_cache: dict[int, tuple[float, float, float]] = {}
         self.scores: dict[int, float] = {}
         self.best: list[float] = []  # min-heap of the ``limit`` best scores
@@ -956,7 +1132,7 @@ class _Ranking:
         """The exact score of one document, always summed in the same order."""
         total = 0.0
         if self.tags:
-            held = self.index._tags_of.get(slot, ())
+            held = self.index._tags(slot)
             for tag in self.tags:
                 if tag in held:
                     total += self.ceiling
@@ -1001,11 +1177,11 @@ class _Ranking:
         if eligible is not None and len(eligible) * max(1, len(self.terms)) <= _SMALL_SELECTION:
             # A small selection is cheaper to score in full than to find in the postings.
             for slot in sorted(eligible):
-                if slot in self.index._scope_of:
+                if slot in self.index:
                     self.consider(slot)
             return self._ranked()
         for tag in self.tags:
-            for slot in sorted(corpus.tags.get(tag, ())):
+            for slot in corpus.tags.get(tag, ()):
                 self.consider(slot)
         short = [item for item in self.terms if len(item[3]) <= _SHORT_POSTINGS]
         common = [item for item in self.terms if len(item[3]) > _SHORT_POSTINGS]
@@ -1052,6 +1228,8 @@ class _Ranking:
             bound = 0.0
             active = False
             for idf, impact, drift in walks:
+                if depth >= len(impact.slots) and impact.tail_slots:
+                    impact.extend()
                 if depth < len(impact.slots):
                     active = True
                     bound += idf * _inflated(-impact.negated[depth], drift)
@@ -1069,10 +1247,11 @@ class _Ranking:
             at = bisect.bisect_left(bucket, key)
             if at < len(bucket) and bucket[at] >> _SLOT_SHIFT == slot:
                 matched.update(self.surfaces[word])
-        held = self.index._tags_of.get(slot, ())
+        held = self.index._tags(slot)
+        words = self.index._tag_words
         return Hit(
             slot,
             self.scores[slot],
             frozenset(matched),
-            frozenset(tag for tag in self.tags if tag in held),
+            frozenset(words[tag] for tag in self.tags if tag in held),
         )

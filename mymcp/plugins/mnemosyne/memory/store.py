@@ -482,8 +482,26 @@ def _walk(
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         stats.skip(SkipReason.UNREADABLE)
         return
+    suffix, limit = RECORD_SUFFIX, stats.limit
     for entry in entries:
         name = entry.name
+        if name.endswith(suffix):
+            # Record-looking names need an lstat anyway; its mode answers the rest.
+            try:
+                info: os.stat_result | None = entry.stat(follow_symlinks=False)
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                stats.skip(SkipReason.SYMLINK)
+            elif info is not None and stat.S_ISDIR(info.st_mode):
+                if recursive:
+                    _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
+            else:
+                stats.candidates += 1
+                if stats.candidates > limit:
+                    raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+                visit(fd, prefix, name, info)
+            continue
         try:
             is_link = entry.is_symlink()
             is_dir = not is_link and entry.is_dir(follow_symlinks=False)
@@ -493,20 +511,11 @@ def _walk(
         if is_link:
             # A link's target is never examined, so in a one-level listing only links
             # that look like record files are worth reporting.
-            if recursive or name.endswith(RECORD_SUFFIX):
+            if recursive:
                 stats.skip(SkipReason.SYMLINK)
         elif is_dir:
             if recursive:
                 _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
-        elif name.endswith(RECORD_SUFFIX):
-            stats.candidates += 1
-            if stats.candidates > stats.limit:
-                raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
-            try:
-                info: os.stat_result | None = entry.stat(follow_symlinks=False)
-            except OSError:
-                info = None
-            visit(fd, prefix, name, info)
         elif is_temp_name(name):
             stats.temps.append((prefix, name))
 

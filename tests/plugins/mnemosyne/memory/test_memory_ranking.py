@@ -258,6 +258,8 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring(
     """Impact-order walks, patched postings and reused slots change no float."""
     monkeypatch.setattr(search_module, "_SHORT_POSTINGS", rare)
     monkeypatch.setattr(search_module, "_SMALL_SELECTION", 0)
+    # A tiny sorted head, so walks also meet the unsorted tail and sort it in.
+    monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
     generator = random.Random(7)
     vocabulary = [f"w{i}" for i in range(80)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
@@ -302,28 +304,41 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring(
             checked += 1
 
 
-def test_a_restored_term_index_ranks_the_same() -> None:
+def test_a_restored_term_index_ranks_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small bounds, so the saved state holds impact orders with unsorted tails too.
+    monkeypatch.setattr(search_module, "_SHORT_POSTINGS", 4)
+    monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
     generator = random.Random(11)
     vocabulary = [f"v{i}" for i in range(40)]
-    docs = {
-        slot: _candidate(
-            f"d{slot}",
-            f"ns/{slot}.json",
-            content=" ".join(generator.choices(vocabulary, k=20)),
-            tags=(vocabulary[slot % 5],),
-        )
-        for slot in range(60)
-    }
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+
+    def doc(slot: int) -> Doc:
+        text = " ".join(generator.choices(vocabulary, weights, k=20))
+        return _candidate(f"d{slot}", f"ns/{slot}.json", content=text, tags=(vocabulary[slot % 5],))
+
+    docs = {slot: doc(slot) for slot in range(60)}
     index = TermIndex()
-    for slot, doc in docs.items():
-        index.add(slot, "project", doc.terms)
+    for slot, item in docs.items():
+        index.add(slot, "project", item.terms)
     index.remove(3)
     del docs[3]
+    queries = ("v0 v1", "v2", "v1 v3 v5 v9", "v0 v0 v4", "nothing")
+    for text in queries:  # materialise impact orders before saving
+        _ranked(index, docs, text)
     restored = TermIndex.restore(index.export())
-    for text in ("v1 v2", "v7", "v1 v3 v5 v9", "nothing"):
-        for tags in (frozenset(), frozenset({"v2"})):
-            assert _ranked(restored, docs, text, tags=tags) == _ranked(index, docs, text, tags=tags)
     assert len(restored) == len(index) == 59
+    for round_ in range(3):
+        for text in queries:
+            for tags in (frozenset(), frozenset({"v2"})):
+                got = _ranked(restored, docs, text, tags=tags)
+                assert got == _ranked(index, docs, text, tags=tags), (round_, text)
+        # Both keep following the same changes.
+        slot = 60 + round_
+        docs[slot] = doc(slot)
+        for target in (index, restored):
+            target.add(slot, "project", docs[slot].terms)
+            target.remove(10 + round_)
+        del docs[10 + round_]
 
 
 # -- through the service --------------------------------------------------------------

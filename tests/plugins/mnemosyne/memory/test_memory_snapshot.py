@@ -169,7 +169,7 @@ def _rewrite(
     )
 
 
-@pytest.mark.parametrize("mismatch", ["format", "root", "inode"])
+@pytest.mark.parametrize("mismatch", ["format", "analysis", "root", "inode"])
 def test_a_foreign_snapshot_is_ignored(
     root: Path,
     cache: Path,
@@ -187,6 +187,8 @@ def test_a_foreign_snapshot_is_ignored(
     def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         if mismatch == "format":
             header["format"] = 99
+        elif mismatch == "analysis":
+            header["analysis"] += 1
         elif mismatch == "root":
             header["root"] = "/somewhere/else"
         else:
