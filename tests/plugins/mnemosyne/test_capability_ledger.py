@@ -1,4 +1,4 @@
-"""Decision D8: a published tool definition never changes under the same capability version.
+"""A published tool definition never changes under the same capability version.
 
 `capability_contract_ledger.json` (beside this file, owned by the tests) records, for each
 (tool, capability version), the SHA-256 of the canonical definition plus its top-level

@@ -1,4 +1,4 @@
-"""The published tool schemas: contract shape, llama.cpp safety (D8), domain consistency."""
+"""The published tool schemas: contract shape, portability, llama.cpp safety, domain consistency."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""How records live on disk: the record file format, no-follow access below the root,
-bounded candidate walks, the root's mutation lock and atomic, durable writes.
+"""The files under the memory root: the record file format, no-follow access, bounded
+candidate walks, inotify change notification, the root's mutation lock and atomic,
+durable writes with their temp-file hygiene.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -14,8 +16,11 @@ import os
 import re
 import secrets
 import stat
+import struct
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -295,10 +300,6 @@ class UnreadableCandidate(Exception):
         self.stamp = stamp
 
 
-def _unavailable() -> MemoryOperationError:
-    return MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
-
-
 def open_root(root: Path) -> int | None:
     """Open the memory root (the operator may point it through a symlink) or None if absent.
 
@@ -310,7 +311,7 @@ def open_root(root: Path) -> int | None:
     except FileNotFoundError:
         return None
     except OSError:
-        raise _unavailable() from None
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
 
 
 def open_child_directory(parent_fd: int, name: str) -> tuple[ChildState, int | None]:
@@ -384,7 +385,7 @@ _store_log = logging.getLogger("mymcp.memory.store")
 
 
 def log_skip(scope: Scope, reason: SkipReason) -> None:
-    """Report a passed-over entry with nothing but scope and reason (decision D6)."""
+    """Report a passed-over entry with nothing but scope and reason: logs stay content-free."""
     _store_log.warning("skipped scope=%s reason=%s", scope.value, reason.value)
 
 
@@ -594,10 +595,6 @@ _FIRST_POLL: Final = 0.001
 _LAST_POLL: Final = 0.05
 
 
-def _busy() -> MemoryOperationError:
-    return MemoryOperationError(ErrorCode.MEMORY_BUSY)
-
-
 @contextlib.contextmanager
 def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
     """Hold the exclusive mutation lock of ``root`` (which must exist) for the block.
@@ -610,7 +607,7 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
     deadline = time.monotonic() + timeout
     thread_lock = _thread_lock(root)
     if not thread_lock.acquire(timeout=max(timeout, 0.0)):
-        raise _busy()
+        raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
     try:
         fd = _open_lock_file(root)
         try:
@@ -622,7 +619,7 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
                 except BlockingIOError:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise _busy() from None
+                        raise MemoryOperationError(ErrorCode.MEMORY_BUSY) from None
                     time.sleep(min(pause, remaining))
                     pause = min(pause * 2, _LAST_POLL)
                 except OSError:
@@ -644,10 +641,6 @@ DIRECTORY_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
 _TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_ATTEMPTS: Final = 16
-
-
-def _error(code: ErrorCode) -> MemoryOperationError:
-    return MemoryOperationError(code)
 
 
 def file_digest(data: bytes) -> bytes:
@@ -679,14 +672,14 @@ def ensure_root(root: Path) -> None:
     symlinks; only what lies below the root is held to the no-symlink rule.
     """
     if not root.is_absolute():
-        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
     missing: list[str] = []
     existing = root
     try:
         while not os.path.isdir(existing):
             if os.path.lexists(existing) or existing.parent == existing:
                 # Something that is not a directory (or a dangling link) is in the way.
-                raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
             missing.append(existing.name)
             existing = existing.parent
         if not missing:
@@ -698,7 +691,7 @@ def ensure_root(root: Path) -> None:
                 if child is None:
                     state, child = open_child_directory(fd, name)
                     if state is not ChildState.DIRECTORY or child is None:
-                        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+                        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
                 os.close(fd)
                 fd = child
         finally:
@@ -706,7 +699,7 @@ def ensure_root(root: Path) -> None:
     except MemoryOperationError:
         raise
     except OSError:
-        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
 
 
 def _open_directories(root: Path, names: RelativePath, *, create: bool) -> int:
@@ -718,19 +711,19 @@ def _open_directories(root: Path, names: RelativePath, *, create: bool) -> int:
     try:
         fd = os.open(root, _DIRECTORY_FLAGS)
     except OSError:
-        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
     try:
         for name in names:
             state, child = open_child_directory(fd, name)
             if state is ChildState.MISSING:
                 if not create:
-                    raise _error(ErrorCode.WRITE_CONFLICT)
+                    raise MemoryOperationError(ErrorCode.WRITE_CONFLICT)
                 child = _make_private_directory(fd, name)
                 if child is None:  # created concurrently by hand: open what is there now
                     state, child = open_child_directory(fd, name)
             if child is None:
                 # A symlink, a non-directory or an unreadable entry: never written through.
-                raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
             os.close(fd)
             fd = child
     except MemoryOperationError:
@@ -738,7 +731,7 @@ def _open_directories(root: Path, names: RelativePath, *, create: bool) -> int:
         raise
     except OSError:
         close_quietly(fd)
-        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
     return fd
 
 
@@ -757,7 +750,7 @@ def _write_temp(dir_fd: int, final_name: str, data: bytes) -> str:
         except FileExistsError:
             continue
         except OSError:
-            raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+            raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         try:
             try:
                 os.fchmod(fd, FILE_MODE)
@@ -770,9 +763,9 @@ def _write_temp(dir_fd: int, final_name: str, data: bytes) -> str:
                 os.close(fd)
         except OSError:
             _unlink_quietly(dir_fd, name)
-            raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+            raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         return name
-    raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
 
 
 def _remove_all_temps(dir_fd: int) -> None:
@@ -781,7 +774,7 @@ def _remove_all_temps(dir_fd: int) -> None:
         with os.scandir(dir_fd) as iterator:
             names = [entry.name for entry in iterator if is_temp_name(entry.name)]
     except OSError:
-        raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
     for name in names:
         _unlink_quietly(dir_fd, name)
 
@@ -883,16 +876,16 @@ class RecordWriter:
                 try:
                     os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
                 except FileExistsError:
-                    raise _error(ErrorCode.WRITE_CONFLICT) from None
+                    raise MemoryOperationError(ErrorCode.WRITE_CONFLICT) from None
                 except OSError:
-                    raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
                 try:
                     os.fsync(dir_fd)
                 except OSError:
                     # The record is linked but may not survive a crash; a retry finds it
                     # as a duplicate, so the caller is told the source misbehaved.
                     self._index.invalidate(parts)
-                    raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
             finally:
                 _unlink_quietly(dir_fd, temp)
             self._remember_written(dir_fd, parts, data)
@@ -910,11 +903,11 @@ class RecordWriter:
             try:
                 if _digest_on_disk(dir_fd, name) != expected_digest:
                     self._index.invalidate(parts)
-                    raise _error(ErrorCode.WRITE_CONFLICT)
+                    raise MemoryOperationError(ErrorCode.WRITE_CONFLICT)
                 try:
                     os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 except OSError:
-                    raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                    raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
                 replaced = True
             finally:
                 if not replaced:
@@ -923,7 +916,7 @@ class RecordWriter:
                 os.fsync(dir_fd)
             except OSError:
                 self._index.invalidate(parts)
-                raise _error(ErrorCode.REPLACEMENT_OUTCOME_UNCERTAIN) from None
+                raise MemoryOperationError(ErrorCode.REPLACEMENT_OUTCOME_UNCERTAIN) from None
             self._remember_written(dir_fd, parts, data)
         finally:
             os.close(dir_fd)
@@ -941,18 +934,263 @@ class RecordWriter:
             name = parts[-1]
             if _digest_on_disk(dir_fd, name) != expected_digest:
                 self._index.invalidate(parts)
-                raise _error(ErrorCode.WRITE_CONFLICT)
+                raise MemoryOperationError(ErrorCode.WRITE_CONFLICT)
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except FileNotFoundError:
                 self._index.invalidate(parts)
-                raise _error(ErrorCode.WRITE_CONFLICT) from None
+                raise MemoryOperationError(ErrorCode.WRITE_CONFLICT) from None
             except OSError:
-                raise _error(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
             self._index.invalidate(parts)
             try:
                 os.fsync(dir_fd)
             except OSError:
-                raise _error(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
+                raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
         finally:
             os.close(dir_fd)
+
+
+# -- inotify change notification -----------------------------------------------------------
+
+# <sys/inotify.h>
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ISDIR = 0x40000000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+# Everything that can change what a directory lists or what a listed file holds.
+# IN_ATTRIB covers chmod (readability) and utime; atime updates from our own reads do
+# not raise it. IN_EXCL_UNLINK: an unlinked file still held open elsewhere is gone for us.
+WATCH_MASK = (
+    IN_CREATE
+    | IN_DELETE
+    | IN_MODIFY
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_ATTRIB
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+    | IN_EXCL_UNLINK
+)
+
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+_READ_SIZE = 64 * 1024
+# Events that say something happened to a watched directory as a whole, or to the queue.
+_RESCAN_MASK = IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one drain of the event queue saw.
+
+    ``entries`` are the (watched directory parts, entry name) pairs named by events about
+    non-directory entries; ``rescan`` is set when some event cannot be attributed to one
+    such entry, so only a full walk can tell what changed.
+    """
+
+    rescan: bool = False
+    entries: set[tuple[RelativePath, str]] = field(default_factory=set)
+
+
+# statfs f_type of local filesystems, where every change goes through this kernel and
+# so raises inotify events. Anything else (NFS, SMB, FUSE, 9p, Ceph, ...) can change
+# behind our back: the index then always walks.
+_LOCAL_FILESYSTEMS = frozenset(
+    {
+        0xEF53,  # ext2/3/4
+        0x58465342,  # xfs
+        0x9123683E,  # btrfs
+        0x01021994,  # tmpfs
+        0x858458F6,  # ramfs
+        0x794C7630,  # overlayfs
+        0x2FC12FC1,  # zfs
+        0xF2F52010,  # f2fs
+        0xCA451A4E,  # bcachefs
+        0x52654973,  # reiserfs
+        0x3153464A,  # jfs
+        0x4D44,  # vfat
+        0x2011BAB0,  # exfat
+        0x5346544E,  # ntfs
+        0x7366746E,  # ntfs3
+        0x482B,  # hfsplus
+    }
+)
+
+
+@functools.cache
+def load_libc() -> Any | None:
+    """libc through ctypes with the inotify entry points typed, or None where unusable."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes  # here, not at import time: only a built index needs it
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.inotify_init1.argtypes = [ctypes.c_int]
+        libc.inotify_init1.restype = ctypes.c_int
+        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        libc.inotify_add_watch.restype = ctypes.c_int
+        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.inotify_rm_watch.restype = ctypes.c_int
+        libc.fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fstatfs.restype = ctypes.c_int
+    except (ImportError, OSError, AttributeError):
+        return None
+    return libc
+
+
+class Watcher:
+    """One inotify instance watching the directories of one memory root.
+
+    Callers serialise all use (the index does, under its lock). ``watch`` arms a
+    directory from an open descriptor, ``drain`` consumes the queue and reports which
+    entries the events named (or that a walk is needed). The descriptor is closed by
+    :meth:`close` or, at the latest, when the watcher is garbage collected.
+    """
+
+    def __init__(self, libc: Any, fd: int) -> None:
+        self._libc = libc
+        self._fd = fd
+        # Watch descriptor -> root-relative parts of the directory it was placed on.
+        self._watches: dict[int, RelativePath] = {}
+        self._local_devices: dict[int, bool] = {}
+        self._finalizer = weakref.finalize(self, _close, fd)
+        self.broken = False
+
+    @classmethod
+    def create(cls) -> Watcher | None:
+        """A new watcher, or None where inotify is unavailable."""
+        libc = load_libc()
+        if libc is None:
+            return None
+        try:
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except Exception:  # a libc without the entry point: no fast path
+            return None
+        if fd < 0:  # EMFILE (max_user_instances), ENOSYS, ...
+            return None
+        return cls(libc, fd)
+
+    @property
+    def fileno(self) -> int:
+        return self._fd
+
+    @property
+    def watch_count(self) -> int:
+        return len(self._watches)
+
+    def close(self) -> None:
+        self.broken = True
+        self._watches.clear()
+        self._finalizer()
+
+    def watch(self, dir_fd: int, parts: RelativePath = ()) -> bool:
+        """Watch the directory open as ``dir_fd`` (at ``parts`` under the root); False when
+        it cannot be (walk each call).
+
+        The watch is placed through ``/proc/self/fd``: the magic link names exactly the
+        directory we opened without following symlinks, so no lookup by path can be raced
+        into watching something else. (That is also why IN_DONT_FOLLOW is not set here: it
+        would watch the magic link itself.) Watching a directory twice returns the same
+        descriptor, so re-arming after each walk is cheap.
+        """
+        if self.broken:
+            return False
+        try:
+            device = os.fstat(dir_fd).st_dev
+        except OSError:
+            return False
+        local = self._local_devices.get(device)
+        if local is None:
+            local = self._local_devices[device] = self._is_local(dir_fd)
+        if not local:
+            return False
+        path = f"/proc/self/fd/{dir_fd}".encode()
+        wd = self._libc.inotify_add_watch(self._fd, path, WATCH_MASK)
+        if wd < 0:
+            # ENOSPC (max_user_watches), ENOENT (no /proc), EACCES, ...: not armed.
+            return False
+        # Re-watching a directory returns the same descriptor; the latest parts win.
+        self._watches[wd] = parts
+        return True
+
+    def drain(self) -> Changes | None:
+        """Consume every queued event; None when there was none.
+
+        Watches the kernel dropped (IN_IGNORED) or that followed a directory elsewhere
+        (IN_MOVE_SELF) are forgotten so the next walk re-arms what it visits. A read
+        failure other than "nothing queued" marks the watcher broken (and asks for a
+        rescan).
+        """
+        if self.broken:
+            return Changes(rescan=True)
+        changes: Changes | None = None
+        while True:
+            try:
+                data = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:
+                return changes
+            except InterruptedError:
+                continue
+            except OSError:
+                self.broken = True
+                return Changes(rescan=True)
+            if not data:
+                return changes
+            if changes is None:
+                changes = Changes()
+            self._collect(data, changes)
+
+    def _collect(self, data: bytes, changes: Changes) -> None:
+        offset, size = 0, _EVENT.size
+        watches = self._watches
+        while offset + size <= len(data):
+            wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+            name = data[offset + size : offset + size + length].rstrip(b"\0")
+            offset += size + length
+            if mask & IN_IGNORED:
+                watches.pop(wd, None)
+            elif mask & (IN_MOVE_SELF | IN_DELETE_SELF) and wd in watches:
+                # The kernel sends IN_IGNORED after a deletion; a moved directory keeps
+                # its watch wherever it went, so drop it ourselves.
+                del watches[wd]
+                self._libc.inotify_rm_watch(self._fd, wd)
+            parts = watches.get(wd)
+            if mask & _RESCAN_MASK or parts is None or not name:
+                # The queue, a watch or a directory as a whole changed (or an event about
+                # the directory itself, e.g. its permissions): only a walk can tell.
+                changes.rescan = True
+            else:
+                changes.entries.add((parts, os.fsdecode(name)))
+
+    def _is_local(self, dir_fd: int) -> bool:
+        # struct statfs starts with f_type (a C long on every Linux ABI that matters; on
+        # others the value read is garbage, which is "not local": the safe answer).
+        import ctypes
+
+        buffer = ctypes.create_string_buffer(256)
+        if self._libc.fstatfs(dir_fd, buffer) != 0:
+            return False
+        f_type = ctypes.c_long.from_buffer(buffer).value & 0xFFFFFFFF
+        return f_type in _LOCAL_FILESYSTEMS
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)

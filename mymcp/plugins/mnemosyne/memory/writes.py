@@ -4,7 +4,7 @@ Raw tool arguments come in, JSON-ready outcomes go out. Each operation validates
 arguments by hand, applies the content policy where text is supplied, and only then
 touches the filesystem, always inside the root's mutation lock. Any refusal or error
 leaves the memory tree unchanged (the lock file aside). Every call ends with exactly
-one content-free log event on ``mcp.memory_<tool>`` (decision D6).
+one content-free log event on ``mcp.memory_<tool>``.
 """
 
 from __future__ import annotations

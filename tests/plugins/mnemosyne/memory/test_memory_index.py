@@ -1,4 +1,4 @@
-"""Discovery and the revalidated in-process index (decision D9)."""
+"""Discovery and the revalidated in-process index."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def test_remember_creates_one_canonical_record(tmp_path: Path) -> None:
     assert set(result) == {"status", "reference", "lifecycle"}
     assert result["status"] == "remembered"
     reference = result["reference"]
-    assert reference["schema_version"] == 2  # D7: usable by memory_inspect unchanged
+    assert reference["schema_version"] == 2  # usable by memory_inspect unchanged
     assert reference["scope"] == "project"
     assert (reference["namespace_id"], reference["collection_id"]) == ("mnemosyne", "decisions")
     assert re.fullmatch("mem_[0-9a-f]{32}", reference["id"])

@@ -90,7 +90,13 @@ class MemoryMachine(RuleBasedStateMachine):
     # -- what is on disk ------------------------------------------------------------------
 
     def _files(self) -> list[Path]:
-        return sorted(self.root.rglob("*.json"))
+        """Every record file, in the order first seen (file names hold random ids, and
+        hypothesis needs the same steps to draw the same file on every replay)."""
+        order = self.__dict__.setdefault("_order", {})
+        files = sorted(self.root.rglob("*.json"))
+        for path in files:
+            order.setdefault(path, len(order))
+        return sorted(files, key=order.__getitem__)
 
     def _on_disk(self) -> dict[str, Any]:
         """Reference JSON -> record, for every valid record file (a brute-force re-read)."""
@@ -181,7 +187,7 @@ class MemoryMachine(RuleBasedStateMachine):
         canonical = [r for r in self._on_disk().values() if isinstance(r, MemoryRecordV2)]
         if not canonical:
             return
-        record = data.draw(st.sampled_from(sorted(canonical, key=lambda r: r.id)))
+        record = data.draw(st.sampled_from(canonical))
         reference = reference_of(record, Scope.PROJECT).to_json()
         arguments: dict[str, Any] = {
             "reference": reference,

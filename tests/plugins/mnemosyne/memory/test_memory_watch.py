@@ -1,4 +1,4 @@
-"""The inotify fast path of the memory index: nothing changed means no walk (decision D9).
+"""The inotify fast path of the memory index: nothing changed means no walk.
 
 Every test checks two things: that an unchanged root is served without a walk, and that
 each kind of hand change is seen by the very next call.
@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope
-from mymcp.plugins.mnemosyne.memory import index as index_module
+from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, store
 
 from .conftest import scan
 
@@ -275,7 +274,7 @@ def test_queue_overflow_falls_back_to_walking(
 def test_without_inotify_the_index_walks_every_call(
     root: Path, write: Writer, v1: Factory, walks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(index_module, "load_libc", lambda: None)  # non-Linux or ctypes failure
+    monkeypatch.setattr(store, "load_libc", lambda: None)  # non-Linux or ctypes failure
     write(v1(memory_id="one"), "project/one.json")
     index = MemoryIndex(root)
     assert not index.watching
@@ -346,11 +345,11 @@ def test_nothing_is_loaded_or_opened_at_import() -> None:
     code = (
         "import os, sys\n"
         "import mymcp.plugins.mnemosyne.memory as memory\n"
-        "from mymcp.plugins.mnemosyne.memory import index as index_module\n"
+        "from mymcp.plugins.mnemosyne.memory import store\n"
         "from pathlib import Path\n"
         "fds = [str(p.readlink()) for p in Path('/proc/self/fd').iterdir() if p.exists()]\n"
         "print(any('inotify' in fd for fd in fds), 'ctypes' in sys.modules,\n"
-        "      index_module.load_libc.cache_info().currsize)\n"
+        "      store.load_libc.cache_info().currsize)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
