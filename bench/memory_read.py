@@ -32,6 +32,7 @@ import argparse
 import math
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -210,7 +211,10 @@ def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
                         client, "memory_list", {"scope": SCOPE.value, "cursor": cursor}
                     )
                     next_pages.append(elapsed)
-            # The server saved its index snapshot on the way out; start again.
+                # Interrupted, the server saves its index snapshot on its way out.
+                running.process.send_signal(signal.SIGINT)
+                running.process.wait(timeout=600)
+            # Start again over the same root and cache.
             with server(sandbox, root) as (client, _running):
                 row["warm_recall"], _ = timed(
                     client, "memory_recall", {"query": queries[1], "scope": SCOPE.value}
