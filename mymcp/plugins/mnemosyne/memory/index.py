@@ -1136,17 +1136,39 @@ class MemoryIndex:
         if directory is None:
             return False
         started = time.perf_counter()
-        with self._lock:
-            if not self._started:
-                return False
-            if self._saving is not None:  # this save covers what the timer would
-                self._saving.cancel()
-                self._saving = None
-            payload = _snapshot_bytes(self)
-            self._unsaved = 0
-        saved = _write_snapshot(directory, self.root, payload)
+        with _SAVES:
+            with self._lock:
+                if not self._started:
+                    return False
+                if self._saving is not None:  # this save covers what the timer would
+                    self._saving.cancel()
+                    self._saving = None
+                payload = _snapshot_bytes(self)
+                self._unsaved = 0
+            saved = _write_snapshot(directory, self.root, payload)
         self._save_seconds = time.perf_counter() - started
         return saved
+
+    def drop_snapshot(self) -> None:
+        """Delete the saved snapshot now; a fresh one follows shortly.
+
+        The snapshot holds titles and indexed words, so after a record is forgotten no
+        copy of them may stay on disk: the file (and any temp file of an interrupted
+        save) goes at once, and the next save no longer has the record.
+
+        Raises MemoryOperationError(deletion_outcome_uncertain) when it cannot be removed.
+        """
+        directory = self._snapshot_directory
+        if directory is None:
+            return
+        with _SAVES:
+            try:
+                _remove_snapshot(directory, self.root)
+            except OSError:
+                raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
+            with self._lock:
+                self._unsaved += 1
+                self._schedule_save()
 
 
 def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
@@ -1166,13 +1188,18 @@ def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:
 
 def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
     index = reference()
-    if index is None or not index._unsaved:
+    if index is None:
         return
     saving = index._saving
     if saving is not None:
         saving.cancel()
-    with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
-        index.save()
+    # A save running in a background thread would be cut off when the process ends:
+    # wait for it, then save whatever it did not cover.
+    with _SAVES:
+        pass
+    if index._unsaved:
+        with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
+            index.save()
 
 
 # -- snapshot format --------------------------------------------------------------------------
@@ -1349,12 +1376,57 @@ def _snapshot_bytes(index: MemoryIndex) -> bytes:
     return _MAGIC + _HEADER.pack(len(encoded)) + encoded + payload
 
 
+_SAVES: Final = threading.Lock()  # one snapshot write or removal at a time per process
+
+
+def _snapshot_temps(target: Path) -> Iterator[tuple[Path, int]]:
+    """Temp files of interrupted or running saves of ``target``, with their writer's pid."""
+    prefix = f".{target.name}."
+    try:
+        names = os.listdir(target.parent)
+    except FileNotFoundError:
+        return
+    for name in names:
+        pid, _, rest = name.removeprefix(prefix).partition(".")
+        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and rest:
+            yield target.parent / name, int(pid)
+
+
+def _sweep_snapshot_temps(target: Path) -> None:
+    """Remove temp files this process or a process that no longer runs left behind.
+
+    Called holding `_SAVES`, so none of this process's saves is running.
+    """
+    for path, pid in _snapshot_temps(target):
+        if pid == os.getpid() or not _running(pid):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_snapshot(directory: Path, root: Path) -> None:
+    target = snapshot_path(directory, root)
+    _sweep_snapshot_temps(target)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
+
+
 def _write_snapshot(directory: Path, root: Path, payload: bytes) -> bool:
     """Replace the snapshot file atomically; False (and a log line) when that failed."""
     target = snapshot_path(directory, root)
     temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _sweep_snapshot_temps(target)
         fd = os.open(
             temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )

@@ -800,6 +800,8 @@ class TermIndex:
                 del bucket[index]
                 if not bucket:
                     del corpus.postings[term]
+                    if not any(term in other.postings for other in self._corpora.values()):
+                        self._drop_word(term)
                 impact = corpus.impacts.get(term)
                 if impact is not None:
                     value = _saturated(counts, impact.norms.of(packed_lengths), self.params.k1)
@@ -812,6 +814,8 @@ class TermIndex:
                 del holders[bisect.bisect_left(holders, slot)]
                 if not holders:
                     del corpus.tags[tag_id]
+                    if not any(tag_id in other.tags for other in self._corpora.values()):
+                        self._drop_tag(tag_id)
             corpus.size -= 1
             lengths = (
                 packed_lengths >> 32,
@@ -828,6 +832,16 @@ class TermIndex:
             self._count -= 1
             if self._garbage > max(len(self._term_ids) // 2, 1 << 16):
                 self._compact()
+
+    def _drop_word(self, term: int) -> None:
+        # No document holds the word any more: its text leaves the vocabulary (and so
+        # every later snapshot); the number stays unused, a new use gets a new one.
+        del self._vocabulary[self._words[term]]
+        self._words[term] = ""
+
+    def _drop_tag(self, tag_id: int) -> None:
+        del self._tag_vocabulary[self._tag_words[tag_id]]
+        self._tag_words[tag_id] = ""
 
     # -- persistence --------------------------------------------------------------------
 
@@ -893,9 +907,9 @@ class TermIndex:
         _check_parts(data)
         index = cls(params)
         index._words = [sys.intern(word) for word in data["words"]]
-        index._vocabulary = {word: term for term, word in enumerate(index._words)}
+        index._vocabulary = {word: term for term, word in enumerate(index._words) if word}
         index._tag_words = [sys.intern(tag) for tag in data["tag_words"]]
-        index._tag_vocabulary = {tag: number for number, tag in enumerate(index._tag_words)}
+        index._tag_vocabulary = {tag: number for number, tag in enumerate(index._tag_words) if tag}
         index._scopes = list(data["scopes"])
         index._count = data["count"]
         index._scope_codes = bytearray(data["scope_codes"])

@@ -202,6 +202,7 @@ class MutationService:
             if not record.lifecycle.archived:
                 raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
             RecordWriter(index).delete(found.parts, found.digest)
+            index.drop_snapshot()  # it holds the title and words; rewritten without them
         return {"status": "forgotten", "reference": reference.to_json()}
 
     def _transition(

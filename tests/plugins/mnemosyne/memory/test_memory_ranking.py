@@ -341,6 +341,33 @@ def test_a_restored_term_index_ranks_the_same(monkeypatch: pytest.MonkeyPatch) -
         del docs[10 + round_]
 
 
+def test_words_no_record_holds_any_more_leave_the_saved_vocabulary() -> None:
+    index = TermIndex()
+    shared = _candidate("a", "ns/a.json", content="kiwi orchard")
+    single = _candidate("b", "ns/b.json", title="Quokka", content="kiwi", tags=("zqxtag",))
+    other_scope = _candidate("c", "ns/c.json", content="orchard wombat")
+    index.add(0, "project", shared.terms)
+    index.add(1, "project", single.terms)
+    index.add(2, "knowledge", other_scope.terms)
+    assert {"quokka", "zqxtag"} <= set(index.export()["words"] + index.export()["tag_words"])
+    index.remove(1)
+    saved = index.export()
+    assert "quokka" not in saved["words"]
+    assert "zqxtag" not in saved["tag_words"]
+    assert {"kiwi", "orchard", "wombat"} <= set(saved["words"])
+    index.remove(0)  # "orchard" is still held in the other scope, "kiwi" is not
+    saved = index.export()
+    assert "kiwi" not in saved["words"]
+    assert "orchard" in saved["words"]
+    # A dropped word that comes back is found again, before and after a restore.
+    index.add(3, "project", _candidate("d", "ns/d.json", content="quokka kiwi").terms)
+    docs = {3: _candidate("d", "ns/d.json"), 2: other_scope}
+    assert [hit for hit, _ in _ranked(index, docs, "quokka")] == ["d"]
+    restored = TermIndex.restore(index.export())
+    assert [hit for hit, _ in _ranked(restored, docs, "quokka kiwi")] == ["d"]
+    assert _ranked(restored, docs, "zqxtag") == []
+
+
 # -- through the service --------------------------------------------------------------
 
 

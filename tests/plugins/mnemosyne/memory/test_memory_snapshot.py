@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
+import weakref
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +22,13 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryIndex, MemoryService, Scope
+from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
+    MemoryIndex,
+    MemoryService,
+    MutationService,
+    Scope,
+)
 from mymcp.plugins.mnemosyne.memory import index as index_module
 
 from .conftest import scan
@@ -338,3 +347,117 @@ def test_the_service_keeps_its_snapshot_and_starts_warm(
     assert second.recall({"query": "kiwis", "scope": "project"}).payload == answer
     # Only the recalled records' files were read, for their content.
     assert count_reads["read"] - before["read"] == len(answer["memories"])
+
+
+def test_forget_leaves_no_copy_of_the_record_in_the_cache(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    reads = MemoryService(
+        lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+    )
+    writes = MutationService(reads, 10_000)
+    remembered = writes.remember(
+        {
+            "scope": "project",
+            "namespace": {"kind": "project", "id": "ns0", "label": None},
+            "collection": None,
+            "kind": "decision",
+            "language": "en",
+            "title": "Quokka sightings",
+            "content": "zqxforgotten quokkas were seen near the kiwis",
+            "tags": ["zqxtag"],
+            "origin": "explicit_user_statement",
+        }
+    ).payload
+    assert remembered["status"] == "remembered", remembered
+    index = reads.current_index()
+    assert index.save()
+    path = index_module.snapshot_path(cache, root)
+    traces = (b"quokka", b"zqxforgotten", b"zqxtag")
+    assert all(trace in path.read_bytes().lower() for trace in traces)  # it held them
+    # A save interrupted in a process that no longer runs left a full copy too.
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = path.with_name(f".{path.name}.{int(ended.stdout)}.1.tmp")
+    stale.write_bytes(path.read_bytes())
+    reference = remembered["reference"]
+    archived = writes.archive({"reference": reference, "expected_revision": 1}).payload
+    forgotten = writes.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+
+    def holding() -> list[str]:
+        return [
+            p.name
+            for p in cache.iterdir()
+            if any(trace in p.read_bytes().lower() for trace in traces)
+        ]
+
+    assert holding() == []
+    # The next snapshot has every other record and no trace of the forgotten one.
+    assert index.save()
+    assert path.is_file()
+    assert holding() == []
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
+
+
+class _WatchedLock:
+    """A lock that reports when a thread other than the first holder asks for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.contended.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_leaving_the_process_waits_for_a_save_running_in_the_background(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+) -> None:
+    _fill(write, v1, v2)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    lock = _WatchedLock()
+    monkeypatch.setattr(index_module, "_SAVES", lock)
+    writing, release = threading.Event(), threading.Event()
+    events: list[str] = []
+    real_write = index_module._write_snapshot
+
+    def held_write(*args: Any) -> bool:
+        writing.set()
+        assert release.wait(30)
+        saved = real_write(*args)
+        events.append("background save done")
+        return saved
+
+    monkeypatch.setattr(index_module, "_write_snapshot", held_write)
+    background = threading.Thread(target=index.save)
+    background.start()
+    assert writing.wait(30)
+
+    def leave() -> None:
+        index_module._save_at_exit(weakref.ref(index))
+        events.append("exit handler done")
+
+    leaving = threading.Thread(target=leave)
+    leaving.start()
+    # The exit handler asks for the save lock while the background save holds it ...
+    assert lock.contended.wait(30)
+    release.set()
+    background.join(30)
+    leaving.join(30)
+    # ... and returns only once that save is complete, so the process never ends mid-write.
+    assert events == ["background save done", "exit handler done"]
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(index)
