@@ -533,6 +533,13 @@ _IMPACT_HEAD = 512
 _MAX_IMPACT_ENTRIES = 2_000_000
 # An impact order is rebuilt once the averages it was built under drifted this far.
 _MAX_DRIFT = 1.25
+# A query whose terms' postings add up to at most this is scored term at a time over
+# all of them, from per-term scores kept until the scope changes (a term whose scores
+# are kept counts an eighth: adding them up is that much cheaper than computing them);
+# longer ones walk impact orders.
+_TERM_AT_A_TIME_POSTINGS = 20_000
+# Bounds the memory of the kept per-term scores.
+_MAX_GAIN_ENTRIES = 1 << 19
 # Relative margin when comparing a bound with a score: far above the rounding error of
 # summing a query's term scores, far below any real difference.
 _SLACK = 1e-9
@@ -658,7 +665,18 @@ class _Impact:
 class _Corpus:
     """Postings and length statistics of the active records of one scope."""
 
-    __slots__ = ("impact_entries", "impacts", "postings", "present", "size", "tags", "totals")
+    __slots__ = (
+        "gain_entries",
+        "gains",
+        "impact_entries",
+        "impacts",
+        "norms",
+        "postings",
+        "present",
+        "size",
+        "tags",
+        "totals",
+    )
 
     def __init__(self) -> None:
         # term id -> ascending (slot << 32 | packed counts)
@@ -671,6 +689,17 @@ class _Corpus:
         self.present = [0, 0, 0]
         self.impacts: OrderedDict[int, _Impact] = OrderedDict()
         self.impact_entries = 0
+        # term id -> slot -> the term's score in that document; cleared on every change.
+        self.gains: OrderedDict[int, dict[int, float]] = OrderedDict()
+        self.gain_entries = 0
+        self.norms: dict[int, tuple[float, float, float]] = {}  # slot -> length norms
+
+    def changed(self) -> None:
+        if self.gains:
+            self.gains.clear()
+            self.gain_entries = 0
+        if self.norms:
+            self.norms.clear()
 
 
 class TermIndex:
@@ -688,10 +717,13 @@ class TermIndex:
     Each request tag a record carries adds more than any text score can reach, so tag
     matches rank first. Ties fall back to the scope-relative path, then the id.
 
-    Finding the top results never scores every document holding a common word: rare
-    terms are scored over their postings, common ones are walked in impact order and
-    the walk stops once no unseen document can reach the results (the threshold
-    algorithm). The result is exactly what scoring every document would give.
+    A query whose postings are few is added up term at a time over all of them, from
+    per-term scores kept until the scope changes, updating only documents that can
+    still reach the results once the remaining terms cannot lift any other. Otherwise
+    rare terms are scored over their postings and common ones are walked in impact
+    order until no unseen document can reach the results (the threshold algorithm), so
+    no document holding a common word is scored for that alone. Either way the result
+    is exactly what scoring every document would give.
     """
 
     def __init__(self, params: Bm25Parameters | None = None) -> None:
@@ -771,6 +803,7 @@ class TermIndex:
                 else:
                     bisect.insort(holders, slot)
             corpus.size += 1
+            corpus.changed()
             for field, length in enumerate(lengths):
                 corpus.totals[field] += length
                 corpus.present[field] += length > 0
@@ -817,6 +850,7 @@ class TermIndex:
                     if not any(tag_id in other.tags for other in self._corpora.values()):
                         self._drop_tag(tag_id)
             corpus.size -= 1
+            corpus.changed()
             lengths = (
                 packed_lengths >> 32,
                 packed_lengths >> 16 & _LENGTH_MAX,
@@ -1001,6 +1035,34 @@ class TermIndex:
             if corpus is None or not corpus.size or limit <= 0:
                 return []
             return _Ranking(self, corpus, text, tag_keys, limit, tiebreak, eligible).run()
+
+    def _gains(self, corpus: _Corpus, term: int, idf: float, norms: _Norms) -> dict[int, float]:
+        """``slot -> idf * tf / (tf + k1)`` for the documents holding ``term``, kept."""
+        found = corpus.gains.get(term)
+        if found is not None:
+            corpus.gains.move_to_end(term)
+            return found
+        lengths, k1, cached = self._lengths, self.params.k1, corpus.norms
+        found = {}
+        for entry in corpus.postings[term]:
+            slot = entry >> _SLOT_SHIFT
+            norm = cached.get(slot)
+            if norm is None:
+                norm = cached[slot] = norms.of(lengths[slot])
+            counts = entry & _COUNTS
+            # `_term_weight`, inline: the same operations in the same order.
+            tf = (
+                (counts >> 22) * norm[0]
+                + (counts >> 12 & _META_MAX) * norm[1]
+                + (counts & _CONTENT_MAX) * norm[2]
+            )
+            found[slot] = idf * tf / (tf + k1)
+        corpus.gains[term] = found
+        corpus.gain_entries += len(found)
+        while corpus.gain_entries > _MAX_GAIN_ENTRIES and len(corpus.gains) > 1:
+            _, dropped = corpus.gains.popitem(last=False)
+            corpus.gain_entries -= len(dropped)
+        return found
 
     def _impact(self, corpus: _Corpus, term: int, norms: _Norms) -> tuple[_Impact, float]:
         """The impact order of ``term`` and its drift factor under ``norms`` (built if needed)."""
@@ -1194,6 +1256,13 @@ class _Ranking:
                 if slot in self.index:
                     self.consider(slot)
             return self._ranked()
+        kept = corpus.gains
+        work = sum(
+            len(bucket) // 8 if term in kept else len(bucket) for _, _, term, bucket in self.terms
+        )
+        if work <= _TERM_AT_A_TIME_POSTINGS:
+            self._term_at_a_time()
+            return self._ranked()
         for tag in self.tags:
             for slot in corpus.tags.get(tag, ()):
                 self.consider(slot)
@@ -1215,6 +1284,59 @@ class _Ranking:
         )[:limit]
         return [self._hit(slot) for slot in ranked]
 
+    def _term_at_a_time(self) -> None:
+        """Add up every term's kept scores over all its documents, in the query's term
+        order (so every sum is the one `score` makes). Once the terms left cannot lift a
+        document without a score to the results, only documents that still could are
+        updated."""
+        corpus, limit, eligible = self.corpus, self.limit, self.eligible
+        scores: dict[int, float] = {}
+        for tag in self.tags:
+            for slot in corpus.tags.get(tag, ()):
+                scores[slot] = scores.get(slot, 0.0) + self.ceiling
+        remaining = self.ceiling - 1.0  # a term adds less than its IDF
+        pruning = False
+        for idf, _, term, _ in self.terms:
+            gains = self.index._gains(corpus, term, idf, self.norms)
+            # The best scores so far stand for the results only when any document may be
+            # returned; a narrowed selection is summed in full.
+            if (
+                eligible is None
+                and len(scores) >= limit
+                and (pruning or remaining < max(scores.values()))
+            ):
+                threshold = heapq.nlargest(limit, scores.values())[-1]
+                margin = _SLACK * (1.0 + threshold)
+                if remaining < threshold - margin:
+                    pruning = True
+                    floor = threshold - remaining - margin
+                    if min(scores.values()) < floor:
+                        scores = {s: value for s, value in scores.items() if value >= floor}
+            if pruning:
+                if len(gains) < len(scores):
+                    for slot, gain in gains.items():
+                        held = scores.get(slot)
+                        if held is not None:
+                            scores[slot] = held + gain
+                else:
+                    for slot, value in scores.items():
+                        found = gains.get(slot)
+                        if found is not None:
+                            scores[slot] = value + found
+            elif scores:
+                merged = dict(gains)
+                for slot in gains.keys() & scores.keys():
+                    merged[slot] = scores[slot] + gains[slot]
+                scores.update(merged)
+            else:
+                scores = dict(gains)
+            remaining -= idf
+        if eligible is not None:
+            scores = {slot: value for slot, value in scores.items() if slot in eligible}
+        self.scores = scores
+        self.best = heapq.nlargest(limit, scores.values())
+        heapq.heapify(self.best)
+
     def _rare_terms(self, short: list[tuple[float, str, int, array[int]]], common: float) -> None:
         """Score every document holding a rare term, best partial scores first."""
         partial: dict[int, float] = {}
@@ -1232,27 +1354,37 @@ class _Ranking:
             self.consider(slot)
 
     def _common_terms(self, common: list[tuple[float, str, int, array[int]]]) -> None:
-        """Walk the common terms' impact orders until no unseen document can compete."""
-        walks = []
-        for idf, _, term, _ in common:
-            impact, drift = self.index._impact(self.corpus, term, self.norms)
-            walks.append((idf, impact, drift))
-        depth = 0
-        while True:
-            bound = 0.0
-            active = False
-            for idf, impact, drift in walks:
-                if depth >= len(impact.slots) and impact.tail_slots:
-                    impact.extend()
-                if depth < len(impact.slots):
-                    active = True
-                    bound += idf * _inflated(-impact.negated[depth], drift)
-            if not active or self.beaten(bound):
-                return
-            for _, impact, _ in walks:
-                if depth < len(impact.slots):
-                    self.consider(impact.slots[depth])
-            depth += 1
+        """Walk the common terms' impact orders until no unseen document can compete.
+
+        A document not considered yet adds at most ``caps[i]`` from term ``i``: the value
+        at the walk's position in the term's impact order (inflated by the drift of its
+        norms), or the term's IDF while that order is not built. The walk always advances
+        the term with the largest cap, so terms that cannot lift anything (the commonest
+        words) are never walked and their orders never built; it stops once the sum of
+        the caps cannot reach the results.
+        """
+        idfs = [idf for idf, _, _, _ in common]
+        walks: list[tuple[_Impact, float] | None] = [None] * len(common)
+        positions = [0] * len(common)
+        caps = list(idfs)
+        while not self.beaten(sum(caps)):
+            best = max(range(len(caps)), key=caps.__getitem__)
+            if caps[best] <= 0.0:
+                return  # every order walked to its end
+            walk = walks[best]
+            if walk is None:
+                walk = walks[best] = self.index._impact(self.corpus, common[best][2], self.norms)
+            else:
+                self.consider(walk[0].slots[positions[best]])
+                positions[best] += 1
+            impact, drift = walk
+            at = positions[best]
+            if at >= len(impact.slots) and impact.tail_slots:
+                impact.extend()
+            if at < len(impact.slots):
+                caps[best] = idfs[best] * _inflated(-impact.negated[at], drift)
+            else:
+                caps[best] = 0.0
 
     def _hit(self, slot: int) -> Hit:
         key = slot << _SLOT_SHIFT

@@ -251,12 +251,18 @@ def _exhaustive(
     return scored[:limit]
 
 
-@pytest.mark.parametrize("rare", [4, 100_000], ids=["impact-order", "full-postings"])
+@pytest.mark.parametrize(
+    ("rare", "term_at_a_time"),
+    [(4, 0), (100_000, 0), (4, 100_000)],
+    ids=["impact-order", "full-postings", "term-at-a-time"],
+)
 def test_pruned_incremental_scoring_equals_exhaustive_scoring(
-    rare: int, monkeypatch: pytest.MonkeyPatch
+    rare: int, term_at_a_time: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Impact-order walks, patched postings and reused slots change no float."""
+    """Impact-order walks, kept term scores, patched postings and reused slots change no
+    float."""
     monkeypatch.setattr(search_module, "_SHORT_POSTINGS", rare)
+    monkeypatch.setattr(search_module, "_TERM_AT_A_TIME_POSTINGS", term_at_a_time)
     monkeypatch.setattr(search_module, "_SMALL_SELECTION", 0)
     # A tiny sorted head, so walks also meet the unsorted tail and sort it in.
     monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
@@ -308,6 +314,7 @@ def test_a_restored_term_index_ranks_the_same(monkeypatch: pytest.MonkeyPatch) -
     # Small bounds, so the saved state holds impact orders with unsorted tails too.
     monkeypatch.setattr(search_module, "_SHORT_POSTINGS", 4)
     monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
+    monkeypatch.setattr(search_module, "_TERM_AT_A_TIME_POSTINGS", 0)
     generator = random.Random(11)
     vocabulary = [f"v{i}" for i in range(40)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
