@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, groupby
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from . import store
 from .model import (
@@ -138,9 +138,9 @@ class Selection:
     revision: int
 
 
-@dataclass(frozen=True, slots=True)
-class ListedRow:
-    """What a listing shows of one record, without reading its file."""
+class ListedRow(NamedTuple):
+    """What a listing shows of one record, without reading its file (a tuple: a page
+    builds dozens)."""
 
     parts: RelativePath
     scope: Scope
@@ -970,22 +970,26 @@ class MemoryIndex:
             return Inventory(count, checksum % _SUM_MODULUS, ambiguous, self, scope, start)
 
     def _page(self, scope: str, start: int, size: int) -> list[ListedRow]:
+        scope_value = Scope(scope)
         with self._lock:
             order = self._ordered(scope)
-            rows = []
-            for slot in order[start : start + max(size, 0)]:
-                state = self._states[slot]
-                rows.append(
-                    ListedRow(
-                        self._parts_of(slot),
-                        Scope(scope),
-                        self._legacy_ids.get(slot),
-                        self._titles[slot],
-                        _KINDS[self._kinds[slot]] or None,
-                        state == _ARCHIVED,
-                    )
+            states, legacy_ids, titles, kinds = (
+                self._states,
+                self._legacy_ids,
+                self._titles,
+                self._kinds,
+            )
+            return [
+                ListedRow(
+                    self._parts_of(slot),
+                    scope_value,
+                    legacy_ids.get(slot),
+                    titles[slot],
+                    _KINDS[kinds[slot]] or None,
+                    states[slot] == _ARCHIVED,
                 )
-            return rows
+                for slot in order[start : start + max(size, 0)]
+            ]
 
     def legacy(self, scope: Scope, legacy_id: str) -> list[IndexedRecord]:
         """The legacy records of a (current) scope with this id."""

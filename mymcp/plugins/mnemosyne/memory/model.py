@@ -615,12 +615,19 @@ class V2Reference:
     schema_version = 2
 
     def to_json(self) -> dict[str, Any]:
+        return self.json_of(self.scope.value, self.namespace_id, self.collection_id, self.id)
+
+    @staticmethod
+    def json_of(
+        scope: str, namespace_id: str, collection_id: str | None, memory_id: str
+    ) -> dict[str, Any]:
+        """The JSON form of a reference, from its parts (no object in between)."""
         return {
             "schema_version": 2,
-            "scope": self.scope.value,
-            "namespace_id": self.namespace_id,
-            "collection_id": self.collection_id,
-            "id": self.id,
+            "scope": scope,
+            "namespace_id": namespace_id,
+            "collection_id": collection_id,
+            "id": memory_id,
         }
 
 

@@ -266,14 +266,14 @@ def _recalled(item: IndexedRecord, hit: Hit) -> dict[str, Any]:
 
 
 def _listed(row: ListedRow, ambiguous: frozenset[str]) -> dict[str, Any]:
-    reference: MemoryReference
     if row.legacy_id is not None:
-        reference = V1Reference(row.scope, row.legacy_id)
+        reference = V1Reference(row.scope, row.legacy_id).to_json()
     else:
-        collection = row.parts[2] if len(row.parts) == 4 else None
-        reference = V2Reference(row.scope, row.parts[1], collection, row.id)
+        parts = row.parts
+        collection = parts[2] if len(parts) == 4 else None
+        reference = V2Reference.json_of(row.scope.value, parts[1], collection, row.id)
     body: dict[str, Any] = {
-        "reference": reference.to_json(),
+        "reference": reference,
         "title": row.title,
         "inspectability": "ambiguous" if row.legacy_id in ambiguous else "exact",
     }

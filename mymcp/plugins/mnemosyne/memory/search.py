@@ -1043,19 +1043,25 @@ class TermIndex:
             corpus.gains.move_to_end(term)
             return found
         lengths, k1, cached = self._lengths, self.params.k1, corpus.norms
+        known = cached.get
+        shift, mask, meta_max, content_max = _SLOT_SHIFT, _COUNTS, _META_MAX, _CONTENT_MAX
         found = {}
         for entry in corpus.postings[term]:
-            slot = entry >> _SLOT_SHIFT
-            norm = cached.get(slot)
+            slot = entry >> shift
+            norm = known(slot)
             if norm is None:
                 norm = cached[slot] = norms.of(lengths[slot])
-            counts = entry & _COUNTS
-            # `_term_weight`, inline: the same operations in the same order.
-            tf = (
-                (counts >> 22) * norm[0]
-                + (counts >> 12 & _META_MAX) * norm[1]
-                + (counts & _CONTENT_MAX) * norm[2]
-            )
+            counts = entry & mask
+            if counts <= content_max:
+                # Content only: the zero title and meta terms of `_term_weight` add
+                # exactly nothing, so this is the same float.
+                tf = counts * norm[2]
+            else:  # `_term_weight`, inline: the same operations in the same order
+                tf = (
+                    (counts >> 22) * norm[0]
+                    + (counts >> 12 & meta_max) * norm[1]
+                    + (counts & content_max) * norm[2]
+                )
             found[slot] = idf * tf / (tf + k1)
         corpus.gains[term] = found
         corpus.gain_entries += len(found)
