@@ -19,7 +19,8 @@ Also reported, per size:
   index snapshot the first server saved on its way out (every file is stat'ed, none
   re-read);
 * RSS per record: the server's resident memory after its first recall minus its
-  resident memory before any memory call, divided by the number of records.
+  resident memory before any memory call, divided by the number of records; "at end"
+  is the same after all the recalls and list pages (with the caches they filled).
 
 Prints p50/p95 per operation in milliseconds.
 
@@ -211,6 +212,7 @@ def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
                         client, "memory_list", {"scope": SCOPE.value, "cursor": cursor}
                     )
                     next_pages.append(elapsed)
+                row["rss_end"] = (resident_bytes(running.process.pid) - empty) / size
                 # Interrupted, the server saves its index snapshot on its way out.
                 running.process.send_signal(signal.SIGINT)
                 running.process.wait(timeout=600)
@@ -253,7 +255,7 @@ def main() -> None:
     )
     print(
         f"{'records':>8}  {'recall':>15}  {'list 1st page':>15}  {'list next page':>15}  "
-        f"{'cold 1st':>9}  {'warm 1st':>9}  {'RSS/rec':>8}  hits"
+        f"{'cold 1st':>9}  {'warm 1st':>9}  {'RSS/rec':>8}  {'at end':>8}  hits"
     )
     for row in rows:
         cells = [
@@ -263,7 +265,8 @@ def main() -> None:
         print(
             f"{row['records']:>8}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}  "
             f"{row['cold_recall']:9.1f}  {row['warm_recall']:9.1f}  "
-            f"{row['rss_per_record'] / 1024:6.2f}kB  {row['matched']:.0%}"
+            f"{row['rss_per_record'] / 1024:6.2f}kB  {row['rss_end'] / 1024:6.2f}kB  "
+            f"{row['matched']:.0%}"
         )
 
 
