@@ -1,21 +1,30 @@
-"""Read-path benchmark: ``memory_recall`` and ``memory_list`` latency over HTTP by root size.
+"""Read-path benchmark: ``memory_recall`` and ``memory_list`` over HTTP by root size.
 
-For each size (default 100, 1,000 and 10,000 records) a temporary memory root is seeded
-with canonical version-2 records in one scope and namespace (``knowledge``/``bench``),
-written exactly as the plugin writes them (``serialize_record`` at the ``reference_parts``
-path, backdated so the index may trust their stamps). A real ``python -m mymcp.cli``
-server is started on a free loopback port in a temporary HOME/XDG sandbox with
-``MNEMOSYNE_MEMORY_ROOT`` pointing at the root, and one keep-alive HTTP/1.1 connection
-sends ``initialize`` and then sequential ``tools/call`` requests:
+For each size (default 100, 1,000, 10,000 and 100,000 records) a temporary memory root
+is seeded with canonical version-2 records in one scope and namespace
+(``knowledge``/``bench``), written exactly as the plugin writes them (``serialize_record``
+at the ``reference_parts`` path, backdated so the index may trust their stamps). A real
+``python -m mymcp.cli`` server is started on a free loopback port in a temporary
+HOME/XDG sandbox with ``MNEMOSYNE_MEMORY_ROOT`` pointing at the root, and one keep-alive
+HTTP/1.1 connection sends ``initialize`` and then sequential ``tools/call`` requests:
 
 * recall: 3-word queries drawn from the corpus vocabulary (scope-wide);
 * list, first page: ``{"scope": "knowledge"}`` (page size 50);
 * list, next page: the same selector with the cursor the first page returned.
 
-The first call of each kind (which builds the index) is reported separately as "cold".
+Also reported, per size:
+
+* cold: the first recall of a server that never saw the root (it reads every file);
+* warm: the first recall after a restart of the server with the same HOME, so with the
+  index snapshot the first server saved on its way out (every file is stat'ed, none
+  re-read);
+* RSS per record: the server's resident memory after its first recall minus its
+  resident memory before any memory call, divided by the number of records; "at end"
+  is the same after all the recalls and list pages (with the caches they filled).
+
 Prints p50/p95 per operation in milliseconds.
 
-    python bench/memory_read.py [--sizes 100,1000,10000] [--calls 300] [--list-calls 100]
+    python bench/memory_read.py [--sizes 100,1000,10000,100000] [--calls 300] [--list-calls 100]
 """
 
 from __future__ import annotations
@@ -24,17 +33,20 @@ import argparse
 import math
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcp_client import McpClient, mcp_server  # noqa: E402
+from mcp_client import PROTOCOL, McpClient  # noqa: E402
 
 from mymcp.plugins.mnemosyne.memory import (  # noqa: E402
     Lifecycle,
@@ -46,6 +58,7 @@ from mymcp.plugins.mnemosyne.memory import (  # noqa: E402
     reference_parts,
     serialize_record,
 )
+from tests.e2e.server import RunningServer, Sandbox, serve  # noqa: E402
 
 SCOPE = Scope.KNOWLEDGE
 NAMESPACE = "bench"
@@ -121,6 +134,47 @@ def timed(client: McpClient, name: str, arguments: dict[str, Any]) -> tuple[floa
     return elapsed, result
 
 
+def resident_bytes(pid: int) -> int:
+    """The resident set size of a process (Linux)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise SystemExit("no VmRSS")
+
+
+@contextmanager
+def server(
+    sandbox: Sandbox, root: Path, extra_env: Mapping[str, str] | None = None
+) -> Iterator[tuple[McpClient, RunningServer]]:
+    """A real server over ``root`` in a sandbox that outlives it (HOME keeps its cache)."""
+    environment = {"MNEMOSYNE_MEMORY_ROOT": str(root), **(extra_env or {})}
+    with serve(sandbox, environment) as running:
+        client = McpClient(running.port)
+        try:
+            client.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            )
+            client.request("notifications/initialized")
+            yield client, running
+        finally:
+            client.close()
+
+
+@contextmanager
+def sandbox_directory() -> Iterator[Sandbox]:
+    with tempfile.TemporaryDirectory(prefix="mymcp-bench-") as tmp:
+        sandbox = Sandbox(Path(tmp))
+        sandbox.home.mkdir(mode=0o700)
+        sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
+        yield sandbox
+
+
 def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mymcp-memory-read-") as tmp:
         root = Path(tmp) / "memory"
@@ -130,29 +184,44 @@ def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
         rng = random.Random(size)
         queries = [" ".join(zipf_words(rng, words, 3)) for _ in range(calls)]
         row: dict[str, Any] = {"records": size, "seed_s": seeded_s}
-        with mcp_server(root) as client:
-            row["cold_recall"], _ = timed(
-                client, "memory_recall", {"query": queries[0], "scope": SCOPE.value}
-            )
-            row["cold_list"], first = timed(client, "memory_list", {"scope": SCOPE.value})
-            if first["page"]["total_count"] != size:
-                raise SystemExit(f"listed {first['page']['total_count']} of {size} records")
-            recall: list[float] = []
-            matched = 0
-            for query in queries:
-                elapsed, result = timed(
-                    client, "memory_recall", {"query": query, "scope": SCOPE.value}
+        with sandbox_directory() as sandbox:
+            with server(sandbox, root) as (client, running):
+                empty = resident_bytes(running.process.pid)
+                row["cold_recall"], _ = timed(
+                    client, "memory_recall", {"query": queries[0], "scope": SCOPE.value}
                 )
-                recall.append(elapsed)
-                matched += result["status"] == "ok"
-            first_pages: list[float] = []
-            next_pages: list[float] = []
-            for _ in range(list_calls):
-                elapsed, page = timed(client, "memory_list", {"scope": SCOPE.value})
-                first_pages.append(elapsed)
-                cursor = page["page"]["next_cursor"]
-                elapsed, _ = timed(client, "memory_list", {"scope": SCOPE.value, "cursor": cursor})
-                next_pages.append(elapsed)
+                row["rss_per_record"] = (resident_bytes(running.process.pid) - empty) / size
+                row["cold_list"], first = timed(client, "memory_list", {"scope": SCOPE.value})
+                if first["page"]["total_count"] != size:
+                    raise SystemExit(f"listed {first['page']['total_count']} of {size} records")
+                recall: list[float] = []
+                matched = 0
+                for query in queries:
+                    elapsed, result = timed(
+                        client, "memory_recall", {"query": query, "scope": SCOPE.value}
+                    )
+                    recall.append(elapsed)
+                    matched += result["status"] == "ok"
+                first_pages: list[float] = []
+                next_pages: list[float] = []
+                for _ in range(list_calls):
+                    elapsed, page = timed(client, "memory_list", {"scope": SCOPE.value})
+                    first_pages.append(elapsed)
+                    cursor = page["page"]["next_cursor"]
+                    elapsed, _ = timed(
+                        client, "memory_list", {"scope": SCOPE.value, "cursor": cursor}
+                    )
+                    next_pages.append(elapsed)
+                row["rss_end"] = (resident_bytes(running.process.pid) - empty) / size
+                # Interrupted, the server saves its index snapshot on its way out.
+                running.process.send_signal(signal.SIGINT)
+                running.process.wait(timeout=600)
+            # Start again over the same root and cache.
+            with server(sandbox, root) as (client, _running):
+                row["warm_recall"], _ = timed(
+                    client, "memory_recall", {"query": queries[1], "scope": SCOPE.value}
+                )
+                row["warm_list"], _ = timed(client, "memory_list", {"scope": SCOPE.value})
         row.update(
             recall=percentiles(recall),
             list_first=percentiles(first_pages),
@@ -164,7 +233,7 @@ def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=300, help="recall calls per size")
     parser.add_argument("--list-calls", type=int, default=100, help="list page pairs per size")
     args = parser.parse_args()
@@ -173,8 +242,9 @@ def main() -> None:
     for size in sizes:
         row = measure(size, args.calls, args.list_calls)
         print(
-            f"{size} records: seeded in {row['seed_s']:.1f}s; cold recall "
-            f"{row['cold_recall']:.1f} ms, cold list {row['cold_list']:.1f} ms",
+            f"{size} records: seeded in {row['seed_s']:.1f}s; first recall cold "
+            f"{row['cold_recall']:.1f} ms, after restart {row['warm_recall']:.1f} ms; first "
+            f"list cold {row['cold_list']:.1f} ms, after restart {row['warm_list']:.1f} ms",
             flush=True,
         )
         rows.append(row)
@@ -183,7 +253,10 @@ def main() -> None:
         f"HTTP keep-alive, sequential; {args.calls} recalls, {args.list_calls} first and "
         f"{args.list_calls} next list pages per size; ms p50 / p95"
     )
-    print(f"{'records':>8}  {'recall':>15}  {'list 1st page':>15}  {'list next page':>15}  hits")
+    print(
+        f"{'records':>8}  {'recall':>15}  {'list 1st page':>15}  {'list next page':>15}  "
+        f"{'cold 1st':>9}  {'warm 1st':>9}  {'RSS/rec':>8}  {'at end':>8}  hits"
+    )
     for row in rows:
         cells = [
             f"{row[key][0]:6.2f} / {row[key][1]:6.2f}"
@@ -191,6 +264,8 @@ def main() -> None:
         ]
         print(
             f"{row['records']:>8}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}  "
+            f"{row['cold_recall']:9.1f}  {row['warm_recall']:9.1f}  "
+            f"{row['rss_per_record'] / 1024:6.2f}kB  {row['rss_end'] / 1024:6.2f}kB  "
             f"{row['matched']:.0%}"
         )
 

@@ -1,6 +1,6 @@
 """Write-path benchmark: ``memory_remember`` latency over HTTP by the size of the scope.
 
-For each size (default 1,000 and 10,000 existing records) a temporary memory root is
+For each size (default 1,000, 10,000 and 100,000 existing records) a temporary memory root is
 seeded like ``memory_read.py`` does (canonical v2 records in ``knowledge``/``bench``,
 written with ``serialize_record`` at their ``reference_parts`` path). A real
 ``python -m mymcp.cli`` server is started with ``MNEMOSYNE_MEMORY_REMEMBER_ENABLED=true``
@@ -15,7 +15,7 @@ namespace, so every call's duplicate scan covers the whole seeded container:
 The first remember of each server (which builds the index) is reported as "cold".
 Prints p50/p95 in milliseconds and checks the files on disk afterwards.
 
-    python bench/memory_write.py [--sizes 1000,10000] [--calls 200]
+    python bench/memory_write.py [--sizes 1000,10000,100000] [--calls 200]
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from memory_read import (
     NAMESPACE,
     SCOPE,
     McpClient,
-    mcp_server,
     percentiles,
+    sandbox_directory,
     seed_root,
+    server,
     timed,
     zipf_words,
 )
@@ -81,7 +82,7 @@ def measure(size: int, calls: int) -> dict[str, Any]:
             for number in range(calls + 1)
         ]
         row: dict[str, Any] = {"records": size, "seed_s": seeded_s}
-        with mcp_server(root, GATES) as client:
+        with sandbox_directory() as sandbox, server(sandbox, root, GATES) as (client, _):
             row["cold"] = _remember(client, fresh[0], "remembered")
             created = [_remember(client, arguments, "remembered") for arguments in fresh[1:]]
             duplicates = [
@@ -100,7 +101,7 @@ def measure(size: int, calls: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
     rows = []

@@ -7,8 +7,9 @@ the plugin writes them (``serialize_record`` at the ``reference_parts`` path; sc
 document title, content cut to the domain's 4000-character limit, no tags). Then, for
 every query:
 
-* in process, through ``MemoryService.recall`` with the default ranker and with
-  ``reference_rank``;
+* in process, through ``MemoryService.recall`` (the server's ranking), and through the
+  reference ranking it replaced (``tests/.../reference_ranking.py``, set overlap of
+  query terms with title, path, tags and content);
 * over HTTP, through a real ``python -m mymcp.cli`` server started in a temporary
   HOME/XDG sandbox with ``MNEMOSYNE_MEMORY_ROOT`` pointing at the same root
   (``initialize``, then ``tools/call memory_recall``).
@@ -49,13 +50,15 @@ from mymcp.plugins.mnemosyne.memory import (  # noqa: E402
     MemoryService,
     Namespace,
     Provenance,
-    Ranker,
     Scope,
     V2Reference,
     normalize_bounded_text,
     reference_parts,
-    reference_rank,
     serialize_record,
+)
+from tests.plugins.mnemosyne.memory.reference_ranking import (  # noqa: E402
+    load_records,
+    reference_rank,
 )
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "bench" / "recall" / "scifact"
@@ -140,9 +143,9 @@ def _arguments(query: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_in_process(
-    root: Path, queries: Sequence[dict[str, Any]], ranker: Ranker, ids: Mapping[str, str]
+    root: Path, queries: Sequence[dict[str, Any]], ids: Mapping[str, str]
 ) -> tuple[dict[str, list[str]], list[float]]:
-    service = MemoryService(lambda: root, 1_000_000, CursorCodec.generate(), ranker=ranker)
+    service = MemoryService(lambda: root, 1_000_000, CursorCodec.generate())
     service.recall({"query": "warm up", "scope": "knowledge"})  # first call builds the index
     run: dict[str, list[str]] = {}
     samples: list[float] = []
@@ -153,6 +156,20 @@ def run_in_process(
         if outcome.is_error:
             raise SystemExit(f"recall failed: {outcome.payload}")
         run[str(query["id"])] = [ids[item["id"]] for item in outcome.payload["memories"]]
+    return run, samples
+
+
+def run_reference(
+    root: Path, queries: Sequence[dict[str, Any]], ids: Mapping[str, str]
+) -> tuple[dict[str, list[str]], list[float]]:
+    records = load_records(root / Scope.KNOWLEDGE.value)
+    run: dict[str, list[str]] = {}
+    samples: list[float] = []
+    for query in queries:
+        started = time.perf_counter()
+        hits = reference_rank(query["query"], query.get("tags") or (), records)
+        samples.append((time.perf_counter() - started) * 1000)
+        run[str(query["id"])] = [ids[hit.id] for hit in hits]
     return run, samples
 
 
@@ -195,14 +212,15 @@ def main() -> None:
     queries = _jsonl(dataset / "queries.jsonl")
     qrels = scorer.load_qrels(str(dataset))
 
-    rows: list[tuple[str, dict[str, float], dict[str, float], dict[str, float] | None]] = []
+    Latency = dict[str, float] | None
+    rows: list[tuple[str, dict[str, float], Latency, Latency]] = []
     with tempfile.TemporaryDirectory(prefix="mymcp-recall-") as tmp:
         root = Path(tmp) / "memory"
         started = time.perf_counter()
         ids = write_corpus(root, docs, args.namespace)
         print(f"wrote {len(ids)} records in {time.perf_counter() - started:.1f}s")
-        default_run, default_ms = run_in_process(root, queries, _default_ranker(), ids)
-        reference_run, reference_ms = run_in_process(root, queries, reference_rank, ids)
+        default_run, default_ms = run_in_process(root, queries, ids)
+        reference_run, _ = run_reference(root, queries, ids)
         with mcp_server(root) as client:
             http_run, http_ms = run_over_http(client, queries, ids)
         if http_run != default_run:
@@ -211,8 +229,8 @@ def main() -> None:
         print(f"HTTP rankings identical to in-process for all {len(queries)} queries")
         rows.append(("default (BM25F)", scorer.score(qrels, default_run), _percentiles(default_ms),
                      _percentiles(http_ms)))  # fmt: skip
-        rows.append(("reference_rank", scorer.score(qrels, reference_run),
-                     _percentiles(reference_ms), None))  # fmt: skip
+        # No latency for the yardstick: it re-tokenises every record on every query.
+        rows.append(("reference_rank", scorer.score(qrels, reference_run), None, None))
 
     with tempfile.TemporaryDirectory(prefix="mymcp-recall-") as tmp:
         root = Path(tmp) / "memory"
@@ -221,9 +239,7 @@ def main() -> None:
             _, small_http = _repeat(
                 lambda: run_over_http(client, queries, ids), args.latency_rounds
             )
-        _, small_local = _repeat(
-            lambda: run_in_process(root, queries, _default_ranker(), ids), args.latency_rounds
-        )
+        _, small_local = _repeat(lambda: run_in_process(root, queries, ids), args.latency_rounds)
 
     print()
     print(f"dataset {dataset} ({len(docs)} records, {len(queries)} queries, at most 5 results)")
@@ -231,9 +247,10 @@ def main() -> None:
           "HTTP p50/p95 ms")  # fmt: skip
     for name, quality, local, remote in rows:
         http_text = f"{remote['p50']:6.2f} / {remote['p95']:6.2f}" if remote else "     -"
+        local_text = f"{local['p50']:8.2f} / {local['p95']:6.2f}" if local else "       -         "
         print(
             f"{name:18} {quality['R@5']:7.4f} {quality['MRR@10']:7.4f} {quality['nDCG@10']:7.4f}"
-            f"  {local['p50']:8.2f} / {local['p95']:6.2f}     {http_text}"
+            f"  {local_text}     {http_text}"
         )
     local_p, remote_p = _percentiles(small_local), _percentiles(small_http)
     print(
@@ -241,13 +258,6 @@ def main() -> None:
         f"in-process p50 {local_p['p50']:.2f} ms p95 {local_p['p95']:.2f} ms; "
         f"HTTP p50 {remote_p['p50']:.2f} ms p95 {remote_p['p95']:.2f} ms"
     )
-
-
-def _default_ranker() -> Ranker:
-    """A fresh instance of the service's default ranking (what the adapter installs)."""
-    from mymcp.plugins.mnemosyne.memory import default_ranker
-
-    return default_ranker()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import fastjsonschema  # noqa: E402
 import jsonschema_rs  # noqa: E402
 import mymcp_example_plugin  # noqa: E402
 
-from mymcp.plugins.mnemosyne._schemas import tool_definitions  # noqa: E402
+from mymcp.plugins.mnemosyne.memory import tool_definitions  # noqa: E402
 from mymcp.runtime import compile_input_schema  # noqa: E402
 from tests.conformance_fixture.mymcp_conformance_fixture import (  # noqa: E402
     JSON_SCHEMA_2020_12_INPUT,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mymcp.errors import HostRuntimeCompositionError
-from mymcp.plugins.mnemosyne._schemas import tool_definitions
+from mymcp.plugins.mnemosyne.memory import tool_definitions
 from mymcp.runtime import (
     PORTABILITY_ROOT_KEYWORDS,
     ArgumentsValidator,
@@ -334,3 +334,17 @@ def test_validation_agrees_with_the_reference_implementation(arguments: dict[str
     assert (violation is None) == expected_valid
     if violation is not None:
         assert _MARK not in json.dumps(violation.payload(), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name", sorted(tool_definitions()))
+def test_every_bundled_tool_schema_is_portable_and_compiles(name: str) -> None:
+    assert lint_input_schema(tool_definitions()[name]["inputSchema"]) == ()
+
+
+def test_every_memory_tool_listed_is_small() -> None:
+    sizes = {
+        name: len(json.dumps({"name": name, **definition}, separators=(",", ":")))
+        for name, definition in tool_definitions().items()
+    }
+    assert max(sizes.values()) <= 5 * 1024, sizes
+    assert sum(sizes.values()) <= 20 * 1024, sizes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mymcp.plugins.mnemosyne._schemas import tool_definitions
+from mymcp.plugins.mnemosyne.memory import tool_definitions
 from mymcp.runtime._list_tools import LIST_TOOLS_NAME
 from mymcp.transport import SERVER_INSTRUCTIONS
 

@@ -27,13 +27,17 @@ from mymcp.plugin import (
     parse_manifest,
     structured_result,
 )
-from mymcp.plugins.mnemosyne._schemas import tool_definition
-from mymcp.plugins.mnemosyne._settings import MnemosyneSettings, memory_root
+from mymcp.plugins.mnemosyne._settings import (
+    MnemosyneSettings,
+    index_snapshot_directory,
+    memory_root,
+)
 from mymcp.plugins.mnemosyne.memory import (
     CursorCodec,
     MemoryService,
     MutationService,
     ToolOutcome,
+    tool_definition,
 )
 
 __all__ = [
@@ -135,8 +139,9 @@ def create_mnemosyne_adapter(
 
     One memory service is created here and shared by every handler; it resolves the
     memory root lazily on each call (from ``environ``/``home``, default the process
-    environment), bounds discovery by ``settings.candidate_limit`` and signs list
-    cursors with the process codec. The mutation service writes through that same
+    environment), bounds discovery by ``settings.candidate_limit``, keeps its index
+    snapshot in the user's cache directory and signs list cursors with the process
+    codec. The mutation service writes through that same
     service's index, so reads see writes at once. A mutation tool is contributed only
     when its gate is on and the mutation service provides the operation.
     """
@@ -147,6 +152,7 @@ def create_mnemosyne_adapter(
         lambda: memory_root(environ, home),
         settings.candidate_limit,
         process_cursor_codec(),
+        snapshot_directory=lambda: index_snapshot_directory(environ, home),
     )
     mutations = MutationService(service, settings.candidate_limit)
     operations = {

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SETTINGS_BYTES",
     "MEMORY_ROOT_ENV",
     "MnemosyneSettings",
+    "index_snapshot_directory",
     "load_mnemosyne_settings",
     "memory_root",
     "parse_candidate_limit",
@@ -163,6 +164,23 @@ def memory_root(environ: Mapping[str, str] | None = None, home: Path | None = No
     return resolved / value[2:]
 
 
+def index_snapshot_directory(
+    environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> Path | None:
+    """Where the memory index keeps its snapshot: ``$XDG_CACHE_HOME/mymcp``.
+
+    ``XDG_CACHE_HOME`` counts only when it is an absolute path; otherwise the cache is
+    ``~/.cache/mymcp``. None when no home can be found (then no snapshot is kept). The
+    snapshot only speeds up the first call after a start; the files stay the truth.
+    """
+    env = os.environ if environ is None else environ
+    cache = env.get("XDG_CACHE_HOME", "")
+    if cache and "\x00" not in cache and Path(cache).is_absolute():
+        return Path(cache) / "mymcp"
+    resolved = _resolve_home(env, home)
+    return None if resolved is None else resolved / ".cache" / "mymcp"
+
+
 def _environment_overrides(
     env: Mapping[str, str],
 ) -> tuple[dict[str, bool], int | None]:
@@ -253,7 +271,7 @@ def load_mnemosyne_settings(
     All environment values are parsed first, so an invalid one fails before any file
     access. The settings file is read at most once, and only when some value is still
     unresolved (it is skipped when all five variables are set); a missing file or
-    directory means defaults. Anything still unresolved defaults to off / 10,000.
+    directory means defaults. Anything still unresolved defaults to off / `CANDIDATE_LIMIT_DEFAULT`.
     """
     env = os.environ if environ is None else environ
     try:

@@ -1,4 +1,4 @@
-"""Decision D8: a published tool definition never changes under the same capability version.
+"""A published tool definition never changes under the same capability version.
 
 `capability_contract_ledger.json` (beside this file, owned by the tests) records, for each
 (tool, capability version), the SHA-256 of the canonical definition plus its top-level
@@ -12,6 +12,7 @@ Canonical definition: ``{"name", "title", "description", "inputSchema"}`` serial
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -20,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne import MNEMOSYNE_PINNED_BINDINGS, _schemas, mnemosyne_manifest
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition
+from mymcp.plugins.mnemosyne import MNEMOSYNE_PINNED_BINDINGS, mnemosyne_manifest
+from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, tool_definition, tools
 
 LEDGER_PATH = Path(__file__).with_name("capability_contract_ledger.json")
 _SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
@@ -110,8 +111,11 @@ def test_declared_version_is_the_newest_ledger_version() -> None:
 
 def test_a_changed_definition_fails_the_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Even a description-only change needs a new capability version.
-    changed = {name: tool_definition(name) for name in TOOL_NAMES}
-    changed["memory_recall"]["description"] += " Now with more words."
-    monkeypatch.setattr(_schemas, "_DEFINITIONS", changed)
+    changed = dict(tools.TOOLS)
+    recall = changed["memory_recall"]
+    changed["memory_recall"] = dataclasses.replace(
+        recall, description=recall.description + " Now with more words."
+    )
+    monkeypatch.setattr(tools, "TOOLS", changed)
     with pytest.raises(AssertionError, match="memory_recall changed without a capability"):
         test_every_published_definition_matches_its_ledger_entry()

@@ -29,8 +29,7 @@ from mymcp.plugins.mnemosyne import (
     pinned_public_name,
     selected_capabilities,
 )
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition
-from mymcp.plugins.mnemosyne.memory import MemoryService, ToolOutcome
+from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, MemoryService, ToolOutcome, tool_definition
 from mymcp.runtime._composition import compose_runtime
 
 READS = ("memory_recall", "memory_list", "memory_inspect")
@@ -46,14 +45,14 @@ WRITE = ToolEffects(read_only=False, destructive=False, idempotent=True, open_wo
 DESTROY = ToolEffects(read_only=False, destructive=True, idempotent=True, open_world=False)
 # Contract 4.4, in registry order.
 DECLARED = [
-    ("memory_recall", "1.2.0", RO, Consent.NONE),
-    ("memory_list", "1.2.0", RO, Consent.NONE),
-    ("memory_inspect", "1.1.0", RO, Consent.NONE),
-    ("memory_archive", "1.1.0", WRITE, Consent.PER_CALL),
-    ("memory_restore", "1.1.0", WRITE, Consent.PER_CALL),
-    ("memory_remember", "1.2.0", WRITE, Consent.PER_CALL),
-    ("memory_revise", "1.2.0", DESTROY, Consent.PER_CALL),
-    ("memory_forget", "1.1.0", DESTROY, Consent.PER_CALL),
+    ("memory_recall", "1.3.0", RO, Consent.NONE),
+    ("memory_list", "1.3.0", RO, Consent.NONE),
+    ("memory_inspect", "1.2.0", RO, Consent.NONE),
+    ("memory_archive", "1.2.0", WRITE, Consent.PER_CALL),
+    ("memory_restore", "1.2.0", WRITE, Consent.PER_CALL),
+    ("memory_remember", "1.3.0", WRITE, Consent.PER_CALL),
+    ("memory_revise", "1.3.0", DESTROY, Consent.PER_CALL),
+    ("memory_forget", "1.2.0", DESTROY, Consent.PER_CALL),
 ]
 
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"

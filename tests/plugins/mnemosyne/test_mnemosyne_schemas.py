@@ -1,7 +1,8 @@
-"""The published tool schemas: contract shape, llama.cpp safety (D8), domain consistency."""
+"""The published tool schemas: contract shape, portability, llama.cpp safety, domain consistency."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -10,20 +11,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.plugins.mnemosyne._schemas import TOOL_NAMES, tool_definition, tool_definitions
 from mymcp.plugins.mnemosyne.memory import (
     KIND_GUIDANCE,
     MEMORY_KINDS,
     NAMESPACE_KINDS,
+    TOOL_NAMES,
+    MemoryOperationError,
     Scope,
     is_identifier,
     is_legacy_id,
     is_memory_id,
     is_timestamp,
-    kind_requires_occurred_at,
     normalize_language,
+    tool_definition,
+    tool_definitions,
 )
-from mymcp.plugins.mnemosyne.tools import _common
+from mymcp.plugins.mnemosyne.memory import tools as _common
+from mymcp.plugins.mnemosyne.memory.tools import REMEMBER
 
 # The published maxLength bound. llama.cpp turns maxLength N into N grammar repetitions;
 # the reference dropped the 4000/4096 bounds of content and cursor for that reason. The
@@ -124,7 +128,6 @@ def test_content_and_cursor_publish_no_max_length() -> None:
     revise = tool_definition("memory_revise")["inputSchema"]
     cursor = tool_definition("memory_list")["inputSchema"]["properties"]["cursor"]
     assert "maxLength" not in remember["properties"]["content"]
-    assert all("maxLength" not in b["properties"]["content"] for b in remember["oneOf"])
     assert "maxLength" not in revise["properties"]["content"]
     assert "maxLength" not in cursor
 
@@ -202,8 +205,7 @@ def test_inspect_accepts_v2_or_v1_reference() -> None:
     assert v1["properties"]["schema_version"]["const"] == 1
     for branch in (v2, v1):
         assert branch["additionalProperties"] is False
-        consts = [item["const"] for item in branch["properties"]["scope"]["oneOf"]]
-        assert consts == [scope.value for scope in Scope]
+        assert branch["properties"]["scope"]["enum"] == [scope.value for scope in Scope]
 
 
 @pytest.mark.parametrize(
@@ -302,34 +304,19 @@ def test_remember_top_level_is_flat_and_complete() -> None:
         assert guidance in kind["description"]
 
 
-def test_remember_branches_follow_the_scope_tables() -> None:
-    schema = remember_schema()
-    branches = schema["oneOf"]
-    assert [b["properties"]["scope"]["const"] for b in branches] == [s.value for s in Scope]
-    for scope, branch in zip(Scope, branches, strict=True):
-        properties = branch["properties"]
-        assert branch["type"] == "object"
-        assert branch["additionalProperties"] is False
-        assert branch["required"] == schema["required"]
-        assert properties["namespace"]["properties"]["kind"]["enum"] == list(NAMESPACE_KINDS[scope])
-        assert properties["kind"]["enum"] == list(MEMORY_KINDS[scope])
-        for kind in MEMORY_KINDS[scope]:
-            assert KIND_GUIDANCE[(scope, kind)] in properties["kind"]["description"]
-        for other in (s for s in Scope if s is not scope):
-            for kind in MEMORY_KINDS[other]:
-                if (scope, kind) not in KIND_GUIDANCE:
-                    assert KIND_GUIDANCE[(other, kind)] not in properties["kind"]["description"]
-        timed = any(kind_requires_occurred_at(k) for k in MEMORY_KINDS[scope])
-        expected = set(schema["properties"]) - ({"occurred_at"} if not timed else set())
-        assert set(properties) == expected
-        assert ("if" in branch) is timed
-
-
-def test_remember_project_branch_conditions_occurred_at() -> None:
-    project = remember_schema()["oneOf"][list(Scope).index(Scope.PROJECT)]
-    assert project["if"] == {"properties": {"kind": {"const": "event"}}, "required": ["kind"]}
-    assert project["then"] == {"required": ["occurred_at"]}
-    assert project["else"] == {"not": {"required": ["occurred_at"]}}
+def test_remember_describes_what_each_scope_allows() -> None:
+    # The per-scope narrowing a portable schema cannot express is stated in text (and
+    # enforced by the server, see below).
+    properties = remember_schema()["properties"]
+    namespace_text = properties["namespace"]["properties"]["kind"]["description"]
+    kind_text = properties["kind"]["description"]
+    for scope in Scope:
+        assert f"{scope.value}: {', '.join(NAMESPACE_KINDS[scope])}" in namespace_text
+        listed = ", ".join(
+            f"{kind} ({KIND_GUIDANCE[(scope, kind)]})" for kind in MEMORY_KINDS[scope]
+        )
+        assert f"{scope.value}: {listed}" in kind_text
+    assert "event" in properties["occurred_at"]["description"]
 
 
 def _memory(scope: str, ns_kind: str, kind: str, **extra: Any) -> dict[str, Any]:
@@ -347,7 +334,8 @@ def _memory(scope: str, ns_kind: str, kind: str, **extra: Any) -> dict[str, Any]
     }
 
 
-def test_remember_schema_validates_like_the_contract() -> None:
+def test_remember_schema_and_server_together_enforce_the_contract() -> None:
+    """What the schema admits, the server narrows per scope, naming the field."""
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(remember_schema())
     when = "2026-01-02T03:04:05Z"
@@ -358,23 +346,97 @@ def test_remember_schema_validates_like_the_contract() -> None:
         _memory("agent", "agent", "failure_mode"),
         _memory("relationship", "group", "summary"),
     ]
-    bad = [
-        _memory("project", "project", "event"),
-        _memory("project", "project", "decision", occurred_at=when),
-        _memory("self", "aspect", "decision"),
-        _memory("self", "project", "attribute"),
-        _memory("knowledge", "topic", "reference", occurred_at=when),
+    for document in good:
+        assert validator.is_valid(document), document
+        REMEMBER.parse(document)
+    schema_rejects = [
         _memory("project", "project", "event", occurred_at="2026-01-02 03:04:05"),
         {**_memory("self", "aspect", "attribute"), "extra": 1},
         {k: v for k, v in _memory("self", "aspect", "attribute").items() if k != "title"},
+        _memory("self", "planet", "attribute"),
     ]
-    for document in good:
-        assert validator.is_valid(document), document
-    for document in bad:
+    for document in schema_rejects:
         assert not validator.is_valid(document), document
+        with pytest.raises(MemoryOperationError):
+            REMEMBER.parse(document)
+    server_narrows = [
+        (_memory("project", "project", "event"), "occurred_at"),
+        (_memory("project", "project", "decision", occurred_at=when), "occurred_at"),
+        (_memory("self", "aspect", "decision"), "kind"),
+        (_memory("self", "project", "attribute"), "namespace.kind"),
+        (_memory("knowledge", "topic", "reference", occurred_at=when), "occurred_at"),
+    ]
+    for document, field in server_narrows:
+        assert validator.is_valid(document), document
+        with pytest.raises(MemoryOperationError) as caught:
+            REMEMBER.parse(document)
+        assert caught.value.field == field
 
 
 def test_every_tool_schema_is_valid_json_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     for definition in tool_definitions().values():
         jsonschema.Draft202012Validator.check_schema(definition["inputSchema"])
+
+
+# --- portability: what model APIs and every client accept -------------------------------------
+
+# Model APIs (Anthropic, OpenAI, Bedrock, Vertex, Azure) reject a tool whose input schema
+# has any of these at its root; nested inside a property they are fine.
+ROOT_FORBIDDEN = {"oneOf", "anyOf", "allOf", "not", "if", "then", "else", "$ref", "$defs"}
+# Every agent pays for tools/list in every conversation.
+TOOL_BYTES_MAX = 5_000
+ALL_TOOLS_BYTES_MAX = 20_000
+
+
+def published_memory_tools() -> dict[str, dict[str, Any]]:
+    """What tools/list publishes for the memory tools with every gate on, by name."""
+    from mymcp.config import HostConfiguration
+    from mymcp.plugins.mnemosyne import MnemosyneSettings
+    from mymcp.runtime.bootstrap import build_runtime
+
+    settings = MnemosyneSettings(remember=True, archive_restore=True, revise=True, forget=True)
+    runtime = build_runtime(HostConfiguration(origin="absent_defaults"), settings)
+    return {
+        tool.name: tool.published() for tool in runtime.registry.tools if tool.name in TOOL_NAMES
+    }
+
+
+def wire_size(document: Any) -> int:
+    """Bytes of ``document`` encoded as the transport encodes replies."""
+    return len(json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES)
+def test_no_composition_keyword_at_the_root(name: str) -> None:
+    schema = tool_definition(name)["inputSchema"]
+    assert not ROOT_FORBIDDEN & set(schema), name
+    assert schema["type"] == "object"
+
+
+def test_tools_list_stays_small() -> None:
+    published = published_memory_tools()
+    assert set(published) == set(TOOL_NAMES)
+    sizes = {name: wire_size(tool) for name, tool in published.items()}
+    assert max(sizes.values()) <= TOOL_BYTES_MAX, sizes
+    assert sum(sizes.values()) <= ALL_TOOLS_BYTES_MAX, sizes
+    for tool in published.values():
+        assert not ROOT_FORBIDDEN & set(tool["inputSchema"])
+
+
+def test_descriptions_still_say_what_each_tool_needs() -> None:
+    # Smaller, but complete: each description names its statuses and its read/write nature.
+    expectations = {
+        "memory_recall": ("no_matches", "Read-only"),
+        "memory_list": ("next_cursor", "stale_cursor", "Read-only"),
+        "memory_inspect": ("revision", "Read-only"),
+        "memory_remember": ("already_exists", "existing_archived", "event", "approved"),
+        "memory_revise": ("expected_revision", "already_current", "replacement_outcome_uncertain"),
+        "memory_archive": ("already_archived", "memory_restore"),
+        "memory_restore": ("already_active",),
+        "memory_forget": ("not_archived", "deletion_outcome_uncertain"),
+    }
+    for name, words in expectations.items():
+        description = tool_definition(name)["description"]
+        for word in words:
+            assert word in description, (name, word)

@@ -60,7 +60,7 @@ def code_of(home: Path, environ: dict[str, str] | None = None) -> str:
 def test_defaults_without_file_or_environment(tmp_path: Path) -> None:
     assert load(tmp_path) == MnemosyneSettings()
     assert MnemosyneSettings() == MnemosyneSettings(
-        remember=False, archive_restore=False, revise=False, forget=False, candidate_limit=10_000
+        remember=False, archive_restore=False, revise=False, forget=False, candidate_limit=200_000
     )
 
 
@@ -183,7 +183,7 @@ def test_invalid_environment_fails_before_any_file_access(
 def test_file_is_skipped_only_when_all_five_variables_are_set(tmp_path: Path) -> None:
     write_settings(tmp_path, "definitely [ not toml")
     settings = load(tmp_path, {**ALL_ENV, GATE_VARIABLES["remember"]: "true"})
-    assert settings == MnemosyneSettings(remember=True)
+    assert settings == MnemosyneSettings(remember=True, candidate_limit=10_000)
     for variable in ALL_ENV:
         partial = {key: value for key, value in ALL_ENV.items() if key != variable}
         assert code_of(tmp_path, partial) == "invalid_toml"

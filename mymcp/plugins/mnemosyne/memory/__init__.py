@@ -1,62 +1,77 @@
 """Mnemosyne's memory domain: records, index, recall, listing, inspection and mutations.
 
-Pure domain code with no MCP or HTTP types. The service takes raw tool arguments and
-returns JSON-ready results; everything else here is the vocabulary it is built from.
+Pure domain code with no MCP or HTTP types: the two services take raw tool arguments
+and return JSON-ready outcomes, and ``tool_definitions`` says what each tool accepts.
+This ``__all__`` is the package's only public face; its modules are internal.
+
+Modules, each depending only on those listed before it: ``model`` (values and errors),
+``policy`` (content policy), ``store`` (files, walks, lock, writer), ``search`` (text
+analysis and BM25F), ``index`` (rows, revalidation, derived views, snapshot),
+``tools`` (definitions, argument validation, outcomes), ``reads`` and ``writes``.
 """
 
-from ._bm25 import Bm25Parameters, Bm25Ranker, default_ranker
-from ._cursor import CursorCodec
-from ._errors import ErrorCode, ErrorStatus, MemoryOperationError, error_payload
-from ._filesystem import FileStamp
-from ._identifiers import (
+from .index import IndexedRecord, MemoryIndex, Selection
+from .model import (
     CONTENT_MAX,
     LABEL_MAX,
+    MEMORY_KINDS,
+    NAMESPACE_KINDS,
+    ORIGINS,
+    PUBLIC_ORIGINS,
+    RECORDED_VIA,
     TITLE_MAX,
+    Collection,
+    ErrorCode,
+    ErrorStatus,
+    Lifecycle,
+    MemoryOperationError,
+    MemoryRecord,
+    MemoryRecordV1,
+    MemoryRecordV2,
+    MemoryReference,
+    Namespace,
+    Provenance,
+    RelativePath,
+    Scope,
+    V1Reference,
+    V2Reference,
+    error_payload,
     format_timestamp,
     is_identifier,
     is_legacy_id,
     is_memory_id,
     is_timestamp,
+    kind_requires_occurred_at,
     normalize_bounded_text,
     normalize_language,
     normalize_tag,
     normalize_tags,
     normalize_text,
+    parse_reference,
+    reference_of,
+    reference_parts,
     tag_key,
     utc_now_seconds,
 )
-from ._index import MemoryIndex
-from ._locking import LOCK_FILE_NAME, root_lock
-from ._mutations import IndexProvider, MutationService, new_memory_id
-from ._outcomes import ToolOutcome
-from ._paths import RelativePath, reference_parts
-from ._policy import PolicyReason, enforce_content_policy, find_disallowed
-from ._recall import RankCandidate, RankedHit, Ranker, RecallQuery, reference_rank
-from ._record_format import (
+from .policy import PolicyReason, enforce_content_policy, find_disallowed
+from .reads import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, CursorCodec, MemoryService
+from .search import Bm25Parameters, DocumentTerms, TermIndex, document_terms
+from .store import (
+    LOCK_FILE_NAME,
+    LOCK_TIMEOUT_SECONDS,
     MAX_RECORD_BYTES,
+    FileStamp,
     RecordRejected,
+    RecordWriter,
     SkipReason,
+    ensure_root,
+    file_digest,
     parse_record,
+    root_lock,
     serialize_record,
 )
-from ._records import (
-    ORIGINS,
-    PUBLIC_ORIGINS,
-    RECORDED_VIA,
-    Collection,
-    Lifecycle,
-    MemoryRecord,
-    MemoryRecordV1,
-    MemoryRecordV2,
-    Namespace,
-    Provenance,
-)
-from ._references import MemoryReference, V1Reference, V2Reference, parse_reference, reference_of
-from ._scan import IndexedRecord, ScanResult
-from ._scopes import KIND_GUIDANCE, MEMORY_KINDS, NAMESPACE_KINDS, Scope, kind_requires_occurred_at
-from ._service import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, MemoryService
-from ._terms import RecordTerms, tokenize
-from ._writer import RecordWriter, ensure_root, file_digest
+from .tools import KIND_GUIDANCE, TOOL_NAMES, ToolOutcome, tool_definition, tool_definitions
+from .writes import IndexProvider, MutationService, new_memory_id
 
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",
@@ -65,6 +80,7 @@ __all__ = [
     "KIND_GUIDANCE",
     "LABEL_MAX",
     "LOCK_FILE_NAME",
+    "LOCK_TIMEOUT_SECONDS",
     "MAX_RECORD_BYTES",
     "MEMORY_KINDS",
     "NAMESPACE_KINDS",
@@ -72,11 +88,12 @@ __all__ = [
     "PUBLIC_ORIGINS",
     "RECORDED_VIA",
     "TITLE_MAX",
+    "TOOL_NAMES",
     "Bm25Parameters",
-    "Bm25Ranker",
     "Collection",
     "CursorCodec",
-    "default_ranker",
+    "document_terms",
+    "DocumentTerms",
     "enforce_content_policy",
     "ensure_root",
     "error_payload",
@@ -113,24 +130,20 @@ __all__ = [
     "parse_reference",
     "PolicyReason",
     "Provenance",
-    "RankCandidate",
-    "RankedHit",
-    "Ranker",
-    "RecallQuery",
     "RecordRejected",
-    "RecordTerms",
     "RecordWriter",
     "reference_of",
     "reference_parts",
-    "reference_rank",
     "RelativePath",
     "root_lock",
-    "ScanResult",
     "Scope",
+    "Selection",
     "serialize_record",
     "SkipReason",
     "tag_key",
-    "tokenize",
+    "TermIndex",
+    "tool_definition",
+    "tool_definitions",
     "ToolOutcome",
     "utc_now_seconds",
     "V1Reference",

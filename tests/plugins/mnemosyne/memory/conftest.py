@@ -8,6 +8,7 @@ import stat
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,13 @@ import pytest
 from mymcp.plugins.mnemosyne.memory import (
     LOCK_FILE_NAME,
     CursorCodec,
+    IndexedRecord,
+    MemoryIndex,
     MemoryService,
-    _filesystem,
-    _index,
-    _record_format,
+    Scope,
+    store,
 )
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 # Files written by the tests are backdated so the index may trust their stamps at once.
 SETTLED_AGE_NS = 3600 * 1_000_000_000
@@ -153,6 +156,36 @@ def service(root: Path, codec: CursorCodec) -> MemoryService:
     return MemoryService(lambda: root, 10_000, codec)
 
 
+@dataclass(frozen=True)
+class Scanned:
+    """What a test sees of one selection: its records, candidate count and revision."""
+
+    records: list[IndexedRecord]
+    candidates: int
+    revision: int
+
+    @property
+    def ids(self) -> set[str]:
+        return {item.record.id for item in self.records}
+
+
+def scan(
+    index: MemoryIndex,
+    scope: Scope = Scope.PROJECT,
+    container: tuple[str, ...] = (),
+    *,
+    recursive: bool = True,
+    candidate_limit: int = 10_000,
+    include_legacy: bool = True,
+) -> Scanned:
+    """Make a selection current and read its records, as the services do."""
+    selection = index.refresh(
+        scope, container, recursive=recursive, candidate_limit=candidate_limit
+    )
+    records = list(index.records(selection, include_legacy=include_legacy))
+    return Scanned(records, selection.candidates, selection.revision)
+
+
 def remember_args(**overrides: Any) -> dict[str, Any]:
     args: dict[str, Any] = {
         "scope": "project",
@@ -187,20 +220,20 @@ def tree_snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts full stat walks; patches and the inotify fast path never call them."""
     calls: list[int] = []
-    real = _index.walk_candidates
+    real = index_module.walk_candidates
 
     def counting(*args: Any, **kwargs: Any) -> None:
         calls.append(1)
         real(*args, **kwargs)
 
-    monkeypatch.setattr(_index, "walk_candidates", counting)
+    monkeypatch.setattr(index_module, "walk_candidates", counting)
     return calls
 
 
 @pytest.fixture
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"read": 0, "parse": 0}
-    real_read, real_parse = _filesystem.read_candidate, _record_format.parse_record
+    real_read, real_parse = store.read_candidate, store.parse_record
 
     def counting_read(*args: Any) -> Any:
         counts["read"] += 1
@@ -210,6 +243,6 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["parse"] += 1
         return real_parse(data)
 
-    monkeypatch.setattr(_filesystem, "read_candidate", counting_read)
-    monkeypatch.setattr(_record_format, "parse_record", counting_parse)
+    monkeypatch.setattr(store, "read_candidate", counting_read)
+    monkeypatch.setattr(store, "parse_record", counting_parse)
     return counts

@@ -6,7 +6,9 @@ each finished operation on a pipe. The parent waits for a bounded number of thos
 kills the child with SIGKILL, and then checks the tree: every ``*.json`` file is a
 complete, canonical record at its own path; list, recall and inspect show exactly those
 records and never a temporary file, whether the temp file is a real leftover of the
-killed write or one planted by the test.
+killed write or one planted by the test. Leftover temp files hold a record's full text,
+so a freshly started index sweeps them (the writer lock is free once the writer died),
+and ``forget`` removes every one beside the record it deletes.
 """
 
 from __future__ import annotations
@@ -223,9 +225,58 @@ def test_sigkilled_writer_never_leaves_a_torn_or_listed_temp_file(tmp_path: Path
         namespace_directory = root / "project" / f"round{number}"
         if namespace_directory.is_dir():
             leftovers.append(_plant_leftover(root, namespace_directory))
+        assert not leftovers or list(root.rglob(".*.tmp"))
         fresh = MemoryService(lambda: root, 100_000, CursorCodec.generate())
         _check_tree(root, [long_lived, fresh], leftovers)
-    # The kills really interrupted work: records exist and every round left its planted
-    # temp file beside them.
+        # The fresh index swept every temp file at its start: the writer was dead.
+        assert list(root.rglob(".*.tmp")) == []
+    # The kills really interrupted work: records exist, and temp files were planted.
     assert len(_records_on_disk(root)) >= ROUNDS // 2
-    assert len(list(root.rglob(".*.tmp"))) >= len(leftovers) >= ROUNDS // 2
+    assert len(leftovers) >= ROUNDS // 2
+
+
+def test_forget_removes_every_file_holding_the_record_text(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    # Started before the writer ran, so its own start-up sweep found nothing to do.
+    reads = MemoryService(lambda: root, 100_000, CursorCodec.generate())
+    reads.list({"scope": "project"})
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(root), "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=environment,
+        cwd=REPO,
+    )
+    try:
+        lines = _wait_for_lines(child, 40)  # the first note is remembered and revised
+    finally:
+        child.kill()
+        child.wait(timeout=LINE_TIMEOUT)
+        assert child.stdout is not None
+        child.stdout.close()
+    assert "remembered" in lines
+    from mymcp.plugins.mnemosyne.memory import MutationService
+
+    writes = MutationService(reads, 100_000)
+    directory = root / "project" / "round0"
+    (path,) = [p for p in directory.glob("*.json")][:1]
+    record = parse_record(path.read_bytes())
+    assert isinstance(record, MemoryRecordV2)
+    # Whatever the kill left, a revision interrupted right before its rename leaves the
+    # record's text in a temp file beside it.
+    (directory / f".{record.id}.{uuid.uuid4().hex[:16]}.tmp").write_bytes(path.read_bytes())
+    text = json.dumps(record.content, ensure_ascii=False)[1:-1]  # as the file spells it
+    reference = reference_of(record, record.scope).to_json()
+    archived = writes.archive(
+        {"reference": reference, "expected_revision": record.lifecycle.revision}
+    ).payload
+    assert archived["status"] == "archived", archived
+    forgotten = writes.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+    holding = [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+    assert holding == []
+    assert list(directory.glob(f".{record.id}.*")) == []

@@ -23,7 +23,7 @@ from mymcp.plugins.mnemosyne.memory import (
     normalize_tags,
     normalize_text,
 )
-from mymcp.plugins.mnemosyne.memory._identifiers import format_timestamp, utc_now_seconds
+from mymcp.plugins.mnemosyne.memory.model import format_timestamp, utc_now_seconds
 
 IDENTIFIER = re.compile(r"[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?")
 
@@ -35,7 +35,10 @@ def test_vocabulary_covers_every_scope_and_pair() -> None:
     assert set(NAMESPACE_KINDS) == set(Scope) == set(MEMORY_KINDS)
     pairs = {(scope, kind) for scope in Scope for kind in MEMORY_KINDS[scope]}
     assert set(KIND_GUIDANCE) == pairs
-    assert all(text.endswith(".") and len(text) < 200 for text in KIND_GUIDANCE.values())
+    # Short phrases: they are published in memory_remember's kind description.
+    assert all(
+        text and not text.endswith(".") and len(text) < 60 for text in KIND_GUIDANCE.values()
+    )
     assert sum(len(kinds) for kinds in MEMORY_KINDS.values()) == 18
     assert kind_requires_occurred_at("event")
     assert not kind_requires_occurred_at("decision")

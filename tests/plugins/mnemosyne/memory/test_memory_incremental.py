@@ -1,10 +1,13 @@
-"""Incremental upkeep of the memory index: single-file changes without a walk (decision D9).
+"""Incremental upkeep of the memory index: single-file changes without a walk.
 
 Three mechanisms, each checked for "no full walk" and for the right answer:
 
-* change events that name one entry patch every proven selection (``MemoryIndex._patch``);
-* listing derives its ordered inventory and snapshot digest once per scan result;
-* remember's duplicate map is derived once and patched after every change.
+* change events that name one entry patch exactly those rows (``MemoryIndex._patch``);
+* the list order and cursor checksums change only with the rows that changed;
+* remember's duplicate map changes only with the rows that changed.
+
+Derived views follow the row set's generation number (``MemoryIndex.revision``), which
+moves exactly when a row changes.
 """
 
 from __future__ import annotations
@@ -29,16 +32,12 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     MutationService,
     Scope,
-    _duplicates,
-    _index,
-    _listing,
-    _mutations,
-    _terms,
-    _tokenize,
-    reference_of,
+    search,
 )
-from mymcp.plugins.mnemosyne.memory._cursor import SnapshotItem
-from mymcp.plugins.mnemosyne.memory._identifiers import is_timestamp
+from mymcp.plugins.mnemosyne.memory import index as index_module
+from mymcp.plugins.mnemosyne.memory.model import is_timestamp
+
+from .conftest import Scanned, scan
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -46,17 +45,13 @@ Writer = Callable[..., Path]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
 
-def _scan(
-    index: MemoryIndex, namespace: str | None = None, *, limit: int = 10_000
-) -> _index.ScanResult:
+def _scan(index: MemoryIndex, namespace: str | None = None, *, limit: int = 10_000) -> Scanned:
     container = () if namespace is None else (namespace,)
-    return index.scan(
-        Scope.PROJECT, container, recursive=True, candidate_limit=limit, include_legacy=True
-    )
+    return scan(index, Scope.PROJECT, container, candidate_limit=limit)
 
 
 def _ids(index: MemoryIndex, namespace: str | None = None) -> set[str]:
-    return {item.record.id for item in _scan(index, namespace).records}
+    return _scan(index, namespace).ids
 
 
 def _armed(root: Path) -> MemoryIndex:
@@ -94,12 +89,10 @@ def test_one_file_edited_added_deleted_and_renamed_without_a_walk(
     assert len(walks) == 1
     # Only the named files were read: the edit, the addition and the renamed file.
     assert count_reads["read"] - before["read"] == 3
-    assert index.cached_paths() >= {("project", "ns", "renamed.json")}
-    assert ("project", "ns", "5.json") not in index.cached_paths()
-    assert ("project", "ns", "4.json") not in index.cached_paths()
+    assert len(index) == 20  # one row per file: the deleted and the old name are gone
     # The patched result is exactly what a fresh walk finds.
     fresh = MemoryIndex(root, watch=False)
-    assert {i.record.id for i in _scan(fresh).records} == expected
+    assert _ids(fresh) == expected
     assert _scan(fresh).candidates == _scan(index).candidates == 20
 
 
@@ -123,16 +116,19 @@ def test_a_file_moved_between_watched_directories_is_patched(
 
 
 @linux_only
-def test_unrelated_entries_keep_the_very_same_result(
+def test_unrelated_entries_keep_the_same_generation(
     root: Path, write: Writer, v1: Factory, walks: list[int]
 ) -> None:
     write(v1(memory_id="one"), "project/ns/one.json")
     index = _armed(root)
     first = _scan(index)
     (root / "project/ns/notes.txt").write_text("not a record")
-    (root / "project/ns/.mem_x.0123.tmp").write_text("a writer's temp file")
-    (root / "project/ns/.mem_x.0123.tmp").unlink()
-    assert _scan(index) is first
+    temp = root / "project/ns" / f".mem_{'a' * 32}.{'0' * 16}.tmp"
+    temp.write_text("a writer's temp file")
+    temp.unlink()
+    again = _scan(index)
+    assert again.revision == first.revision  # no row changed, no derived view moved
+    assert again.ids == first.ids
     assert len(walks) == 1
 
 
@@ -153,14 +149,13 @@ def test_breaking_and_symlinking_a_file_are_skips_without_a_walk(
     assert _ids(index) == set()
     patched = _scan(index)
     assert len(walks) == 1
-    # Counts agree with a fresh walk: one candidate (broken), two skips (it and the link).
+    # Counts agree with a fresh walk: one candidate (the broken file; links are not).
     fresh = _scan(MemoryIndex(root, watch=False))
-    assert (patched.candidates, patched.skipped) == (fresh.candidates, fresh.skipped) == (1, 2)
+    assert patched.candidates == fresh.candidates == 1
     walked = len(walks)
     (root / "project/ns/other.json").unlink()
     write(v1(memory_id="back"), "project/ns/good.json")
     assert _ids(index) == {"back"}
-    assert _scan(index).skipped == 0
     assert len(walks) == walked
 
 
@@ -216,19 +211,20 @@ def test_own_writes_are_patched_not_walked(root: Path, walks: list[int]) -> None
     assert len(walks) == walked + 1  # the listing's own selection, walked once
 
 
-# -- listing: derived once per scan result ---------------------------------------------
+# -- listing: the order and checksums follow the changed rows only ---------------------
 
 
 @pytest.fixture
-def snapshot_items(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def item_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts how often a record's share of a list checksum is computed."""
     calls: list[int] = []
-    real = _listing._snapshot_item
+    real = index_module._item_hash
 
-    def counting(item: Any) -> Any:
+    def counting(*args: Any) -> Any:
         calls.append(1)
-        return real(item)
+        return real(*args)
 
-    monkeypatch.setattr(_listing, "_snapshot_item", counting)
+    monkeypatch.setattr(index_module, "_item_hash", counting)
     return calls
 
 
@@ -245,33 +241,33 @@ def _error(service: MemoryService, **arguments: Any) -> str:
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "stat-walk"])
-def test_listing_inventory_is_reused_and_follows_every_change(
+def test_listing_follows_every_change_at_the_cost_of_the_change(
     root: Path,
     write: Writer,
     v2: Factory,
-    snapshot_items: list[int],
+    item_hashes: list[int],
     watch: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if watch and not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux only")
     if not watch:
-        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+        monkeypatch.setattr(index_module.Watcher, "create", classmethod(lambda cls: None))
     bodies = [v2(namespace="ns", memory_id=f"mem_{n:032x}", content=f"c{n}") for n in range(7)]
     paths = [write(body) for body in bodies]
     service = MemoryService(lambda: root, 10_000, CursorCodec.generate())
     first = _page(service, page_size=2)
-    assert len(snapshot_items) == 7
+    assert len(item_hashes) == 7  # each record described once, when it was indexed
     cursor = first["page"]["next_cursor"]
     second = _page(service, cursor=cursor)
     again = _page(service, page_size=2)
     assert again == first
     assert [m["reference"]["id"] for m in second["memories"]] == [b["id"] for b in bodies[2:4]]
-    assert len(snapshot_items) == 7  # nothing changed: no per-item work at all
+    assert len(item_hashes) == 7  # nothing changed: no per-item work at all
     # Same identity and path, different file bytes: the snapshot changes.
     write(v2(namespace="ns", memory_id=bodies[5]["id"], content="edited"))
     assert _error(service, cursor=cursor) == "stale_cursor"
-    assert len(snapshot_items) == 8  # only the edited record was re-described
+    assert len(item_hashes) == 9  # the edited record left and came back, nothing else
     fresh = _page(service, page_size=2)
     assert fresh["page"]["next_cursor"] != cursor
     assert _page(service, cursor=fresh["page"]["next_cursor"])["page"]["number"] == 2
@@ -280,64 +276,44 @@ def test_listing_inventory_is_reused_and_follows_every_change(
     assert _error(service, cursor=fresh["page"]["next_cursor"]) == "stale_cursor"
     tail = _page(service, page_size=3)
     assert tail["page"]["total_count"] == 6
-    assert len(snapshot_items) == 8
+    assert len(item_hashes) == 10
 
 
-def test_listing_inventory_of_another_codec_is_not_reused(
-    root: Path, write: Writer, v2: Factory
+def test_list_checksum_is_the_sum_of_each_record_path_and_bytes(
+    root: Path, write: Writer, v1: Factory, v2: Factory
 ) -> None:
     write(v2(namespace="ns"))
+    write(v2(namespace="ns", collection="c"))
+    write(v1(memory_id="old"), "project/old.json")
     index = MemoryIndex(root, watch=False)
+    selection = index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10)
+    everything = index.inventory(selection, include_legacy=True)
+    items = list(index.records(selection, include_legacy=True))
+    expected = sum(index_module._item_hash(item.parts, item.digest) for item in items)
+    assert (everything.count, everything.checksum) == (3, expected % (1 << 128))
+    canonical = index.inventory(selection, include_legacy=False)
+    assert canonical.count == 2
+    assert canonical.checksum != everything.checksum
+    # Another codec signs the same state differently: cursors never cross processes.
     first, second = CursorCodec.generate(), CursorCodec.generate()
-    scan = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
-    one = _listing._listed(index, scan, first)
-    two = _listing._listed(index, scan, second)
-    assert one.snapshot != two.snapshot
-    # Byte for byte the contract's digest: HMAC over the ordered (identity, path, sha256).
-    (item,) = scan.records
-    identity = json.dumps(
-        reference_of(item.record, item.scope).to_json(), sort_keys=True, separators=(",", ":")
-    )
-    expected = [SnapshotItem(identity, "/".join(item.parts), item.digest.hex())]
-    assert one.snapshot == first.snapshot_digest(expected)
-    assert _listing._listed(index, scan, first).snapshot == one.snapshot
+    state = (everything.count, everything.checksum)
+    assert first.snapshot_digest(*state) != second.snapshot_digest(*state)
 
 
-# -- derive: carried forward across results --------------------------------------------
-
-
-def test_derive_carries_a_value_forward_with_the_exact_difference(
+def test_generation_moves_exactly_when_a_row_changes(
     root: Path, write: Writer, v1: Factory
 ) -> None:
     write(v1(memory_id="a"), "project/a.json")
     write(v1(memory_id="b"), "project/b.json")
     index = MemoryIndex(root, watch=False)
-    builds: list[int] = []
-    updates: list[tuple[set[str], set[str]]] = []
-
-    def build(result: _index.ScanResult) -> frozenset[str]:
-        builds.append(1)
-        return frozenset(item.record.id for item in result.records)
-
-    def update(old: frozenset[str], removed: Any, added: Any) -> frozenset[str]:
-        gone = {item.record.id for item in removed}
-        new = {item.record.id for item in added}
-        updates.append((gone, new))
-        return (old - gone) | new
-
     first = _scan(index)
-    assert index.derive(first, "ids", build, update) == {"a", "b"}
-    assert index.derive(first, "ids", build, update) == {"a", "b"}
+    assert _scan(index).revision == first.revision  # walked again, nothing changed
+    (root / "project/b.json").write_bytes((root / "project/b.json").read_bytes())
+    assert _scan(index).revision == first.revision  # same bytes: the verdict stands
     write(v1(memory_id="b2"), "project/b.json")
-    write(v1(memory_id="c"), "project/c.json")
     second = _scan(index)
-    assert index.derive(second, "ids", build, update) == {"a", "b2", "c"}
-    assert builds == [1]
-    assert updates == [({"b"}, {"b2", "c"})]
-    # An older result of the same selection is carried there too, by its difference.
-    assert index.derive(first, "ids", build, update) == {"a", "b"}
-    assert builds == [1]
-    assert updates[-1] == ({"b2", "c"}, {"b"})
+    assert second.revision > first.revision
+    assert second.ids == {"a", "b2"}
 
 
 # -- remember: the duplicate map ----------------------------------------------------------
@@ -362,15 +338,14 @@ def _remember_args(**overrides: Any) -> dict[str, Any]:
 @pytest.fixture
 def duplicate_keys(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = _duplicates.duplicate_key
+    real = index_module.duplicate_hash
 
-    def counting(record: Any) -> Any:
+    def counting(*args: Any) -> Any:
         calls.append(1)
-        return real(record)
+        return real(*args)
 
-    # Both the map builders and the remember lookup compute keys.
-    monkeypatch.setattr(_duplicates, "duplicate_key", counting)
-    monkeypatch.setattr(_mutations, "duplicate_key", counting)
+    # Indexing a record and the remember lookup both compute keys.
+    monkeypatch.setattr(index_module, "duplicate_hash", counting)
     return calls
 
 
@@ -386,7 +361,7 @@ def test_duplicate_map_stays_coherent_across_mutations_and_hand_edits(
     if watch and not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux only")
     if not watch:
-        monkeypatch.setattr(_index.Watcher, "create", classmethod(lambda cls: None))
+        monkeypatch.setattr(index_module.Watcher, "create", classmethod(lambda cls: None))
     for number in range(30):
         write(v2(namespace="ns", content=f"filler {number}"))
     reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
@@ -404,7 +379,7 @@ def test_duplicate_map_stays_coherent_across_mutations_and_hand_edits(
     assert created["status"] == "remembered"
     reference = created["reference"]
     built = len(duplicate_keys)
-    assert built >= 30  # the map is built once, over the whole container
+    assert built >= 30  # each record's key, computed once when it was indexed
     # Tags compare casefolded and unordered.
     assert remember(tags=["two", "ONE"]) == {**created, "status": "already_exists"}
     assert len(duplicate_keys) - built <= 4  # later calls: a handful of keys, not 30
@@ -444,41 +419,21 @@ _ASCII_TEXT = st.text(
 @given(_ASCII_TEXT)
 def test_ascii_tokenisation_matches_the_general_path(text: str) -> None:
     folded = text.casefold()
-    general = _tokenize._unicode_query_terms(folded)
-    assert _tokenize.query_terms(text) == general
-    assert _tokenize.analyze(text) == [term for _, term in general]
-
-
-@given(st.text(max_size=80))
-def test_reference_tokens_keep_their_definition(text: str) -> None:
-    import re
-
-    words = re.findall(r"[^\W_]+", text.casefold())
-    expected = tuple(w for w in words if len(w) > 1 and w not in _terms.STOP_WORDS)
-    assert _terms.tokenize(text) == expected
+    general = search._unicode_query_terms(folded)
+    assert search.query_terms(text) == general
+    assert search.analyze(text) == [term for _, term in general]
 
 
 def test_ascii_tokenisation_handles_compounds_and_long_words() -> None:
     text = "ADR-12 v3.11.2 il6 " + "x" * 50 + " " + "-".join(["ab"] * 40) + " end."
     folded = text.casefold()
-    assert _tokenize.query_terms(text) == _tokenize._unicode_query_terms(folded)
+    assert search.query_terms(text) == search._unicode_query_terms(folded)
     rng = random.Random(5)
     for _ in range(200):
         sample = "".join(rng.choice("ab1-.: ") for _ in range(rng.randint(0, 30)))
-        assert _tokenize.analyze(sample) == [
-            term for _, term in _tokenize._unicode_query_terms(sample.casefold())
+        assert search.analyze(sample) == [
+            term for _, term in search._unicode_query_terms(sample.casefold())
         ]
-
-
-def test_candidate_terms_are_extracted_on_first_use(root: Path, write: Writer, v2: Factory) -> None:
-    write(v2(title="Lazy title", content="Lazy content."))
-    index = MemoryIndex(root, watch=False)
-    (item,) = _scan(index).records
-    assert item.candidate._terms is None  # listing and remember never tokenise
-    assert "lazi" in item.terms.fields.tf
-    assert item.candidate.terms is item.terms
-    with pytest.raises(ValueError, match="either its terms or its record"):
-        _terms.RankCandidate("id", "path")
 
 
 @pytest.mark.parametrize(
@@ -497,13 +452,3 @@ def test_candidate_terms_are_extracted_on_first_use(root: Path, write: Writer, v
 )
 def test_timestamps_are_validated_without_strptime(value: str, valid: bool) -> None:
     assert is_timestamp(value) is valid
-
-
-@given(
-    st.lists(st.tuples(st.text(max_size=30), st.text(max_size=30), st.text(max_size=8)), max_size=6)
-)
-def test_snapshot_fragments_give_the_same_digest(triples: list[tuple[str, str, str]]) -> None:
-    codec = CursorCodec(b"k" * 32, "0" * 32)
-    items = [SnapshotItem(*triple) for triple in triples]
-    fragments = [codec.snapshot_fragment(item) for item in items]
-    assert codec.snapshot_digest_of_fragments(fragments) == codec.snapshot_digest(items)

@@ -1,4 +1,4 @@
-"""Discovery and the revalidated in-process index (decision D9)."""
+"""Discovery and the revalidated in-process index."""
 
 from __future__ import annotations
 
@@ -17,17 +17,18 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryOperationError,
     Scope,
     SkipReason,
-    _filesystem,
     parse_record,
+    store,
 )
+
+from .conftest import scan
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
 
 
 def _scan(index: MemoryIndex, scope: Scope = Scope.PROJECT, limit: int = 10_000) -> set[str]:
-    result = index.scan(scope, recursive=True, candidate_limit=limit, include_legacy=True)
-    return {item.record.id for item in result.records}
+    return scan(index, scope, candidate_limit=limit).ids
 
 
 @pytest.fixture(params=[True, False], ids=["inotify", "stat-walk"])
@@ -125,7 +126,7 @@ def test_hand_edits_additions_and_deletions_show_on_the_next_call(
     assert _scan(index) == {"fir5t", "second"}
     path.unlink()
     assert _scan(index) == {"second"}
-    assert index.cached_paths() == {("project", "b.json")}
+    assert len(index) == 1  # the deleted file's row is gone too
 
 
 def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
@@ -182,11 +183,11 @@ def test_writer_hooks_keep_the_index_coherent(
     assert _scan(index) == {body["id"]}
     parts = tuple(path.relative_to(root).parts)
     index.invalidate(parts)
-    assert parts not in index.cached_paths()
+    assert len(index) == 0
     assert _scan(index) == {body["id"]}
     assert count_reads["read"] == 2
     data = path.read_bytes()
-    index.note_written(parts, _filesystem.FileStamp.of(path.stat()), data)
+    index.note_written(parts, store.FileStamp.of(path.stat()), data)
     before = dict(count_reads)
     assert _scan(index) == {body["id"]}
     assert count_reads["parse"] == before["parse"]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, _index
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -43,7 +44,7 @@ def test_v2_inspection_is_a_lookup_not_a_scan(
     def no_scan(*_: Any, **__: Any) -> Any:
         raise AssertionError("v2 inspection must not list directories")
 
-    monkeypatch.setattr(_index.MemoryIndex, "scan", no_scan)
+    monkeypatch.setattr(index_module.MemoryIndex, "refresh", no_scan)
     assert service.inspect({"reference": _v2_ref(body)}).payload["status"] == "ok"
 
 
@@ -113,7 +114,6 @@ def test_v1_inspection_respects_the_candidate_limit(
     [
         {},
         {"reference": None},
-        {"reference": {"schema_version": 1, "scope": "self", "id": "x"}, "path": "/"},
         {"reference": {"schema_version": 1, "scope": "self", "id": "bad id"}},
         {"reference": {"schema_version": 1, "scope": "self", "id": "x", "extra": 1}},
         {"reference": {"schema_version": True, "scope": "self", "id": "x"}},
@@ -146,3 +146,37 @@ def test_invalid_references(service: MemoryService, arguments: dict[str, Any]) -
         "invalid_request",
         "invalid_reference",
     )
+    # The field is the reference or the member of it at fault.
+    assert outcome.payload["field"].split(".")[0] == "reference"
+    assert outcome.payload["reason"]
+
+
+def test_an_unknown_argument_is_not_blamed_on_the_reference(service: MemoryService) -> None:
+    reference = {"schema_version": 1, "scope": "self", "id": "x"}
+    payload = service.inspect({"reference": reference, "path": "/"}).payload
+    assert (payload["code"], payload["field"], payload["reason"]) == (
+        "invalid_request",
+        "path",
+        "unexpected",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reference", "field", "reason"),
+    [
+        (
+            {"schema_version": 2, "scope": "self", "id": "mem_" + "a" * 32},
+            "namespace_id",
+            "missing",
+        ),
+        ({"schema_version": 1, "scope": "self", "id": "bad id"}, "id", "malformed"),
+        ({"schema_version": 3, "scope": "self", "id": "x"}, "schema_version", "not_allowed"),
+        ({"schema_version": 1, "scope": "elsewhere", "id": "x"}, "scope", "not_allowed"),
+    ],
+)
+def test_reference_errors_name_the_member(
+    service: MemoryService, reference: dict[str, Any], field: str, reason: str
+) -> None:
+    payload = service.inspect({"reference": reference}).payload
+    assert (payload["field"], payload["reason"]) == (f"reference.{field}", reason)
+    assert payload["message"].startswith(f"reference.{field} ")

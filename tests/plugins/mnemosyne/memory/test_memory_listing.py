@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
-from mymcp.plugins.mnemosyne.memory._cursor import CursorState
+from mymcp.plugins.mnemosyne.memory.reads import CursorState
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -238,7 +238,11 @@ def test_offset_beyond_total_is_invalid(
 def test_codec_round_trip_and_domain_separation(codec: CursorCodec) -> None:
     state = CursorState("a" * 64, "b" * 64, 4, 2)
     assert codec.decode(codec.encode(state)) == state
-    assert codec.selector_digest("project", None, "all", None) != codec.snapshot_digest([])
+    assert codec.selector_digest("project", None, "all", None) != codec.snapshot_digest(0, 0)
+    # The listing state signs count and checksum both.
+    assert codec.snapshot_digest(1, 0) != codec.snapshot_digest(0, 0)
+    assert codec.snapshot_digest(1, 5) != codec.snapshot_digest(1, 6)
+    assert codec.snapshot_digest(1, 5) != CursorCodec.generate().snapshot_digest(1, 5)
     with pytest.raises(ValueError, match="32 bytes"):
         CursorCodec(b"short", "0" * 32)
     assert "key" not in repr(codec) or "process key" in repr(codec)

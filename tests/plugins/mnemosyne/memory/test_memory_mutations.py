@@ -24,7 +24,7 @@ from mymcp.plugins.mnemosyne.memory import (
     error_payload,
     parse_record,
 )
-from mymcp.plugins.mnemosyne.memory._mutation_arguments import parse_remember_arguments
+from mymcp.plugins.mnemosyne.memory.tools import REMEMBER
 
 from .conftest import remember_args, tree_snapshot
 
@@ -133,7 +133,7 @@ def test_remember_creates_one_canonical_record(tmp_path: Path) -> None:
     assert set(result) == {"status", "reference", "lifecycle"}
     assert result["status"] == "remembered"
     reference = result["reference"]
-    assert reference["schema_version"] == 2  # D7: usable by memory_inspect unchanged
+    assert reference["schema_version"] == 2  # usable by memory_inspect unchanged
     assert reference["scope"] == "project"
     assert (reference["namespace_id"], reference["collection_id"]) == ("mnemosyne", "decisions")
     assert re.fullmatch("mem_[0-9a-f]{32}", reference["id"])
@@ -271,77 +271,135 @@ def _without(key: str) -> dict[str, Any]:
     return {k: v for k, v in remember_args().items() if k != key}
 
 
+# (id, arguments, code, field, reason): every argument error names its field and why.
 INVALID_REMEMBER = [
-    ("not-an-object", ["scope"], "invalid_record"),
-    ("missing-title", _without("title"), "invalid_record"),
-    ("missing-scope", _without("scope"), "invalid_record"),
-    ("unknown-field", remember_args(id=MEM_ID), "invalid_record"),
-    ("consent-field", remember_args(confirmed=True), "invalid_record"),
-    ("scope", remember_args(scope="work"), "invalid_scope"),
-    ("scope-type", remember_args(scope=1), "invalid_scope"),
+    ("not-an-object", ["scope"], "invalid_request", None, "wrong_type"),
+    ("missing-title", _without("title"), "invalid_record", "title", "missing"),
+    ("missing-scope", _without("scope"), "invalid_scope", "scope", "missing"),
+    ("missing-origin", _without("origin"), "invalid_origin", "origin", "missing"),
+    ("unknown-field", remember_args(id=MEM_ID), "invalid_request", "id", "unexpected"),
+    ("consent-field", remember_args(confirmed=True), "invalid_request", "confirmed", "unexpected"),
+    ("odd-field", remember_args(**{"bad key!": 1}), "invalid_request", None, "unexpected"),
+    ("scope", remember_args(scope="work"), "invalid_scope", "scope", "not_allowed"),
+    ("scope-type", remember_args(scope=1), "invalid_scope", "scope", "wrong_type"),
     (
         "namespace-kind",
         remember_args(namespace={"kind": "topic", "id": "x", "label": None}),
         "invalid_namespace",
+        "namespace.kind",
+        "not_allowed",
     ),
     (
         "namespace-id",
         remember_args(namespace={"kind": "project", "id": "Bad", "label": None}),
         "invalid_namespace",
+        "namespace.id",
+        "malformed",
     ),
     (
         "namespace-label",
         remember_args(namespace={"kind": "project", "id": "x", "label": "x" * 101}),
         "invalid_namespace",
+        "namespace.label",
+        "too_long",
     ),
     (
         "namespace-extra",
         remember_args(namespace={"kind": "project", "id": "x", "label": None, "path": "/"}),
         "invalid_namespace",
+        "namespace",
+        "unexpected",
     ),
     (
         "namespace-missing-label",
         remember_args(namespace={"kind": "project", "id": "x"}),
         "invalid_namespace",
+        "namespace.label",
+        "missing",
     ),
     (
         "collection-id",
         remember_args(collection={"id": "../x", "label": None}),
         "invalid_collection",
+        "collection.id",
+        "malformed",
     ),
-    ("collection-label", remember_args(collection={"id": "c", "label": " "}), "invalid_collection"),
-    ("collection-type", remember_args(collection="decisions"), "invalid_collection"),
-    ("kind", remember_args(kind="preference"), "invalid_kind"),
-    ("kind-type", remember_args(kind=None), "invalid_kind"),
-    ("language", remember_args(language="english language"), "invalid_record"),
-    ("title-long", remember_args(title="t" * 201), "invalid_record"),
-    ("title-blank", remember_args(title="  "), "invalid_record"),
-    ("content-blank", remember_args(content=" \r\n "), "invalid_record"),
-    ("content-long", remember_args(content="c" * 4001), "invalid_record"),
-    ("content-null", remember_args(content=None), "invalid_record"),
-    ("tags-duplicate", remember_args(tags=["Tea", "tea"]), "invalid_record"),
-    ("tags-eleven", remember_args(tags=[f"t{i}" for i in range(11)]), "invalid_record"),
-    ("tags-long", remember_args(tags=["t" * 51]), "invalid_record"),
-    ("tags-string", remember_args(tags="tea"), "invalid_record"),
-    ("origin-manual", remember_args(origin="manual"), "invalid_origin"),
-    ("origin-import", remember_args(origin="import"), "invalid_origin"),
-    ("origin-null", remember_args(origin=None), "invalid_origin"),
+    (
+        "collection-label",
+        remember_args(collection={"id": "c", "label": " "}),
+        "invalid_collection",
+        "collection.label",
+        "blank",
+    ),
+    (
+        "collection-type",
+        remember_args(collection="decisions"),
+        "invalid_collection",
+        "collection",
+        "wrong_type",
+    ),
+    ("kind", remember_args(kind="preference"), "invalid_kind", "kind", "not_allowed"),
+    ("kind-type", remember_args(kind=None), "invalid_kind", "kind", "wrong_type"),
+    (
+        "language",
+        remember_args(language="english language"),
+        "invalid_record",
+        "language",
+        "malformed",
+    ),
+    ("title-long", remember_args(title="t" * 201), "invalid_record", "title", "too_long"),
+    ("title-blank", remember_args(title="  "), "invalid_record", "title", "blank"),
+    ("content-blank", remember_args(content=" \r\n "), "invalid_record", "content", "blank"),
+    ("content-long", remember_args(content="c" * 4001), "invalid_record", "content", "too_long"),
+    ("content-null", remember_args(content=None), "invalid_record", "content", "wrong_type"),
+    ("tags-duplicate", remember_args(tags=["Tea", "tea"]), "invalid_record", "tags", "duplicate"),
+    (
+        "tags-eleven",
+        remember_args(tags=[f"t{i}" for i in range(11)]),
+        "invalid_record",
+        "tags",
+        "too_many",
+    ),
+    ("tags-long", remember_args(tags=["t" * 51]), "invalid_record", "tags", "too_long"),
+    ("tags-string", remember_args(tags="tea"), "invalid_record", "tags", "wrong_type"),
+    ("origin-manual", remember_args(origin="manual"), "invalid_origin", "origin", "not_allowed"),
+    ("origin-import", remember_args(origin="import"), "invalid_origin", "origin", "not_allowed"),
+    ("origin-null", remember_args(origin=None), "invalid_origin", "origin", "wrong_type"),
+    (
+        "event-without-time",
+        remember_args(kind="event"),
+        "invalid_record",
+        "occurred_at",
+        "missing",
+    ),
+    (
+        "time-without-event",
+        remember_args(occurred_at="2026-01-01T00:00:00Z"),
+        "invalid_record",
+        "occurred_at",
+        "unexpected",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("arguments", "code"), [pytest.param(a, c, id=i) for i, a, c in INVALID_REMEMBER]
+    ("arguments", "code", "field", "reason"),
+    [pytest.param(a, c, f, r, id=i) for i, a, c, f, r in INVALID_REMEMBER],
 )
 def test_invalid_remember_is_rejected_before_any_filesystem_access(
-    tmp_path: Path, arguments: Any, code: str
+    tmp_path: Path, arguments: Any, code: str, field: str | None, reason: str
 ) -> None:
     root = tmp_path / "memory"
     result = Memory(root).call("remember", arguments)
-    assert result == {
-        "status": "invalid_request",
-        "code": code,
-        "message": result["message"],
-    }
+    expected = {"status": "invalid_request", "code": code, "reason": reason}
+    if field is not None:
+        expected["field"] = field
+    assert result == {**expected, "message": result["message"]}
+    # The message explains the rule for the named field and never echoes a value.
+    if field is not None and reason != "unexpected":
+        assert result["message"].startswith(field)
+    for value in ("hunter", "english language", "../x", "decisions", "/"):
+        assert value not in result["message"]
     assert not root.exists()
 
 
@@ -384,8 +442,25 @@ def test_duplicate_scan_honours_the_candidate_limit(root: Path) -> None:
     result = tight.remember(title="Third")
     assert (result["status"], result["code"]) == ("storage_error", "candidate_limit_exceeded")
     assert tree_snapshot(root) == before
-    # Another collection is another container: its own count.
-    assert tight.remember(collection=None)["status"] == "remembered"
+
+
+def test_remember_never_grows_a_scope_past_the_candidate_limit(root: Path) -> None:
+    # Each container stays small, but the scope as a whole reaches the limit: remember
+    # refuses there, so scope-wide recall and list keep working.
+    memory = Memory(root, candidate_limit=3)
+    memory.reads = MemoryService(lambda: root, 3, CursorCodec.generate())
+    memory.writes = MutationService(memory.reads, 3)
+    for number in range(3):
+        collection = {"id": f"c{number}", "label": None}
+        assert memory.remember(collection=collection)["status"] == "remembered"
+    before = tree_snapshot(root)
+    refused = memory.remember(collection={"id": "c9", "label": None})
+    assert (refused["status"], refused["code"]) == ("storage_error", "candidate_limit_exceeded")
+    assert tree_snapshot(root) == before
+    listed = memory.call("list", {"scope": "project"})
+    assert listed["page"]["total_count"] == 3
+    # An identical memory is still reported as existing: nothing would be added.
+    assert memory.remember(collection={"id": "c0", "label": None})["status"] == "already_exists"
 
 
 def test_generated_id_conflict_is_write_conflict(root: Path) -> None:
@@ -471,7 +546,7 @@ def valid_remember(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None)
 @given(arguments=valid_remember())
 def test_generated_valid_arguments_parse(arguments: dict[str, Any]) -> None:
-    request = parse_remember_arguments(copy.deepcopy(arguments))
+    request = REMEMBER.parse(copy.deepcopy(arguments))
     assert request.scope.value == arguments["scope"]
     assert request.namespace.id == arguments["namespace"]["id"]
     assert len(request.tags) == len(arguments["tags"])
@@ -489,7 +564,7 @@ BREAKERS: list[tuple[Callable[[dict[str, Any]], None], str]] = [
     (lambda a: a.update(tags=["same", "SAME"]), "invalid_record"),
     (lambda a: a.update(language="e"), "invalid_record"),
     (lambda a: a.update(occurred_at="2026-01-01T00:00:00Z"), "invalid_record"),
-    (lambda a: a.update(extra=1), "invalid_record"),
+    (lambda a: a.update(extra=1), "invalid_request"),
     (lambda a: a.pop("tags"), "invalid_record"),
     (lambda a: a.update(origin="manual"), "invalid_origin"),
 ]
@@ -622,7 +697,7 @@ V2_REF = {
 @pytest.mark.parametrize(
     ("arguments", "code"),
     [
-        pytest.param([], "invalid_reference", id="not-object"),
+        pytest.param([], "invalid_request", id="not-object"),
         pytest.param(
             revise_args({"schema_version": 1, "scope": "project", "id": "x"}, 1),
             "invalid_reference",
@@ -634,8 +709,9 @@ V2_REF = {
         pytest.param(revise_args(V2_REF, True), "invalid_expected_revision", id="bool"),
         pytest.param(revise_args(V2_REF, "1"), "invalid_expected_revision", id="string"),
         pytest.param(revise_args(V2_REF, 1.0), "invalid_expected_revision", id="float"),
-        pytest.param(revise_args(V2_REF, 1, language="de"), "invalid_record", id="language"),
-        pytest.param(revise_args(V2_REF, 1, lifecycle="archived"), "invalid_record", id="state"),
+        # Arguments revise does not take are unknown arguments, named as such.
+        pytest.param(revise_args(V2_REF, 1, language="de"), "invalid_request", id="language"),
+        pytest.param(revise_args(V2_REF, 1, lifecycle="archived"), "invalid_request", id="state"),
         pytest.param(
             {k: v for k, v in revise_args(V2_REF, 1).items() if k != "title"},
             "invalid_record",
@@ -728,7 +804,7 @@ def test_archive_and_restore_are_reversible_and_idempotent(
         ({"reference": V2_REF}, "invalid_expected_revision"),
         ({"expected_revision": 1}, "invalid_reference"),
         ({"reference": V2_REF, "expected_revision": -1}, "invalid_expected_revision"),
-        ({"reference": V2_REF, "expected_revision": 1, "confirm": True}, "invalid_reference"),
+        ({"reference": V2_REF, "expected_revision": 1, "confirm": True}, "invalid_request"),
         (
             {
                 "reference": {"schema_version": 1, "scope": "self", "id": "x"},

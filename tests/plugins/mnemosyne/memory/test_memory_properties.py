@@ -637,7 +637,7 @@ def test_revision_strictly_increases_and_every_reference_inspects_to_the_reporte
         writes = MutationService(reads, 10_000)
 
         def inspect_reported(result: dict[str, Any]) -> dict[str, Any]:
-            # D7: the reference is passed to inspect exactly as the mutation returned it.
+            # The reference is passed to inspect exactly as the mutation returned it.
             inspected = reads.inspect({"reference": result["reference"]}).payload
             assert inspected["status"] == "ok", inspected
             memory: dict[str, Any] = inspected["memory"]

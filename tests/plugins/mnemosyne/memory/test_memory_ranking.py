@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +13,25 @@ import pytest
 
 from mymcp.plugins.mnemosyne.memory import (
     Bm25Parameters,
-    Bm25Ranker,
-    CursorCodec,
-    MemoryRecordV1,
+    DocumentTerms,
     MemoryService,
-    RankCandidate,
-    RecallQuery,
-    reference_rank,
+    TermIndex,
+    document_terms,
 )
-from mymcp.plugins.mnemosyne.memory._stem import porter_stem
-from mymcp.plugins.mnemosyne.memory._terms import extract_record_terms
-from mymcp.plugins.mnemosyne.memory._tokenize import analyze, query_terms
+from mymcp.plugins.mnemosyne.memory import search as search_module
+from mymcp.plugins.mnemosyne.memory.search import analyze, porter_stem, query_terms
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A ranking test document: its id, scope-relative path and analysed terms."""
+
+    id: str
+    path: str
+    terms: DocumentTerms
 
 
 def _candidate(
@@ -35,16 +41,26 @@ def _candidate(
     title: str | None = None,
     content: str = "filler text",
     tags: tuple[str, ...] | None = None,
-) -> RankCandidate:
-    record = MemoryRecordV1(id=identifier, content=content, title=title, tags=tags)
-    return RankCandidate(identifier, path, extract_record_terms(record, path))
+) -> Doc:
+    return Doc(identifier, path, document_terms(title, path, tags or (), content))
+
+
+def _ranked(index: TermIndex, docs: dict[int, Doc], text: str, **options: Any) -> list[Any]:
+    tags = options.pop("tags", frozenset())
+    limit = options.pop("limit", 5)
+    hits = index.rank(
+        "project", text, tags, limit, lambda slot: (docs[slot].path, docs[slot].id), **options
+    )
+    return [(docs[hit.slot].id, hit.score) for hit in hits]
 
 
 def _rank(
-    text: str, candidates: list[RankCandidate], tags: frozenset[str] = frozenset()
+    text: str, candidates: list[Doc], tags: frozenset[str] = frozenset(), limit: int = 5
 ) -> list[tuple[str, float]]:
-    hits = Bm25Ranker()(RecallQuery(frozenset(), tags, text), candidates, 5)
-    return [(candidates[hit.position].id, hit.score) for hit in hits]
+    index = TermIndex()
+    for slot, doc in enumerate(candidates):
+        index.add(slot, "project", doc.terms)
+    return _ranked(index, dict(enumerate(candidates)), text, tags=tags, limit=limit)
 
 
 # -- tokenisation ---------------------------------------------------------------------
@@ -159,76 +175,97 @@ def test_no_match_no_hits_and_limit_respected() -> None:
     candidates = [_candidate(f"m{i}", f"ns/{i:02}.json", content="pear") for i in range(9)]
     assert _rank("apple", candidates) == []
     assert len(_rank("pear", candidates)) == 5
-    assert Bm25Ranker()(RecallQuery(frozenset(), frozenset(), "pear"), candidates, 0) == []
-    assert Bm25Ranker()(RecallQuery(frozenset(), frozenset(), "pear"), [], 5) == []
+    assert _rank("pear", candidates, limit=0) == []
+    assert _rank("pear", []) == []
 
 
-def test_query_from_bare_terms_still_ranks() -> None:
-    candidates = [_candidate("a", content="orchids bloom")]
-    hits = Bm25Ranker()(RecallQuery(frozenset({"orchid"}), frozenset()), candidates, 5)
-    assert [hit.position for hit in hits] == [0]
-
-
-def test_incremental_corpus_matches_a_fresh_one() -> None:
-    base = [_candidate(f"m{i}", f"ns/{i}.json", content=f"kiwi word{i % 3}") for i in range(8)]
-    ranker = Bm25Ranker()
-    query = RecallQuery(frozenset(), frozenset(), "kiwi word1")
-    ranker(query, base, 5)
-    changed = [*base[1:6], _candidate("new", "ns/new.json", content="kiwi kiwi word1")]
-    incremental = ranker(query, changed, 5)
-    fresh = Bm25Ranker()(query, changed, 5)
-    assert incremental == fresh
-    # Back to the first set: patched again, still identical to a fresh ranking.
-    assert ranker(query, base, 5) == Bm25Ranker()(query, base, 5)
+def test_incremental_index_matches_a_fresh_one() -> None:
+    base = dict(
+        enumerate(
+            _candidate(f"m{i}", f"ns/{i}.json", content=f"kiwi word{i % 3}") for i in range(8)
+        )
+    )
+    index = TermIndex()
+    for slot, doc in base.items():
+        index.add(slot, "project", doc.terms)
+    assert _ranked(index, base, "kiwi word1") == _rank("kiwi word1", list(base.values()))
+    for slot in (0, 6, 7):
+        index.remove(slot)
+        del base[slot]
+    base[9] = _candidate("new", "ns/new.json", content="kiwi kiwi word1")
+    index.add(9, "project", base[9].terms)
+    fresh = TermIndex()
+    for slot, doc in base.items():
+        fresh.add(slot, "project", doc.terms)
+    assert _ranked(index, base, "kiwi word1") == _ranked(fresh, base, "kiwi word1")
 
 
 def _exhaustive(
-    query: RecallQuery, candidates: list[RankCandidate], limit: int
+    text: str,
+    tags: frozenset[str],
+    docs: dict[int, Doc],
+    limit: int,
+    eligible: set[int] | None = None,
 ) -> list[tuple[int, float, frozenset[str]]]:
-    """BM25F by the formula, every candidate scored in full: what pruning must reproduce."""
+    """BM25F by the formula, every document scored in full: what pruning must reproduce."""
     params = Bm25Parameters()
-    fields = [candidate.terms.fields for candidate in candidates]
     averages = []
     for field in range(3):
-        lengths = [f.lengths[field] for f in fields if f.lengths[field] > 0]
+        lengths = [d.terms.lengths[field] for d in docs.values() if d.terms.lengths[field] > 0]
         averages.append(sum(lengths) / len(lengths) if lengths else 1.0)
-    norms = [
-        tuple(
-            params.weights[i] / ((1 - params.b[i]) + params.b[i] / averages[i] * f.lengths[i])
-            for i in range(3)
-        )
-        for f in fields
-    ]
     surfaces: dict[str, list[str]] = {}
-    for surface, term in query_terms(query.text):
+    for surface, term in query_terms(text):
         surfaces.setdefault(term, []).append(surface)
     weighted = []
     for term in surfaces:
-        df = sum(term in f.tf for f in fields)
+        df = sum(term in d.terms.counts for d in docs.values())
         if df:
-            n = len(candidates)
+            n = len(docs)
             weighted.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), term))
     weighted.sort(key=lambda item: (-item[0], item[1]))
     ceiling = sum(idf for idf, _ in weighted) + 1.0
     scored = []
-    for position, (candidate, f, n) in enumerate(zip(candidates, fields, norms, strict=True)):
+    for slot, doc in docs.items():
+        if eligible is not None and slot not in eligible:
+            continue
+        lengths = doc.terms.lengths
+        norm = [
+            params.weights[i] / ((1 - params.b[i]) + params.b[i] / averages[i] * lengths[i])
+            for i in range(3)
+        ]
         score, seen = 0.0, False
-        for _tag in sorted(query.tag_keys & candidate.terms.tag_keys):
+        for _tag in sorted(tags & set(doc.terms.tag_keys)):
             score, seen = score + ceiling, True
         for idf, term in weighted:
-            counts = f.tf.get(term)
-            if counts is not None:
-                tf = counts[0] * n[0] + counts[1] * n[1] + counts[2] * n[2]
+            packed = doc.terms.counts.get(term)
+            if packed is not None:
+                counts = (packed >> 22, packed >> 12 & 0x3FF, packed & 0xFFF)
+                tf = counts[0] * norm[0] + counts[1] * norm[1] + counts[2] * norm[2]
                 score, seen = score + idf * tf / (tf + params.k1), True
         if seen:
-            terms = frozenset(s for t, forms in surfaces.items() if t in f.tf for s in forms)
-            scored.append((position, score, terms))
-    scored.sort(key=lambda hit: (-hit[1], candidates[hit[0]].path, candidates[hit[0]].id))
+            terms = frozenset(
+                s for t, forms in surfaces.items() if t in doc.terms.counts for s in forms
+            )
+            scored.append((slot, score, terms))
+    scored.sort(key=lambda hit: (-hit[1], docs[hit[0]].path, docs[hit[0]].id))
     return scored[:limit]
 
 
-def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
-    """MaxScore pruning, memoised term scores and corpus patching change no float."""
+@pytest.mark.parametrize(
+    ("rare", "term_at_a_time"),
+    [(4, 0), (100_000, 0), (4, 100_000)],
+    ids=["impact-order", "full-postings", "term-at-a-time"],
+)
+def test_pruned_incremental_scoring_equals_exhaustive_scoring(
+    rare: int, term_at_a_time: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Impact-order walks, kept term scores, patched postings and reused slots change no
+    float."""
+    monkeypatch.setattr(search_module, "_SHORT_POSTINGS", rare)
+    monkeypatch.setattr(search_module, "_TERM_AT_A_TIME_POSTINGS", term_at_a_time)
+    monkeypatch.setattr(search_module, "_SMALL_SELECTION", 0)
+    # A tiny sorted head, so walks also meet the unsorted tail and sort it in.
+    monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
     generator = random.Random(7)
     vocabulary = [f"w{i}" for i in range(80)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
@@ -236,25 +273,106 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring() -> None:
     def words(count: int) -> str:
         return " ".join(generator.choices(vocabulary, weights, k=count))
 
-    def candidate(number: int) -> RankCandidate:
-        title = words(generator.randint(1, 6)) if generator.random() < 0.7 else None
-        tags = tuple(generator.sample(vocabulary[:10], generator.randint(0, 2)))
-        return _candidate(
-            f"m{number}", f"ns/{number}.json", title=title, content=words(60), tags=tags
-        )
-
-    pool = [candidate(number) for number in range(400)]
-    ranker = Bm25Ranker()
-    for round_ in range(6):
-        candidates = generator.sample(pool, 150 + 40 * round_)
-        for _ in range(25):
-            text = words(generator.randint(1, 12))
+    index = TermIndex()
+    docs: dict[int, Doc] = {}
+    free: list[int] = []
+    fresh_slot = 0
+    checked = 0
+    while checked < 400:
+        action = generator.random()
+        if action < 0.55 or not docs:
+            if free:
+                slot = free.pop()
+            else:
+                slot, fresh_slot = fresh_slot, fresh_slot + 1
+            title = words(generator.randint(1, 6)) if generator.random() < 0.7 else None
+            tags = tuple(generator.sample(vocabulary[:10], generator.randint(0, 2)))
+            path = f"ns/{slot:04d}.json"
+            docs[slot] = _candidate(f"m{slot}", path, title=title, content=words(40), tags=tags)
+            index.add(slot, "project", docs[slot].terms)
+        elif action < 0.75:
+            slot = generator.choice(sorted(docs))
+            index.remove(slot)
+            del docs[slot]
+            free.append(slot)
+        else:
+            text = words(generator.randint(1, 10))
             tags = frozenset(generator.sample(vocabulary[:10], generator.randint(0, 1)))
-            query = RecallQuery(frozenset(), tags, text)
-            for limit in (1, 5, 20):
-                hits = ranker(query, candidates, limit)
-                got = [(hit.position, hit.score, hit.matched_terms) for hit in hits]
-                assert got == _exhaustive(query, candidates, limit)
+            limit = generator.choice((1, 5, 20))
+            eligible = None
+            if generator.random() < 0.3:
+                eligible = set(generator.sample(sorted(docs), max(1, len(docs) // 3)))
+            hits = index.rank(
+                "project", text, tags, limit, lambda s: (docs[s].path, docs[s].id), eligible
+            )
+            got = [(hit.slot, hit.score, hit.matched_terms) for hit in hits]
+            assert got == _exhaustive(text, tags, docs, limit, eligible)
+            checked += 1
+
+
+def test_a_restored_term_index_ranks_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small bounds, so the saved state holds impact orders with unsorted tails too.
+    monkeypatch.setattr(search_module, "_SHORT_POSTINGS", 4)
+    monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
+    monkeypatch.setattr(search_module, "_TERM_AT_A_TIME_POSTINGS", 0)
+    generator = random.Random(11)
+    vocabulary = [f"v{i}" for i in range(40)]
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+
+    def doc(slot: int) -> Doc:
+        text = " ".join(generator.choices(vocabulary, weights, k=20))
+        return _candidate(f"d{slot}", f"ns/{slot}.json", content=text, tags=(vocabulary[slot % 5],))
+
+    docs = {slot: doc(slot) for slot in range(60)}
+    index = TermIndex()
+    for slot, item in docs.items():
+        index.add(slot, "project", item.terms)
+    index.remove(3)
+    del docs[3]
+    queries = ("v0 v1", "v2", "v1 v3 v5 v9", "v0 v0 v4", "nothing")
+    for text in queries:  # materialise impact orders before saving
+        _ranked(index, docs, text)
+    restored = TermIndex.restore(index.export())
+    assert len(restored) == len(index) == 59
+    for round_ in range(3):
+        for text in queries:
+            for tags in (frozenset(), frozenset({"v2"})):
+                got = _ranked(restored, docs, text, tags=tags)
+                assert got == _ranked(index, docs, text, tags=tags), (round_, text)
+        # Both keep following the same changes.
+        slot = 60 + round_
+        docs[slot] = doc(slot)
+        for target in (index, restored):
+            target.add(slot, "project", docs[slot].terms)
+            target.remove(10 + round_)
+        del docs[10 + round_]
+
+
+def test_words_no_record_holds_any_more_leave_the_saved_vocabulary() -> None:
+    index = TermIndex()
+    shared = _candidate("a", "ns/a.json", content="kiwi orchard")
+    single = _candidate("b", "ns/b.json", title="Quokka", content="kiwi", tags=("zqxtag",))
+    other_scope = _candidate("c", "ns/c.json", content="orchard wombat")
+    index.add(0, "project", shared.terms)
+    index.add(1, "project", single.terms)
+    index.add(2, "knowledge", other_scope.terms)
+    assert {"quokka", "zqxtag"} <= set(index.export()["words"] + index.export()["tag_words"])
+    index.remove(1)
+    saved = index.export()
+    assert "quokka" not in saved["words"]
+    assert "zqxtag" not in saved["tag_words"]
+    assert {"kiwi", "orchard", "wombat"} <= set(saved["words"])
+    index.remove(0)  # "orchard" is still held in the other scope, "kiwi" is not
+    saved = index.export()
+    assert "kiwi" not in saved["words"]
+    assert "orchard" in saved["words"]
+    # A dropped word that comes back is found again, before and after a restore.
+    index.add(3, "project", _candidate("d", "ns/d.json", content="quokka kiwi").terms)
+    docs = {3: _candidate("d", "ns/d.json"), 2: other_scope}
+    assert [hit for hit, _ in _ranked(index, docs, "quokka")] == ["d"]
+    restored = TermIndex.restore(index.export())
+    assert [hit for hit, _ in _ranked(restored, docs, "quokka kiwi")] == ["d"]
+    assert _ranked(restored, docs, "zqxtag") == []
 
 
 # -- through the service --------------------------------------------------------------
@@ -288,15 +406,3 @@ def test_hand_edits_show_on_the_next_call(
     assert ids == [body["id"]]
     path.unlink()
     assert service.recall({"query": "nectarine", "scope": "project"}).payload["memories"] == []
-
-
-def test_reference_rank_stays_available(
-    root: Path, codec: CursorCodec, write: Writer, v2: Factory
-) -> None:
-    write(v2(title=None, content="kiwi kiwi", memory_id="mem_" + "b" * 32))
-    write(v2(title=None, content="kiwi", memory_id="mem_" + "a" * 32))
-    service = MemoryService(lambda: root, 100, codec, ranker=reference_rank)
-    ids = [m["id"] for m in service.recall({"query": "kiwi", "scope": "project"}).payload[
-        "memories"
-    ]]  # fmt: skip
-    assert ids == ["mem_" + "a" * 32, "mem_" + "b" * 32]

@@ -1,7 +1,7 @@
 """Recall through the service: validation, scoring, ordering and result shape.
 
-The service ranks with BM25F by default (see test_memory_ranking*.py); tests about the
-contract's reference ranking pass ``reference_rank`` explicitly.
+The service ranks with BM25F (see test_memory_ranking*.py); the reference ranking it
+replaced lives on as a yardstick in ``reference_ranking.py``, tested here.
 """
 
 from __future__ import annotations
@@ -12,16 +12,9 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import (
-    CursorCodec,
-    MemoryService,
-    RankCandidate,
-    RecallQuery,
-    RecordTerms,
-    reference_rank,
-    tokenize,
-)
-from mymcp.plugins.mnemosyne.memory._terms import extract_record_terms
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryRecordV1, MemoryService
+
+from .reference_ranking import load_records, reference_rank, tokenize
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -58,15 +51,15 @@ def test_evidence_weights_follow_the_contract(
 
 
 def test_term_frequency_does_not_count_in_the_reference_ranking(
-    root: Path, codec: CursorCodec, write: Writer, v2: Factory
+    root: Path, write: Writer, v2: Factory
 ) -> None:
-    service = MemoryService(lambda: root, 10_000, codec, ranker=reference_rank)
     a = v2(title=None, content="kiwi kiwi kiwi kiwi", memory_id="mem_" + "b" * 32)
     b = v2(title=None, content="kiwi", memory_id="mem_" + "a" * 32)
     write(a)
     write(b)
+    ranked = reference_rank("kiwi", (), load_records(root / "project"))
     # Equal scores: the scope-relative path (which embeds the id) breaks the tie.
-    assert _ids(service, query="kiwi") == [b["id"], a["id"]]
+    assert [hit.id for hit in ranked] == [b["id"], a["id"]]
 
 
 def test_ties_use_path_then_id(write: Writer, v1: Factory, service: MemoryService) -> None:
@@ -147,7 +140,7 @@ def test_result_item_shape_has_no_paths_or_scores(
         ({"query": "   ", "scope": "project"}, "invalid_query"),
         ({"query": "q" * 1001, "scope": "project"}, "invalid_query"),
         ({"query": 5, "scope": "project"}, "invalid_query"),
-        ({"query": "q", "scope": "project", "path": "/etc"}, "invalid_query"),
+        ({"query": "q", "scope": "project", "path": "/etc"}, "invalid_request"),
         ({"query": "q", "scope": "work"}, "invalid_scope"),
         ({"query": "q"}, "invalid_scope"),
         ({"query": "q", "scope": "project", "namespace_id": "Bad"}, "invalid_namespace"),
@@ -163,7 +156,18 @@ def test_invalid_arguments(service: MemoryService, arguments: dict[str, Any], co
     assert outcome.is_error
     assert outcome.payload["status"] == "invalid_request"
     assert outcome.payload["code"] == code
-    assert set(outcome.payload) == {"status", "code", "message"}
+    # The error names the argument at fault and says why, in fixed words.
+    assert set(outcome.payload) == {"status", "code", "field", "reason", "message"}
+    field = outcome.payload["field"]
+    assert field in arguments or field in ("query", "scope")
+    assert outcome.payload["message"].startswith(field) or outcome.payload["reason"] == "unexpected"
+
+
+def test_an_unknown_argument_is_named_not_blamed_on_the_query(service: MemoryService) -> None:
+    payload = service.recall({"query": "fine words", "scope": "project", "limit": 3}).payload
+    assert payload["code"] == "invalid_request"
+    assert (payload["field"], payload["reason"]) == ("limit", "unexpected")
+    assert "query" in payload["message"]  # it lists what the tool accepts
 
 
 def test_recall_reports_storage_trouble_as_retrieval_error(
@@ -181,30 +185,26 @@ def test_recall_reports_storage_trouble_as_retrieval_error(
     assert (payload["status"], payload["code"]) == ("retrieval_error", "candidate_limit_exceeded")
 
 
-def _candidate(identifier: str, path: str, **text: str) -> RankCandidate:
-    from mymcp.plugins.mnemosyne.memory import MemoryRecordV1
-
+def _legacy(identifier: str, path: str, **text: str) -> tuple[str, MemoryRecordV1]:
     record = MemoryRecordV1(
         id=identifier, content=text.get("content", "zzz"), title=text.get("title")
     )
-    return RankCandidate(identifier, path, extract_record_terms(record, path))
+    return path, record
 
 
 def test_reference_rank_is_a_standalone_function() -> None:
-    candidates = [
-        _candidate("b", "x/b.json", content="alpha beta"),
-        _candidate("a", "x/a.json", title="alpha"),
-        _candidate("c", "alpha/c.json"),
-        _candidate("d", "x/d.json", content="gamma"),
+    records = [
+        _legacy("b", "x/b.json", content="alpha beta"),
+        _legacy("a", "x/a.json", title="alpha"),
+        _legacy("c", "alpha/c.json"),
+        _legacy("d", "x/d.json", content="gamma"),
     ]
-    query = RecallQuery(frozenset({"alpha", "beta"}), frozenset())
-    hits = reference_rank(query, candidates, 5)
+    hits = reference_rank("alpha beta", (), records)
     # b and c tie at 2: the scope-relative path decides ("alpha/..." < "x/...").
-    assert [candidates[h.position].id for h in hits] == ["a", "c", "b"]
-    assert [h.score for h in hits] == [3, 2, 2]
+    assert [hit.id for hit in hits] == ["a", "c", "b"]
+    assert [hit.score for hit in hits] == [3, 2, 2]
     assert hits[2].matched_terms == {"alpha", "beta"}
-    assert reference_rank(query, candidates, 1) == hits[:1]
-    assert isinstance(candidates[0].terms, RecordTerms)
+    assert reference_rank("alpha beta", (), records, 1) == hits[:1]
 
 
 def test_selected_namespace_symlink_is_skipped_and_non_directory_unavailable(

@@ -14,8 +14,10 @@ from mymcp.plugins.mnemosyne.memory import (
     ErrorCode,
     ErrorStatus,
     MemoryService,
-    _recall,
     error_payload,
+)
+from mymcp.plugins.mnemosyne.memory import (
+    index as index_module,
 )
 
 Factory = Callable[..., dict[str, Any]]
@@ -90,7 +92,7 @@ def test_unexpected_failures_become_internal_errors(
     def explode(*_: Any, **__: Any) -> Any:
         raise ValueError(MARKER)
 
-    monkeypatch.setattr(_recall, "term_set", explode)
+    monkeypatch.setattr(index_module.MemoryIndex, "recall", explode)
     caplog.set_level(logging.DEBUG)
     outcome = service.recall({"query": "q", "scope": "self"})
     assert outcome.is_error

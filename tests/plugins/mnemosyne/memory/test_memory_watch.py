@@ -1,4 +1,4 @@
-"""The inotify fast path of the memory index: nothing changed means no walk (decision D9).
+"""The inotify fast path of the memory index: nothing changed means no walk.
 
 Every test checks two things: that an unchanged root is served without a walk, and that
 each kind of hand change is seen by the very next call.
@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, _watch
+from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, store
+
+from .conftest import scan
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
@@ -33,10 +35,7 @@ def _ids(
     index: MemoryIndex, scope: Scope = Scope.PROJECT, namespace: str | None = None
 ) -> set[str]:
     container = () if namespace is None else (namespace,)
-    result = index.scan(
-        scope, container, recursive=True, candidate_limit=10_000, include_legacy=True
-    )
-    return {item.record.id for item in result.records}
+    return scan(index, scope, container).ids
 
 
 def _armed(root: Path) -> MemoryIndex:
@@ -58,11 +57,12 @@ def test_an_unchanged_root_is_served_without_walking(
 ) -> None:
     write(v1(memory_id="one"), "project/ns/one.json")
     index = _armed(root)
-    first = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
+    first = scan(index, candidate_limit=10)
     assert len(walks) == 1
     for _ in range(3):
-        again = index.scan(Scope.PROJECT, recursive=True, candidate_limit=10, include_legacy=True)
-        assert again is first
+        again = scan(index, candidate_limit=10)
+        assert again.revision == first.revision  # no row changed: the same generation
+        assert again.ids == first.ids
     assert len(walks) == 1
     # Each selection keeps its own proof.
     assert _ids(index, namespace="ns") == {"one"}
@@ -70,7 +70,7 @@ def test_an_unchanged_root_is_served_without_walking(
     assert len(walks) == 2
     # The candidate bound still fails the call when served from the fast path.
     with pytest.raises(MemoryOperationError) as caught:
-        index.scan(Scope.PROJECT, recursive=True, candidate_limit=0, include_legacy=True)
+        scan(index, candidate_limit=0)
     assert caught.value.code.value == "candidate_limit_exceeded"
 
 
@@ -274,7 +274,7 @@ def test_queue_overflow_falls_back_to_walking(
 def test_without_inotify_the_index_walks_every_call(
     root: Path, write: Writer, v1: Factory, walks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_watch, "load_libc", lambda: None)  # non-Linux or ctypes failure
+    monkeypatch.setattr(store, "load_libc", lambda: None)  # non-Linux or ctypes failure
     write(v1(memory_id="one"), "project/one.json")
     index = MemoryIndex(root)
     assert not index.watching
@@ -345,11 +345,11 @@ def test_nothing_is_loaded_or_opened_at_import() -> None:
     code = (
         "import os, sys\n"
         "import mymcp.plugins.mnemosyne.memory as memory\n"
-        "from mymcp.plugins.mnemosyne.memory import _watch\n"
+        "from mymcp.plugins.mnemosyne.memory import store\n"
         "from pathlib import Path\n"
         "fds = [str(p.readlink()) for p in Path('/proc/self/fd').iterdir() if p.exists()]\n"
         "print(any('inotify' in fd for fd in fds), 'ctypes' in sys.modules,\n"
-        "      _watch.load_libc.cache_info().currsize)\n"
+        "      store.load_libc.cache_info().currsize)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

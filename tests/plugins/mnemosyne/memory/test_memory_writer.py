@@ -490,4 +490,7 @@ def test_mutation_logs_are_one_content_free_event_per_call(
     assert messages[7] == "event=memory_forget outcome=forgotten schema_version=2 scope=project"
     assert messages[9].startswith("event=memory_remember outcome=refused code=disallowed_content ")
     assert messages[9].endswith("field=content")
-    assert messages[10] == "event=memory_remember outcome=invalid_request code=invalid_scope"
+    assert messages[10] == (
+        "event=memory_remember outcome=invalid_request code=invalid_scope field=scope "
+        "reason=not_allowed"
+    )

@@ -97,7 +97,7 @@ from enum import StrEnum
 from itertools import accumulate, repeat
 from typing import Final
 
-from ._errors import ErrorCode, MemoryOperationError
+from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["PolicyReason", "enforce_content_policy", "find_disallowed"]
 

@@ -1,0 +1,1657 @@
+"""The in-process index of one memory root: every record file's row, kept true to the files.
+
+Files stay the source of truth. A call first makes the part of the tree it reads (its
+*selection*: a scope, namespace or collection directory, recursive or one level) current:
+
+* Proof (Linux): every directory a walk opens is watched with inotify before it is
+  listed. While no event has been queued since a selection's last complete walk, its
+  rows are as that walk left them; the kernel queues an event before the changing call
+  returns, so an edit finished before a call is always seen by that call.
+* Patch (Linux): events that each name one entry of a watched directory (a file
+  written, added, removed or renamed, by hand or by our own writer) are applied to
+  exactly those entries: re-stat, re-read when the stamp changed, re-parse when the
+  bytes changed. The proofs stand, so such a change costs O(changed files).
+* Walk (everywhere, and whenever a proof is missing: an event no single entry explains,
+  a directory that could not be watched, a root that changed identity, a hard-linked
+  file, a network filesystem): list the selection and stat each ``*.json``; a file is
+  re-read only when its stamp (identity, size, mtime, ctime) changed or is too fresh to
+  trust, re-parsed only when its bytes changed; rows the walk no longer finds go.
+
+Rows and the one rule for everything derived from them. Each candidate file is one row
+in compact columns (no Python object per record): its stamp, digest, state (skipped,
+legacy, active or archived), title and kind. Every derived view is owned here and is
+changed in exactly two places, `_attach` and `_detach`, the only ways a row enters or
+leaves: the per-directory counts and snapshot sums behind list cursors, the per-scope
+list order, the duplicate map of remember, the legacy-id map, the BM25F postings
+(`TermIndex`) and the cache of parsed records. Nothing is derived from object identity.
+``revision`` counts row changes; the one lazily built value (the documents of one
+namespace, for narrowed recall) is keyed by it and rebuilt when it moved. ``epoch``
+counts the events only a walk can account for; a proof is valid while its epoch is.
+
+Snapshot. With a snapshot directory, the rows and postings are saved (atomically, in
+the background, when enough changed, and at exit) and loaded on the first call. The
+snapshot never overrides the files: a loaded row is used only when a fresh stat of its
+file matches the saved stamp, the first call's walk re-reads changed files and drops
+missing ones, and a snapshot of another root, another format, or one that fails its
+checksum or any consistency check is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import atexit
+import bisect
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import stat
+import struct
+import threading
+import time
+import weakref
+import zlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, groupby
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+from . import store
+from .model import (
+    MEMORY_KINDS,
+    RECORD_SUFFIX,
+    ErrorCode,
+    MemoryOperationError,
+    MemoryRecord,
+    MemoryRecordV2,
+    RelativePath,
+    Scope,
+    location_agrees,
+    tag_key,
+)
+from .search import ANALYSIS_VERSION, DocumentTerms, Hit, TermIndex, document_terms
+from .store import (
+    MAX_RECORD_BYTES,
+    Changes,
+    FileStamp,
+    RecordRejected,
+    SkipReason,
+    UnreadableCandidate,
+    WalkStats,
+    Watcher,
+    close_quietly,
+    is_temp_name,
+    log_skip,
+    open_container,
+    walk_candidates,
+)
+
+_log = logging.getLogger("mymcp.memory.index")
+
+# A stamp only proves "unchanged" once the file's mtime is safely older than the moment we
+# read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
+# Two seconds covers the coarsest common filesystem clocks.
+_SETTLE_NS: Final = 2_000_000_000
+_MAX_PROOFS: Final = 256
+_MAX_CACHED_RECORDS: Final = 1024
+# Seconds between the last change of a burst and the snapshot save.
+_SAVE_DELAY: Final = 2.0
+
+# Row states.
+_FREE, _SKIPPED, _LEGACY, _ACTIVE, _ARCHIVED = 0, 1, 2, 3, 4
+_RECORDS: Final = frozenset({_LEGACY, _ACTIVE, _ARCHIVED})
+_SKIP_REASONS: Final = tuple(SkipReason)
+_KINDS: Final = ("", *dict.fromkeys(k for kinds in MEMORY_KINDS.values() for k in kinds))
+_KIND_CODES: Final = {kind: code for code, kind in enumerate(_KINDS)}
+_SUM_MODULUS: Final = 1 << 128
+# bytes.translate tables that turn the state column into masks for itertools.compress.
+_FREE_MASK: Final = bytes(1 if code == _FREE else 0 for code in range(256))
+_LIVE_MASK: Final = bytes(0 if code == _FREE else 1 for code in range(256))
+_CANONICAL_MASK: Final = bytes(1 if code in (_ACTIVE, _ARCHIVED) else 0 for code in range(256))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedRecord:
+    """A valid record at its location, with the digest of the file it was read from."""
+
+    parts: RelativePath
+    scope: Scope
+    record: MemoryRecord
+    digest: bytes
+
+    @property
+    def scope_relative_path(self) -> str:
+        return "/".join(self.parts[1:])
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A validated part of the tree: ``prefix`` directory, recursive or one level deep."""
+
+    scope: Scope
+    prefix: RelativePath
+    recursive: bool
+    candidates: int
+    revision: int
+
+
+class ListedRow(NamedTuple):
+    """What a listing shows of one record, without reading its file (a tuple: a page
+    builds dozens)."""
+
+    parts: RelativePath
+    scope: Scope
+    legacy_id: str | None  # None for canonical records
+    title: str | None
+    kind: str | None
+    archived: bool
+
+    @property
+    def id(self) -> str:
+        return (
+            self.legacy_id if self.legacy_id is not None else self.parts[-1][: -len(RECORD_SUFFIX)]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The records of one selection in list order, with the state their cursors sign.
+
+    ``count`` and ``checksum`` change whenever a listed record is added, removed,
+    moved or changes a byte; ``ambiguous`` holds legacy ids listed more than once.
+    """
+
+    count: int
+    checksum: int
+    ambiguous: frozenset[str]
+    _index: MemoryIndex = field(repr=False)
+    _scope: str = field(repr=False)
+    _start: int = field(repr=False)
+
+    def page(self, offset: int, size: int) -> list[ListedRow]:
+        return self._index._page(self._scope, self._start + offset, min(size, self.count - offset))
+
+
+class _Directory:
+    """One directory walks have seen: its candidate files by name, and list aggregates."""
+
+    __slots__ = (
+        "candidates",
+        "canonical",
+        "canonical_sum",
+        "legacy",
+        "legacy_sum",
+        "names",
+        "parts",
+        "temps",
+    )
+
+    def __init__(self, parts: RelativePath) -> None:
+        self.parts = parts
+        self.names: dict[str, int] = {}
+        self.candidates = 0
+        self.legacy = 0
+        self.legacy_sum = 0
+        self.canonical = 0
+        self.canonical_sum = 0
+        self.temps: set[str] = set()
+
+
+def duplicate_hash(directory: RelativePath, record: MemoryRecordV2) -> int:
+    """The identity of a canonical record for duplicate detection, within its directory.
+
+    Same directory (scope, namespace, collection), namespace kind, kind, occurrence time,
+    title, content and tags ignoring case and order: the same memory. Only a filter: a
+    match is confirmed by comparing the records themselves.
+    """
+    fields = (
+        *directory,
+        record.namespace.kind,
+        record.kind,
+        record.occurred_at or "\x01",
+        record.title if record.title is not None else "\x01",
+        record.content,
+        *sorted(tag_key(tag) for tag in record.tags),
+    )
+    text = "\x00".join(fields).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+
+
+def _item_hash(parts: RelativePath, digest: bytes) -> int:
+    """One listed record's share of a selection checksum (its path and file digest)."""
+    text = "/".join(parts).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(digest + text, digest_size=16).digest(), "big")
+
+
+class MemoryIndex:
+    """The rows and derived views of one memory root; see the module docstring.
+
+    ``watch`` (default) uses inotify where available; ``watch=False`` always walks.
+    ``snapshot_directory`` enables the persisted snapshot. All methods are thread-safe.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        watch: bool = True,
+        snapshot_directory: Path | None = None,
+    ) -> None:
+        self.root = root
+        self._lock = threading.RLock()
+        self._watcher = Watcher.create() if watch else None
+        self._epoch = 0
+        self._revision = 0
+        self._proofs: dict[tuple[RelativePath, bool], int] = {}
+        self._root_identity: tuple[int, int] | None = None
+        self._terms = TermIndex()
+        # Directories.
+        self._directories: list[_Directory | None] = []
+        self._directory_ids: dict[RelativePath, int] = {}
+        # Rows, one slot each; freed slots are reused.
+        self._free: list[int] = []
+        self._row_dir = array("I")
+        self._names: list[str | None] = []
+        self._stamps = array("q")  # five per slot
+        self._trusted = bytearray()
+        self._digests = bytearray()  # 32 per slot
+        self._states = bytearray()
+        self._reasons = bytearray()
+        self._titles: list[str | None] = []
+        self._kinds = bytearray()
+        self._duplicate_keys = array("q")
+        self._marks = array("I")
+        self._legacy_ids: dict[int, str] = {}
+        # Derived views.
+        self._orders: dict[str, array[int]] = {}
+        self._unordered: dict[str, set[int]] = {}
+        self._legacy_slots: dict[str, dict[str, set[int]]] = {}
+        # Duplicate key -> a slot holding it; further holders (rare) in the second map.
+        self._duplicates: dict[int, int] = {}
+        self._duplicates_more: dict[int, list[int]] = {}
+        self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
+        self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
+        self._walks = 0
+        self._swept = False  # temp files of interrupted writes, once per process
+        # Persistence.
+        self._snapshot_directory = snapshot_directory
+        self._started = False
+        self._unsaved = 0
+        self._saving: threading.Timer | None = None
+        self._save_seconds = 0.0
+        if snapshot_directory is not None:
+            atexit.register(_save_at_exit, weakref.ref(self))
+
+    # -- properties -----------------------------------------------------------------------
+
+    @property
+    def watching(self) -> bool:
+        """Whether change notification is active (otherwise every call walks)."""
+        return self._watcher is not None
+
+    @property
+    def revision(self) -> int:
+        """Bumped on every row change: the generation number derived values are keyed by."""
+        return self._revision
+
+    def __len__(self) -> int:
+        """The number of rows (candidate files, valid or skipped)."""
+        return len(self._states) - len(self._free)
+
+    def close(self) -> None:
+        """Release the change watcher; later calls walk every time."""
+        with self._lock:
+            self._drop_watcher()
+
+    # -- making a selection current -------------------------------------------------------
+
+    def refresh(
+        self,
+        scope: Scope,
+        container: tuple[str, ...] = (),
+        *,
+        recursive: bool,
+        candidate_limit: int,
+    ) -> Selection:
+        """Make ``<root>/<scope>/<container...>`` current and return it as a selection.
+
+        A missing or symlinked container holds nothing; one that is not a readable
+        directory makes the source unavailable. More ``*.json`` candidates than the
+        limit fails the whole call.
+        """
+        prefix = (scope.value, *container)
+        key = (prefix, recursive)
+        with self._lock:
+            self._start()
+            if self._proven(key):
+                candidates = self._candidates(prefix, recursive)
+                if candidates > candidate_limit:
+                    raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+                return Selection(scope, prefix, recursive, candidates, self._revision)
+            candidates = self._walk(scope, prefix, recursive, candidate_limit)
+            return Selection(scope, prefix, recursive, candidates, self._revision)
+
+    def _walk(self, scope: Scope, prefix: RelativePath, recursive: bool, limit: int) -> int:
+        epoch = self._epoch
+        armed = [self._watcher is not None]
+        on_directory = self._arming_hook(armed) if armed[0] else None
+        fd = open_container(self.root, prefix, scope, on_directory)
+        self._walks += 1
+        mark = self._walks
+        visited: set[int] = set()
+        if fd is None:
+            self._prune(prefix, recursive, mark, visited)
+            return 0
+        stats = WalkStats(scope, limit)
+        marks, stamps, trusted, states = self._marks, self._stamps, self._trusted, self._states
+        # The directory being listed: its parts object, id and name -> slot table.
+        current: list[Any] = [None, -1, {}]
+
+        def visit(
+            dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
+        ) -> None:
+            if current[0] is not directory:
+                directory_id = self._directory_id(directory)
+                found = self._directories[directory_id]
+                assert found is not None
+                current[:] = [directory, directory_id, found.names]
+                visited.add(directory_id)
+            if info is not None:
+                if info.st_nlink != 1:
+                    # A hard link's writes through another directory raise no event here.
+                    armed[0] = False
+                slot = current[2].get(name)
+                # The common case, inlined: a settled file whose stamp did not change.
+                if slot is not None and trusted[slot]:
+                    at = 5 * slot
+                    if (
+                        stamps[at + 3] == info.st_mtime_ns
+                        and stamps[at + 4] == info.st_ctime_ns
+                        and stamps[at + 2] == info.st_size
+                        and stamps[at + 1] == info.st_ino
+                        and stamps[at] == info.st_dev
+                    ):
+                        marks[slot] = mark
+                        if states[slot] == _SKIPPED:
+                            stats.skip(_SKIP_REASONS[self._reasons[slot]])
+                        return
+            slot = self._visit(current[1], dir_fd, name, info)
+            marks[slot] = mark
+            if states[slot] == _SKIPPED:
+                stats.skip(_SKIP_REASONS[self._reasons[slot]])
+
+        try:
+            visited.add(self._directory_id(prefix))
+            walk_candidates(
+                fd,
+                prefix,
+                len(prefix) - 1,
+                stats,
+                visit,
+                recursive=recursive,
+                on_directory=on_directory,
+            )
+        finally:
+            close_quietly(fd)
+        self._prune(prefix, recursive, mark, visited)
+        for directory, name in stats.temps:
+            self._directories_at(directory).temps.add(name)
+        key = (prefix, recursive)
+        if armed[0] and epoch == self._epoch:
+            if len(self._proofs) >= _MAX_PROOFS:
+                self._proofs.clear()
+            self._proofs[key] = epoch
+        else:
+            self._proofs.pop(key, None)
+        if stats.temps and not self._swept:
+            self._sweep_at_start(stats.temps)
+        return stats.candidates
+
+    def _sweep_at_start(self, temps: list[tuple[RelativePath, str]]) -> None:
+        """Remove interrupted writes' temp files once, if no writer holds the lock now."""
+        self._swept = True
+        try:
+            with store.root_lock(self.root, timeout=0):
+                removed = store.sweep_temps(self.root, temps)
+        except MemoryOperationError:
+            return  # a writer is busy: its own next write in that directory sweeps them
+        for directory, name in temps:
+            self._directories_at(directory).temps.discard(name)
+        _log.info("temp_sweep outcome=removed count=%d", removed)
+
+    def _prune(self, prefix: RelativePath, recursive: bool, mark: int, visited: set[int]) -> None:
+        """Drop the rows under a walked selection that the walk did not find."""
+        size = len(prefix)
+        marks = self._marks
+        for directory_id, directory in enumerate(self._directories):
+            if directory is None:
+                continue
+            parts = directory.parts
+            inside = parts[:size] == prefix and (recursive or len(parts) == size)
+            if not inside:
+                continue
+            for slot in [slot for slot in directory.names.values() if marks[slot] != mark]:
+                self._remove(slot)
+            if directory_id not in visited and not directory.names:
+                self._directories[directory_id] = None
+                del self._directory_ids[parts]
+
+    def _candidates(self, prefix: RelativePath, recursive: bool) -> int:
+        size = len(prefix)
+        total = 0
+        for directory in self._directories:
+            if directory is not None:
+                parts = directory.parts
+                if parts[:size] == prefix and (recursive or len(parts) == size):
+                    total += directory.candidates
+        return total
+
+    def _proven(self, key: tuple[RelativePath, bool]) -> bool:
+        """Whether ``key`` is current without a walk (queued events are applied first)."""
+        watcher = self._watcher
+        if watcher is None:
+            return False
+        # The root may be reached through a symlink the operator re-pointed, which raises
+        # no event in the old tree: the root must still be the directory we watch.
+        try:
+            info = os.stat(self.root)
+        except OSError:
+            identity = None
+        else:
+            identity = (info.st_dev, info.st_ino)
+        changes = watcher.drain()
+        if identity is None or identity != self._root_identity:
+            self._epoch += 1
+            if watcher.broken:
+                self._drop_watcher()
+            return False
+        if changes is not None:
+            if watcher.broken:
+                self._drop_watcher()
+                return False
+            if changes.rescan or not self._patch(changes):
+                self._epoch += 1
+                return False
+        return self._proofs.get(key) == self._epoch
+
+    def _patch(self, changes: Changes) -> bool:
+        """Apply events naming single entries; False when a walk must account for them."""
+        wanted: dict[RelativePath, list[str]] = {}
+        proven = [prefix for (prefix, _), epoch in self._proofs.items() if epoch == self._epoch]
+        for directory, name in changes.entries:
+            depth = len(directory)
+            for prefix in proven:
+                if depth < len(prefix) and prefix[:depth] == directory and prefix[depth] == name:
+                    return False  # a selection's own container (or an ancestor) changed
+            # Every event comes from a watch a walk placed, so its directory is ours.
+            wanted.setdefault(directory, []).append(name)
+        return all(self._examine(directory, names) for directory, names in wanted.items())
+
+    def _examine(self, directory: RelativePath, names: list[str]) -> bool:
+        """Bring the named entries of one directory up to date; False if a walk must."""
+        if not directory:
+            return True  # the root holds scope directories only, never candidates
+        fd: int | None = None
+        try:
+            scope = Scope(directory[0])
+            fd = store.open_root(self.root)
+            for name in directory:
+                if fd is None:
+                    return False
+                _state, child = store.open_child_directory(fd, name)
+                close_quietly(fd)
+                fd = child
+            if fd is None:
+                return False
+            directory_id = self._directory_id(directory)
+            entries = self._directories_at(directory)
+            for name in names:
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    entries.temps.discard(name)
+                    self._remove_name(directory_id, name)
+                    continue
+                except OSError:
+                    return False
+                if stat.S_ISDIR(info.st_mode):
+                    return False  # its own (queued or imminent) event asks for a walk
+                if stat.S_ISLNK(info.st_mode):
+                    if name.endswith(RECORD_SUFFIX):
+                        self._remove_name(directory_id, name)
+                        log_skip(scope, SkipReason.SYMLINK)
+                elif not name.endswith(RECORD_SUFFIX):
+                    if is_temp_name(name):
+                        entries.temps.add(name)
+                elif info.st_nlink != 1:
+                    return False  # hard links are only ever served by walks
+                else:
+                    slot = self._visit(directory_id, fd, name, info)
+                    if self._states[slot] == _SKIPPED:
+                        log_skip(scope, _SKIP_REASONS[self._reasons[slot]])
+            return True
+        except (MemoryOperationError, ValueError):
+            return False
+        finally:
+            close_quietly(fd)
+
+    def _arming_hook(self, armed: list[bool]) -> Callable[[int, RelativePath], None]:
+        def on_directory(fd: int, parts: RelativePath) -> None:
+            if not parts:
+                try:
+                    info = os.fstat(fd)
+                except OSError:
+                    armed[0] = False
+                    return
+                identity = (info.st_dev, info.st_ino)
+                if identity != self._root_identity:
+                    if self._root_identity is not None:
+                        # A different root directory: the old watches describe another
+                        # tree, and results from it must not be reused (bumps the epoch).
+                        self._drop_watcher()
+                        self._watcher = Watcher.create()
+                    self._root_identity = identity
+            watcher = self._watcher
+            if watcher is None or not watcher.watch(fd, parts):
+                armed[0] = False
+
+        return on_directory
+
+    def _drop_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        self._proofs.clear()
+        self._epoch += 1
+
+    # -- rows -----------------------------------------------------------------------------
+
+    def _directory_id(self, parts: RelativePath) -> int:
+        found = self._directory_ids.get(parts)
+        if found is None:
+            found = self._directory_ids[parts] = len(self._directories)
+            self._directories.append(_Directory(parts))
+        return found
+
+    def _directories_at(self, parts: RelativePath) -> _Directory:
+        directory = self._directories[self._directory_id(parts)]
+        assert directory is not None
+        return directory
+
+    def _allocate(self) -> int:
+        if self._free:
+            return self._free.pop()
+        slot = len(self._states)
+        self._row_dir.append(0)
+        self._names.append(None)
+        self._stamps.extend((0, 0, 0, 0, 0))
+        self._trusted.append(0)
+        self._digests.extend(bytes(32))
+        self._states.append(_FREE)
+        self._reasons.append(0)
+        self._titles.append(None)
+        self._kinds.append(0)
+        self._duplicate_keys.append(0)
+        self._marks.append(0)
+        return slot
+
+    def _stamp_of(self, slot: int) -> tuple[int, ...]:
+        return tuple(self._stamps[5 * slot : 5 * slot + 5])
+
+    def _digest_of(self, slot: int) -> bytes:
+        return bytes(self._digests[32 * slot : 32 * slot + 32])
+
+    def _parts_of(self, slot: int) -> RelativePath:
+        directory = self._directories[self._row_dir[slot]]
+        name = self._names[slot]
+        assert directory is not None
+        assert name is not None
+        return (*directory.parts, name)
+
+    def _visit(self, directory_id: int, fd: int, name: str, info: os.stat_result | None) -> int:
+        """Bring the row of one candidate file up to date; returns its slot."""
+        directory = self._directories[directory_id]
+        assert directory is not None
+        slot = directory.names.get(name)
+        if info is not None and slot is not None and self._trusted[slot]:
+            at = 5 * slot
+            stamps = self._stamps
+            if (
+                stamps[at] == info.st_dev
+                and stamps[at + 1] == info.st_ino
+                and stamps[at + 2] == info.st_size
+                and stamps[at + 3] == info.st_mtime_ns
+                and stamps[at + 4] == info.st_ctime_ns
+            ):
+                return slot  # unchanged and settled: nothing to read
+        started = time.time_ns()
+        if info is None:
+            return self._put(directory_id, name, None, False, None, SkipReason.UNREADABLE)
+        stamp = FileStamp.of(info)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
+            reason = SkipReason.OVERSIZED if stat.S_ISREG(info.st_mode) else SkipReason.UNREADABLE
+            return self._put(directory_id, name, stamp, _settled(stamp, started), None, reason)
+        try:
+            stamp, data = store.read_candidate(fd, name, MAX_RECORD_BYTES)
+        except UnreadableCandidate as exc:
+            read_stamp = exc.stamp or stamp
+            return self._put(
+                directory_id, name, read_stamp, _settled(read_stamp, started), None, exc.reason
+            )
+        return self._accept(directory_id, name, stamp, _settled(stamp, started), data)
+
+    def _accept(
+        self, directory_id: int, name: str, stamp: FileStamp, trusted: bool, data: bytes
+    ) -> int:
+        """Record the bytes just read from a candidate file as its row."""
+        directory = self._directories[directory_id]
+        assert directory is not None
+        digest = hashlib.sha256(data).digest()
+        slot = directory.names.get(name)
+        if slot is not None and self._states[slot] != _FREE and self._digest_of(slot) == digest:
+            # Same bytes at the same path: the earlier verdict still holds, skip the parse.
+            self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp)
+            self._trusted[slot] = trusted
+            return slot
+        parts = (*directory.parts, name)
+        try:
+            record = store.parse_record(data)
+        except RecordRejected as exc:
+            return self._put(directory_id, name, stamp, trusted, digest, exc.reason)
+        if not location_agrees(parts, record):
+            return self._put(directory_id, name, stamp, trusted, digest, SkipReason.PATH_MISMATCH)
+        return self._put(directory_id, name, stamp, trusted, digest, record)
+
+    def _put(
+        self,
+        directory_id: int,
+        name: str,
+        stamp: FileStamp | None,
+        trusted: bool,
+        digest: bytes | None,
+        outcome: MemoryRecord | SkipReason,
+    ) -> int:
+        """Replace the row at ``name`` with a new outcome (attaching it to every view)."""
+        directory = self._directories[directory_id]
+        assert directory is not None
+        slot = directory.names.get(name)
+        if slot is None:
+            slot = self._allocate()
+            directory.names[name] = slot
+            self._row_dir[slot] = directory_id
+            self._names[slot] = name
+        else:
+            self._detach(slot)
+        self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp or (0, 0, 0, 0, 0))
+        self._trusted[slot] = bool(trusted and stamp is not None)
+        self._digests[32 * slot : 32 * slot + 32] = digest or bytes(32)
+        self._titles[slot] = None
+        self._kinds[slot] = 0
+        document = None
+        if isinstance(outcome, SkipReason):
+            self._states[slot] = _SKIPPED
+            self._reasons[slot] = _SKIP_REASONS.index(outcome)
+        else:
+            self._titles[slot] = outcome.title
+            if isinstance(outcome, MemoryRecordV2):
+                self._states[slot] = _ARCHIVED if outcome.lifecycle.archived else _ACTIVE
+                self._kinds[slot] = _KIND_CODES[outcome.kind]
+                self._duplicate_keys[slot] = duplicate_hash(directory.parts, outcome)
+            else:
+                self._states[slot] = _LEGACY
+                self._legacy_ids[slot] = outcome.id
+            if self._states[slot] != _ARCHIVED:
+                # Meta text: where the record lives in its scope. A canonical file name is
+                # its random id, which nobody searches for; a legacy one may be words.
+                where = directory.parts[1:]
+                path = "/".join((*where, name) if self._states[slot] == _LEGACY else where)
+                document = document_terms(outcome.title, path, outcome.all_tags, outcome.content)
+            self._cache(slot, outcome)
+        self._attach(slot, document)
+        return slot
+
+    def _remove_name(self, directory_id: int, name: str) -> None:
+        directory = self._directories[directory_id]
+        slot = None if directory is None else directory.names.get(name)
+        if slot is not None:
+            self._remove(slot)
+
+    def _remove(self, slot: int) -> None:
+        self._detach(slot)
+        directory = self._directories[self._row_dir[slot]]
+        name = self._names[slot]
+        if directory is not None and name is not None:
+            directory.names.pop(name, None)
+        self._states[slot] = _FREE
+        self._names[slot] = None
+        self._titles[slot] = None
+        self._legacy_ids.pop(slot, None)
+        self._free.append(slot)
+
+    # -- the two places derived views change ------------------------------------------------
+
+    def _attach(self, slot: int, document: DocumentTerms | None) -> None:
+        """Add a filled row to every derived view (its state decides which)."""
+        self._revision += 1
+        self._unsaved += 1
+        self._schedule_save()
+        directory = self._directories[self._row_dir[slot]]
+        assert directory is not None
+        directory.candidates += 1
+        state = self._states[slot]
+        if state not in _RECORDS:
+            return
+        scope = directory.parts[0]
+        share = _item_hash(self._parts_of(slot), self._digest_of(slot))
+        if state == _LEGACY:
+            directory.legacy += 1
+            directory.legacy_sum = (directory.legacy_sum + share) % _SUM_MODULUS
+            legacy_id = self._legacy_ids[slot]
+            self._legacy_slots.setdefault(scope, {}).setdefault(legacy_id, set()).add(slot)
+        else:
+            directory.canonical += 1
+            directory.canonical_sum = (directory.canonical_sum + share) % _SUM_MODULUS
+            key = self._duplicate_keys[slot]
+            if key in self._duplicates:
+                self._duplicates_more.setdefault(key, []).append(slot)
+            else:
+                self._duplicates[key] = slot
+        # The list order takes new rows in batches (see `_ordered`): a cold start adds
+        # every row of a scope at once, and one sort is far cheaper than many inserts.
+        self._unordered.setdefault(scope, set()).add(slot)
+        if document is not None:
+            self._terms.add(slot, scope, document)
+
+    def _detach(self, slot: int) -> None:
+        """Remove a row from every derived view (before it changes or goes)."""
+        self._revision += 1
+        self._unsaved += 1
+        self._records.pop(slot, None)
+        directory = self._directories[self._row_dir[slot]]
+        assert directory is not None
+        directory.candidates -= 1
+        state = self._states[slot]
+        if state not in _RECORDS:
+            return
+        scope = directory.parts[0]
+        share = _item_hash(self._parts_of(slot), self._digest_of(slot))
+        if state == _LEGACY:
+            directory.legacy -= 1
+            directory.legacy_sum = (directory.legacy_sum - share) % _SUM_MODULUS
+            by_id = self._legacy_slots[scope]
+            holders = by_id[self._legacy_ids[slot]]
+            holders.discard(slot)
+            if not holders:
+                del by_id[self._legacy_ids[slot]]
+        else:
+            directory.canonical -= 1
+            directory.canonical_sum = (directory.canonical_sum - share) % _SUM_MODULUS
+            key = self._duplicate_keys[slot]
+            more = self._duplicates_more.get(key)
+            if self._duplicates[key] != slot:
+                assert more is not None
+                more.remove(slot)
+            elif more:
+                self._duplicates[key] = more.pop()
+            else:
+                del self._duplicates[key]
+            if more is not None and not more:
+                del self._duplicates_more[key]
+        pending = self._unordered.get(scope)
+        if pending is not None and slot in pending:
+            pending.discard(slot)
+        else:
+            order = self._orders[scope]
+            at = bisect.bisect_left(order, self._order_key(slot), key=self._order_key)
+            del order[at]
+        self._terms.remove(slot)
+
+    def _order_key(self, slot: int) -> tuple[Any, ...]:
+        """List order: legacy records by id then path, then canonical ones by namespace,
+        collectionless before collected, collection and id."""
+        directory = self._directories[self._row_dir[slot]]
+        assert directory is not None
+        parts = directory.parts
+        name = self._names[slot]
+        assert name is not None
+        if self._states[slot] == _LEGACY:
+            return (1, "", False, "", self._legacy_ids[slot], "/".join((*parts, name)))
+        collection = parts[2] if len(parts) > 2 else None
+        return (
+            2,
+            parts[1],
+            collection is not None,
+            collection or "",
+            name[: -len(RECORD_SUFFIX)],
+            "",
+        )
+
+    def _ordered(self, scope: str) -> array[int]:
+        """The scope's records in list order, after taking in the rows added since."""
+        order = self._orders.get(scope)
+        if order is None:
+            order = self._orders[scope] = array("I")
+        pending = self._unordered.pop(scope, None)
+        if pending:
+            key = self._order_key
+            if len(pending) <= 64:
+                for slot in pending:
+                    bisect.insort(order, slot, key=key)
+            else:
+                order = self._orders[scope] = array("I", sorted((*order, *pending), key=key))
+        return order
+
+    def _cache(self, slot: int, record: MemoryRecord) -> None:
+        records = self._records
+        records[slot] = record
+        records.move_to_end(slot)
+        if len(records) > _MAX_CACHED_RECORDS:
+            records.popitem(last=False)
+
+    # -- reading derived views ------------------------------------------------------------
+
+    def records(self, selection: Selection, *, include_legacy: bool) -> Iterator[IndexedRecord]:
+        """Every valid record of a selection (reads files not in the record cache)."""
+        with self._lock:
+            slots = list(self._selected(selection, include_legacy))
+        for slot in slots:
+            found = self.record(slot)
+            if found is not None:
+                yield found
+
+    def _selected(self, selection: Selection, include_legacy: bool) -> Iterator[int]:
+        prefix, size = selection.prefix, len(selection.prefix)
+        for directory in self._directories:
+            if directory is None:
+                continue
+            parts = directory.parts
+            if parts[:size] == prefix and (selection.recursive or len(parts) == size):
+                for slot in directory.names.values():
+                    state = self._states[slot]
+                    if state in (_ACTIVE, _ARCHIVED) or (state == _LEGACY and include_legacy):
+                        yield slot
+
+    def record(self, slot: int) -> IndexedRecord | None:
+        """The record a row holds, from the cache or its file (None if it changed away)."""
+        with self._lock:
+            if self._states[slot] not in _RECORDS:
+                return None
+            parts = self._parts_of(slot)
+            scope = Scope(parts[0])
+            cached = self._records.get(slot)
+            if cached is not None:
+                self._records.move_to_end(slot)
+                return IndexedRecord(parts, scope, cached, self._digest_of(slot))
+            return self._read_row(parts, scope)
+
+    def _read_row(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
+        """Read one indexed file again, updating its row if it changed meanwhile."""
+        fd = open_container(self.root, parts[:-1], scope)
+        if fd is None:
+            return None
+        try:
+            try:
+                info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                self._remove_name(self._directory_id(parts[:-1]), parts[-1])
+                return None
+            except OSError:
+                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+            if stat.S_ISLNK(info.st_mode):
+                self._remove_name(self._directory_id(parts[:-1]), parts[-1])
+                log_skip(scope, SkipReason.SYMLINK)
+                return None
+            directory_id = self._directory_id(parts[:-1])
+            slot = self._visit(directory_id, fd, parts[-1], info)
+            record = self._records.get(slot)
+            if record is None and self._states[slot] in _RECORDS:
+                # Unchanged and settled, so not re-read: read it now for its content.
+                try:
+                    stamp, data = store.read_candidate(fd, parts[-1], MAX_RECORD_BYTES)
+                except UnreadableCandidate:
+                    return None
+                slot = self._accept(directory_id, parts[-1], stamp, bool(self._trusted[slot]), data)
+                if self._states[slot] in _RECORDS:
+                    record = store.parse_record(data)
+                    self._cache(slot, record)
+        finally:
+            close_quietly(fd)
+        if record is None:
+            if self._states[slot] == _SKIPPED:
+                log_skip(scope, _SKIP_REASONS[self._reasons[slot]])
+            return None
+        return IndexedRecord(parts, scope, record, self._digest_of(slot))
+
+    def lookup(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
+        """The valid record at exactly ``parts``, or None; no directory listing at all."""
+        with self._lock:
+            self._start()
+            return self._read_row(parts, scope)
+
+    def inventory(self, selection: Selection, *, include_legacy: bool) -> Inventory:
+        """The records of a selection in list order (one contiguous range of the scope's)."""
+        with self._lock:
+            scope = selection.scope.value
+            order = self._ordered(scope)
+            prefix = selection.prefix
+            key = self._order_key
+            if len(prefix) == 1:
+                start = 0 if include_legacy else bisect.bisect_left(order, (2,), key=key)
+                end = len(order)
+            elif len(prefix) == 2 and selection.recursive:
+                start = bisect.bisect_left(order, (2, prefix[1]), key=key)
+                end = bisect.bisect_left(order, (2, prefix[1], 2), key=key)
+            elif len(prefix) == 2:
+                start = bisect.bisect_left(order, (2, prefix[1], False), key=key)
+                end = bisect.bisect_left(order, (2, prefix[1], True), key=key)
+            else:
+                start = bisect.bisect_left(order, (2, prefix[1], True, prefix[2]), key=key)
+                end = bisect.bisect_left(order, (2, prefix[1], True, prefix[2], "~"), key=key)
+            count, checksum = 0, 0
+            size = len(prefix)
+            for directory in self._directories:
+                if directory is None:
+                    continue
+                parts = directory.parts
+                if parts[:size] == prefix and (selection.recursive or len(parts) == size):
+                    count += directory.canonical
+                    checksum += directory.canonical_sum
+                    if include_legacy:
+                        count += directory.legacy
+                        checksum += directory.legacy_sum
+            ambiguous: frozenset[str] = frozenset()
+            if include_legacy:
+                legacy = self._legacy_slots.get(scope, {})
+                ambiguous = frozenset(i for i, holders in legacy.items() if len(holders) > 1)
+            assert count == end - start, "the list order and the directory counts disagree"
+            return Inventory(count, checksum % _SUM_MODULUS, ambiguous, self, scope, start)
+
+    def _page(self, scope: str, start: int, size: int) -> list[ListedRow]:
+        scope_value = Scope(scope)
+        with self._lock:
+            order = self._ordered(scope)
+            states, legacy_ids, titles, kinds = (
+                self._states,
+                self._legacy_ids,
+                self._titles,
+                self._kinds,
+            )
+            return [
+                ListedRow(
+                    self._parts_of(slot),
+                    scope_value,
+                    legacy_ids.get(slot),
+                    titles[slot],
+                    _KINDS[kinds[slot]] or None,
+                    states[slot] == _ARCHIVED,
+                )
+                for slot in order[start : start + max(size, 0)]
+            ]
+
+    def legacy(self, scope: Scope, legacy_id: str) -> list[IndexedRecord]:
+        """The legacy records of a (current) scope with this id."""
+        with self._lock:
+            slots = sorted(self._legacy_slots.get(scope.value, {}).get(legacy_id, ()))
+        found = [self.record(slot) for slot in slots]
+        return [item for item in found if item is not None]
+
+    def duplicates(self, directory: RelativePath, record: MemoryRecordV2) -> list[IndexedRecord]:
+        """Canonical records in ``directory`` with the same identity as ``record``."""
+        with self._lock:
+            key = duplicate_hash(directory, record)
+            first = self._duplicates.get(key)
+            slots = [] if first is None else [first, *self._duplicates_more.get(key, ())]
+        found = []
+        for slot in slots:
+            item = self.record(slot)
+            if (
+                item is not None
+                and item.parts[:-1] == directory
+                and isinstance(item.record, MemoryRecordV2)
+                and _same_memory(item.record, record)
+            ):
+                found.append(item)
+        return found
+
+    def known_candidates(self, scope: Scope) -> int:
+        """Candidate files the index knows in a scope (as of each directory's last look)."""
+        with self._lock:
+            return self._candidates((scope.value,), True)
+
+    def recall(
+        self,
+        scope: Scope,
+        text: str,
+        tag_keys: frozenset[str],
+        limit: int,
+        namespace_id: str | None = None,
+    ) -> list[tuple[IndexedRecord, Hit]]:
+        """The best active records of a current scope, optionally of one namespace only."""
+        with self._lock:
+            eligible = None
+            if namespace_id is not None:
+                eligible = self._namespace_documents(scope.value, namespace_id)
+            hits = self._terms.rank(scope.value, text, tag_keys, limit, self._tiebreak, eligible)
+        results = []
+        for hit in hits:
+            found = self.record(hit.slot)
+            if found is not None:
+                results.append((found, hit))
+        return results
+
+    def _namespace_documents(self, scope: str, namespace_id: str) -> frozenset[int]:
+        key = (scope, namespace_id)
+        cached = self._namespaces.get(key)
+        if cached is not None and cached[0] == self._revision:
+            return cached[1]
+        slots = frozenset(
+            slot
+            for directory in self._directories
+            if directory is not None and directory.parts[:2] == key
+            for slot in directory.names.values()
+            if self._states[slot] == _ACTIVE
+        )
+        if len(self._namespaces) >= _MAX_PROOFS:
+            self._namespaces.clear()
+        self._namespaces[key] = (self._revision, slots)
+        return slots
+
+    def _tiebreak(self, slot: int) -> tuple[str, str]:
+        parts = self._parts_of(slot)
+        legacy = self._legacy_ids.get(slot)
+        identifier = legacy if legacy is not None else parts[-1][: -len(RECORD_SUFFIX)]
+        return "/".join(parts[1:]), identifier
+
+    # -- coherence hooks for writers ------------------------------------------------------
+
+    def invalidate(self, parts: RelativePath) -> None:
+        """Forget one file's row; the next call walks and reads it afresh."""
+        with self._lock:
+            directory_id = self._directory_ids.get(parts[:-1])
+            if directory_id is not None:
+                self._remove_name(directory_id, parts[-1])
+            self._epoch += 1
+
+    def note_written(self, parts: RelativePath, stamp: FileStamp, data: bytes) -> None:
+        """Take bytes this process just wrote as the file's row, visible at once.
+
+        The row stays untrusted: the next look at the file re-reads it once and compares
+        digests, which still notices a concurrent hand edit. With change notification the
+        write's own events make the next call examine exactly this file; without it every
+        call walks anyway.
+        """
+        with self._lock:
+            self._accept(self._directory_id(parts[:-1]), parts[-1], stamp, False, data)
+            if self._watcher is None:
+                self._epoch += 1
+
+    def take_temps(self, directory: RelativePath) -> list[str]:
+        """The writer's temp files seen in ``directory``; they are forgotten here."""
+        with self._lock:
+            directory_id = self._directory_ids.get(directory)
+            found = None if directory_id is None else self._directories[directory_id]
+            if found is None:
+                return []
+            names = sorted(found.temps)
+            found.temps.clear()
+            return names
+
+    # -- snapshot -------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """On the first call: load the snapshot, if there is a usable one."""
+        if self._started:
+            return
+        self._started = True
+        if self._snapshot_directory is not None:
+            _load_snapshot(self)
+            self._unsaved = 0
+            if self._saving is not None:  # scheduled while loading: nothing new to save
+                self._saving.cancel()
+                self._saving = None
+
+    def _schedule_save(self) -> None:
+        """Save the snapshot a little after changes stop coming (one save per burst).
+
+        A server is usually stopped by a signal that ends the process without exit
+        handlers, so the snapshot is kept close behind the rows rather than written at
+        exit. The wait grows with the time a save takes, bounding its share of the lock.
+        """
+        if self._snapshot_directory is None or self._saving is not None or not self._started:
+            return
+        delay = max(_SAVE_DELAY, 20 * self._save_seconds)
+        timer = threading.Timer(delay, self._save_later)
+        timer.daemon = True
+        self._saving = timer
+        timer.start()
+
+    def _save_later(self) -> None:
+        with self._lock:
+            self._saving = None
+        with contextlib.suppress(Exception):  # a cache that cannot be written is no error
+            self.save()
+
+    def save(self) -> bool:
+        """Write the snapshot now (atomically); False when there is nowhere to write it."""
+        directory = self._snapshot_directory
+        if directory is None:
+            return False
+        started = time.perf_counter()
+        with _SAVES:
+            with self._lock:
+                if not self._started:
+                    return False
+                if self._saving is not None:  # this save covers what the timer would
+                    self._saving.cancel()
+                    self._saving = None
+                payload = _snapshot_bytes(self)
+                self._unsaved = 0
+            saved = _write_snapshot(directory, self.root, payload)
+        self._save_seconds = time.perf_counter() - started
+        return saved
+
+    def drop_snapshot(self) -> None:
+        """Delete the saved snapshot now; a fresh one follows shortly.
+
+        The snapshot holds titles and indexed words, so after a record is forgotten no
+        copy of them may stay on disk: the file (and any temp file of an interrupted
+        save) goes at once, and the next save no longer has the record.
+
+        Raises MemoryOperationError(deletion_outcome_uncertain) when it cannot be removed.
+        """
+        directory = self._snapshot_directory
+        if directory is None:
+            return
+        with _SAVES:
+            try:
+                _remove_snapshot(directory, self.root)
+            except OSError:
+                raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
+            with self._lock:
+                self._unsaved += 1
+                self._schedule_save()
+
+
+def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
+    return (
+        left.namespace.kind == right.namespace.kind
+        and left.kind == right.kind
+        and left.occurred_at == right.occurred_at
+        and left.title == right.title
+        and left.content == right.content
+        and sorted(tag_key(t) for t in left.tags) == sorted(tag_key(t) for t in right.tags)
+    )
+
+
+def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:
+    return stamp[3] < read_started_ns - _SETTLE_NS
+
+
+def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
+    index = reference()
+    if index is None:
+        return
+    saving = index._saving
+    if saving is not None:
+        saving.cancel()
+    # A save running in a background thread would be cut off when the process ends:
+    # wait for it, then save whatever it did not cover.
+    with _SAVES:
+        pass
+    if index._unsaved:
+        with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
+            index.save()
+
+
+# -- snapshot format --------------------------------------------------------------------------
+
+_MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
+_FORMAT: Final = 1
+_HEADER: Final = struct.Struct("<I")
+_MAX_HEADER: Final = 1 << 20
+
+
+def snapshot_path(directory: Path, root: Path) -> Path:
+    """Where the snapshot of ``root`` lives in ``directory``."""
+    name = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:24]
+    return directory / f"memory-index-{name}.bin"
+
+
+class _Writer:
+    """Collects named sections: arrays, string lists and small JSON values."""
+
+    def __init__(self) -> None:
+        self.sections: list[list[Any]] = []
+        self.chunks: list[bytes] = []
+        self.values: dict[str, Any] = {}
+
+    def array(self, name: str, data: array[Any]) -> None:
+        raw = data.tobytes()
+        self.sections.append([name, data.typecode, len(raw)])
+        self.chunks.append(raw)
+
+    def raw(self, name: str, data: bytes | bytearray) -> None:
+        self.sections.append([name, "raw", len(data)])
+        self.chunks.append(bytes(data))
+
+    def strings(self, name: str, items: Sequence[str | None]) -> None:
+        lengths = array("i", (-1 if item is None else len(item) for item in items))
+        text = "".join(item for item in items if item is not None)
+        self.array(f"{name}#lengths", lengths)
+        self.raw(f"{name}#text", text.encode("utf-8", "surrogatepass"))
+
+
+class _Reader:
+    def __init__(self, sections: dict[str, tuple[str, memoryview]], values: dict[str, Any]) -> None:
+        self.sections = sections
+        self.values = values
+
+    def array(self, name: str, typecode: str) -> array[Any]:
+        kind, data = self.sections[name]
+        if kind != typecode:
+            raise ValueError("section type")
+        result = array(typecode)
+        result.frombytes(data)
+        return result
+
+    def raw(self, name: str) -> bytes:
+        kind, data = self.sections[name]
+        if kind != "raw":
+            raise ValueError("section type")
+        return bytes(data)
+
+    def strings(self, name: str) -> list[str | None]:
+        lengths = self.array(f"{name}#lengths", "i")
+        text = self.raw(f"{name}#text").decode("utf-8", "surrogatepass")
+        items: list[str | None] = []
+        at = 0
+        for length in lengths:
+            if length < 0:
+                items.append(None)
+            else:
+                items.append(text[at : at + length])
+                at += length
+        if at != len(text):
+            raise ValueError("string section length")
+        return items
+
+
+def _put_parts(out: _Writer, prefix: str, parts: dict[str, Any]) -> dict[str, Any]:
+    """Write a nested description of arrays, bytes and string lists as sections.
+
+    Returns what the header records: plain values as they are, and for every section
+    its kind, so `_get_parts` can read the description back.
+    """
+    layout: dict[str, Any] = {}
+    for name, value in parts.items():
+        where = f"{prefix}/{name}"
+        if isinstance(value, array):
+            out.array(where, value)
+            layout[name] = ["array", value.typecode]
+        elif isinstance(value, bytes | bytearray):
+            out.raw(where, value)
+            layout[name] = ["raw"]
+        elif isinstance(value, dict):
+            layout[name] = ["parts", _put_parts(out, where, value)]
+        elif isinstance(value, list) and all(type(item) is str for item in value):
+            out.strings(where, value)
+            layout[name] = ["strings"]
+        else:
+            layout[name] = ["value", value]
+    return layout
+
+
+def _get_parts(read: _Reader, prefix: str, layout: dict[str, Any]) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    for name, (kind, *detail) in layout.items():
+        where = f"{prefix}/{name}"
+        if kind == "array":
+            parts[name] = read.array(where, detail[0])
+        elif kind == "raw":
+            parts[name] = read.raw(where)
+        elif kind == "parts":
+            parts[name] = _get_parts(read, where, detail[0])
+        elif kind == "strings":
+            parts[name] = read.strings(where)
+        elif kind == "value":
+            parts[name] = detail[0]
+        else:
+            raise ValueError("layout")
+    return parts
+
+
+def _snapshot_bytes(index: MemoryIndex) -> bytes:
+    """The whole index state, consistent because it is taken under the index lock."""
+    out = _Writer()
+    directories = [d for d in index._directories]
+    out.strings("directories", ["/".join(d.parts) if d is not None else None for d in directories])
+    out.array(
+        "directory_counts",
+        array(
+            "q",
+            (
+                v
+                for d in directories
+                if d is not None
+                for v in (d.candidates, d.legacy, d.canonical)
+            ),
+        ),
+    )
+    out.strings(
+        "directory_sums",
+        [f"{d.legacy_sum:x}/{d.canonical_sum:x}" for d in directories if d is not None],
+    )
+    out.array("row_dir", index._row_dir)
+    out.strings("names", index._names)
+    out.array("stamps", index._stamps)
+    out.raw("trusted", index._trusted)
+    out.raw("digests", index._digests)
+    out.raw("states", index._states)
+    out.raw("reasons", index._reasons)
+    out.strings("titles", index._titles)
+    out.raw("kinds", index._kinds)
+    out.array("duplicate_keys", index._duplicate_keys)
+    legacy = sorted(index._legacy_ids)
+    out.array("legacy_slots", array("I", legacy))
+    out.strings("legacy_ids", [index._legacy_ids[slot] for slot in legacy])
+    for scope in list(index._unordered):
+        index._ordered(scope)
+    scopes = sorted(index._orders)
+    out.values["scopes"] = scopes
+    for scope in scopes:
+        out.array(f"order/{scope}", index._orders[scope])
+    out.values["terms"] = _put_parts(out, "terms", index._terms.export())
+    info = os.stat(index.root)
+    payload = b"".join(out.chunks)
+    header = {
+        "format": _FORMAT,
+        "analysis": ANALYSIS_VERSION,
+        "root": os.fsdecode(os.path.abspath(index.root)),
+        "device": info.st_dev,
+        "inode": info.st_ino,
+        "sections": out.sections,
+        "values": out.values,
+        "checksum": zlib.crc32(payload),
+    }
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    return _MAGIC + _HEADER.pack(len(encoded)) + encoded + payload
+
+
+_SAVES: Final = threading.Lock()  # one snapshot write or removal at a time per process
+
+
+def _snapshot_temps(target: Path) -> Iterator[tuple[Path, int]]:
+    """Temp files of interrupted or running saves of ``target``, with their writer's pid."""
+    prefix = f".{target.name}."
+    try:
+        names = os.listdir(target.parent)
+    except FileNotFoundError:
+        return
+    for name in names:
+        pid, _, rest = name.removeprefix(prefix).partition(".")
+        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and rest:
+            yield target.parent / name, int(pid)
+
+
+def _sweep_snapshot_temps(target: Path) -> None:
+    """Remove temp files this process or a process that no longer runs left behind.
+
+    Called holding `_SAVES`, so none of this process's saves is running.
+    """
+    for path, pid in _snapshot_temps(target):
+        if pid == os.getpid() or not _running(pid):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_snapshot(directory: Path, root: Path) -> None:
+    target = snapshot_path(directory, root)
+    _sweep_snapshot_temps(target)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
+
+
+def _write_snapshot(directory: Path, root: Path, payload: bytes) -> bool:
+    """Replace the snapshot file atomically; False (and a log line) when that failed."""
+    target = snapshot_path(directory, root)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _sweep_snapshot_temps(target)
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        _log.warning("index_snapshot outcome=not_saved")
+        return False
+    _log.info("index_snapshot outcome=saved bytes=%d", len(payload))
+    return True
+
+
+def _read_snapshot(path: Path) -> bytes | None:
+    """The snapshot file's bytes if it is a private regular file of ours, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        raise ValueError("unreadable") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise ValueError("not a private file")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 24)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _load_snapshot(index: MemoryIndex) -> None:
+    """Fill an empty index from its snapshot; any doubt leaves the index empty."""
+    assert index._snapshot_directory is not None
+    path = snapshot_path(index._snapshot_directory, index.root)
+    started = time.perf_counter()
+    try:
+        data = _read_snapshot(path)
+        if data is None:
+            return
+        header, payload = _parse_container(data)
+        info = os.stat(index.root)
+        if (
+            header.get("format") != _FORMAT
+            or header.get("analysis") != ANALYSIS_VERSION
+            or header.get("root") != os.fsdecode(os.path.abspath(index.root))
+            or header.get("device") != info.st_dev
+            or header.get("inode") != info.st_ino
+        ):
+            _log.info("index_snapshot outcome=ignored reason=foreign")
+            return
+        if zlib.crc32(payload) != header.get("checksum"):
+            raise ValueError("checksum")
+        _restore(index, header, payload)
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        OverflowError,
+        AssertionError,
+        UnicodeError,
+        OSError,
+        MemoryError,
+        struct.error,
+    ):
+        _reset(index)
+        _log.warning("index_snapshot outcome=ignored reason=corrupt")
+        return
+    _log.info(
+        "index_snapshot outcome=loaded rows=%d ms=%d",
+        len(index),
+        int((time.perf_counter() - started) * 1000),
+    )
+
+
+def _parse_container(data: bytes) -> tuple[dict[str, Any], bytes]:
+    if not data.startswith(_MAGIC):
+        raise ValueError("magic")
+    at = len(_MAGIC)
+    (size,) = _HEADER.unpack_from(data, at)
+    at += _HEADER.size
+    if size > _MAX_HEADER:
+        raise ValueError("header size")
+    header = json.loads(data[at : at + size])
+    if type(header) is not dict:
+        raise ValueError("header")
+    return header, data[at + size :]
+
+
+def _reset(index: MemoryIndex) -> None:
+    """Back to the empty state a fresh index has (after a rejected snapshot)."""
+    fresh = MemoryIndex(index.root, watch=False)
+    for name in (
+        "_terms", "_directories", "_directory_ids", "_free", "_row_dir", "_names", "_stamps",
+        "_trusted", "_digests", "_states", "_reasons", "_titles", "_kinds", "_duplicate_keys",
+        "_marks", "_legacy_ids", "_orders", "_unordered", "_legacy_slots", "_duplicates",
+        "_duplicates_more", "_records", "_namespaces",
+    ):  # fmt: skip
+        setattr(index, name, getattr(fresh, name))
+    index._revision += 1
+
+
+def _restore(index: MemoryIndex, header: dict[str, Any], payload: bytes) -> None:
+    view = memoryview(payload)
+    sections: dict[str, tuple[str, memoryview]] = {}
+    at = 0
+    for name, kind, length in header["sections"]:
+        if type(length) is not int or length < 0 or at + length > len(view):
+            raise ValueError("section bounds")
+        sections[name] = (kind, view[at : at + length])
+        at += length
+    if at != len(view):
+        raise ValueError("trailing bytes")
+    read = _Reader(sections, header["values"])
+    directory_names = read.strings("directories")
+    counts = read.array("directory_counts", "q")
+    sums = read.strings("directory_sums")
+    directories: list[_Directory | None] = []
+    live = 0
+    for text in directory_names:
+        if text is None:
+            directories.append(None)
+            continue
+        directory = _Directory(tuple(text.split("/")))
+        directory.candidates, directory.legacy, directory.canonical = counts[
+            3 * live : 3 * live + 3
+        ]
+        legacy_sum, canonical_sum = (sums[live] or "").split("/")
+        directory.legacy_sum, directory.canonical_sum = int(legacy_sum, 16), int(canonical_sum, 16)
+        live += 1
+        directories.append(directory)
+    row_dir = read.array("row_dir", "I")
+    names = read.strings("names")
+    rows = len(row_dir)
+    stamps = read.array("stamps", "q")
+    trusted = bytearray(read.raw("trusted"))
+    digests = bytearray(read.raw("digests"))
+    states = bytearray(read.raw("states"))
+    reasons = bytearray(read.raw("reasons"))
+    titles = read.strings("titles")
+    kinds = bytearray(read.raw("kinds"))
+    duplicate_keys = read.array("duplicate_keys", "q")
+    if not (
+        len(names) == len(trusted) == len(states) == len(reasons) == len(titles) == rows
+        and len(kinds) == len(duplicate_keys) == rows
+        and len(stamps) == 5 * rows
+        and len(digests) == 32 * rows
+    ):
+        raise ValueError("row columns")
+    legacy_ids = dict(zip(read.array("legacy_slots", "I"), read.strings("legacy_ids"), strict=True))
+    index._directories = directories
+    index._directory_ids = {d.parts: i for i, d in enumerate(directories) if d is not None}
+    index._row_dir, index._names, index._stamps = row_dir, names, stamps
+    index._trusted, index._digests, index._states = trusted, digests, states
+    index._reasons, index._titles, index._kinds = reasons, titles, kinds
+    index._duplicate_keys = duplicate_keys
+    index._marks = array("I", bytes(4 * rows))
+    index._legacy_ids = {slot: text for slot, text in legacy_ids.items() if text is not None}
+    # Whole-column checks and table building run in C where they can; only rare rows
+    # (legacy records, duplicate keys) take Python loops.
+    if rows and (
+        max(states) > _ARCHIVED
+        or max(reasons) >= len(_SKIP_REASONS)
+        or max(kinds) >= len(_KINDS)
+        or max(row_dir) >= len(directories)
+    ):
+        raise ValueError("row values")
+    live_rows = list(compress(range(rows), states.translate(_LIVE_MASK)))
+    index._free = list(compress(range(rows), states.translate(_FREE_MASK)))
+    for directory_id, group in groupby(
+        sorted(live_rows, key=row_dir.__getitem__), row_dir.__getitem__
+    ):
+        members = list(group)
+        directory = directories[directory_id]
+        held = [names[slot] for slot in members]
+        if directory is None or None in held:
+            raise ValueError("row")
+        directory.names = dict(zip(held, members, strict=True))
+        if len(directory.names) != len(members):
+            raise ValueError("names")
+    canonical = list(compress(range(rows), states.translate(_CANONICAL_MASK)))
+    for slot in canonical:
+        key = duplicate_keys[slot]
+        if key in index._duplicates:
+            index._duplicates_more.setdefault(key, []).append(slot)
+        else:
+            index._duplicates[key] = slot
+    for slot, legacy_id in index._legacy_ids.items():
+        directory = directories[row_dir[slot]]
+        if states[slot] != _LEGACY or directory is None:
+            raise ValueError("legacy row")
+        index._legacy_slots.setdefault(directory.parts[0], {}).setdefault(legacy_id, set()).add(
+            slot
+        )
+    records = len(canonical) + states.count(_LEGACY)
+    if states.count(_LEGACY) != len(index._legacy_ids):
+        raise ValueError("legacy ids")
+    listed = 0
+    for scope in read.values["scopes"]:
+        Scope(scope)
+        order = read.array(f"order/{scope}", "I")
+        if order and max(order) >= rows:
+            raise ValueError("order")
+        listed += len(order)
+        index._orders[scope] = order
+    if listed != records:
+        raise ValueError("order size")
+    terms = _get_parts(read, "terms", read.values["terms"])
+    if terms["count"] != states.count(_ACTIVE) + states.count(_LEGACY):
+        raise ValueError("documents")
+    index._terms = TermIndex.restore(terms)
+    index._revision += 1

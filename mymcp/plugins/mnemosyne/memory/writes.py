@@ -1,0 +1,309 @@
+"""The mutation service: remember, revise, archive, restore and forget.
+
+Raw tool arguments come in, JSON-ready outcomes go out. Each operation validates its
+arguments by hand, applies the content policy where text is supplied, and only then
+touches the filesystem, always inside the root's mutation lock. Any refusal or error
+leaves the memory tree unchanged (the lock file aside). Every call ends with exactly
+one content-free log event on ``mcp.memory_<tool>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Final, Protocol
+
+from .index import IndexedRecord, MemoryIndex
+from .model import (
+    ErrorCode,
+    Lifecycle,
+    MemoryOperationError,
+    MemoryRecordV2,
+    Provenance,
+    V2Reference,
+    is_memory_id,
+    reference_parts,
+    utc_now_seconds,
+)
+from .policy import enforce_content_policy
+from .store import LOCK_TIMEOUT_SECONDS, RecordWriter, ensure_root, root_lock, serialize_record
+from .tools import (
+    ARCHIVE,
+    FORGET,
+    REMEMBER,
+    RESTORE,
+    REVISE,
+    ChangeRequest,
+    LogFields,
+    RememberRequest,
+    ReviseRequest,
+    ToolOutcome,
+    run_tool,
+    tag_fields,
+)
+
+# -- _mutations: The mutation service: remember, revise, archive, restore and forget.
+
+_MAX_CANDIDATE_LIMIT: Final = 1_000_000
+
+
+class IndexProvider(Protocol):
+    """Whatever hands out the read index of the current root (the read `MemoryService`)."""
+
+    def current_index(self) -> MemoryIndex: ...
+
+
+def new_memory_id() -> str:
+    """A fresh canonical id: ``mem_`` and the 32 hex digits of a random UUID."""
+    return "mem_" + uuid.uuid4().hex
+
+
+# -- the service ----------------------------------------------------------------------
+
+
+def _result(status: str, record: MemoryRecordV2) -> dict[str, Any]:
+    return {
+        "status": status,
+        "reference": _reference(record).to_json(),
+        "lifecycle": record.lifecycle.to_json(),
+    }
+
+
+def _reference(record: MemoryRecordV2) -> V2Reference:
+    return V2Reference(record.scope, record.namespace.id, record.collection_id, record.id)
+
+
+class MutationService:
+    """The five memory mutations over the same index the read service uses.
+
+    ``indexes`` supplies the index of the current root on every call (normally the
+    process's `MemoryService`), so reads see writes at once and both always agree on
+    the root. ``candidate_limit`` bounds remember's container scan and is the most a
+    scope may hold before remember refuses; ``clock`` returns the strict UTC-second
+    timestamp used for created_at/updated_at; ``lock_timeout`` is how long a mutation
+    waits for another writer before answering ``memory_busy``.
+    """
+
+    def __init__(
+        self,
+        indexes: IndexProvider,
+        candidate_limit: int,
+        *,
+        clock: Callable[[], str] = utc_now_seconds,
+        id_factory: Callable[[], str] = new_memory_id,
+        lock_timeout: float = LOCK_TIMEOUT_SECONDS,
+    ) -> None:
+        if type(candidate_limit) is not int or not 1 <= candidate_limit <= _MAX_CANDIDATE_LIMIT:
+            raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
+        self._indexes = indexes
+        self._candidate_limit = candidate_limit
+        self._clock = clock
+        self._new_id = id_factory
+        self._lock_timeout = lock_timeout
+
+    # -- public operations -----------------------------------------------------------
+
+    def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Create one canonical record, or report the identical one that already exists."""
+        return run_tool(REMEMBER, arguments, self._remember)
+
+    def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Replace the mutable text of one record as a whole (revision + 1)."""
+        return run_tool(REVISE, arguments, self._revise)
+
+    def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Move an active record to archived (excluded from recall, still inspectable)."""
+        return run_tool(ARCHIVE, arguments, self._archive)
+
+    def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Move an archived record back to active."""
+        return run_tool(RESTORE, arguments, self._restore)
+
+    def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Physically delete one archived record at its current revision."""
+        return run_tool(FORGET, arguments, self._forget)
+
+    # -- operations on validated requests --------------------------------------------
+
+    def _remember(self, request: RememberRequest, fields: LogFields) -> dict[str, Any]:
+        fields.update(
+            scope=request.scope.value,
+            schema_version=2,
+            namespace_kind=request.namespace.kind,
+            memory_kind=request.kind,
+            collection_present=request.collection is not None,
+            origin=request.origin,
+        )
+        ns, col = request.namespace, request.collection
+        enforce_content_policy(
+            [
+                ("namespace", ns.id),
+                ("namespace", ns.label),
+                ("collection", None if col is None else col.id),
+                ("collection", None if col is None else col.label),
+                ("title", request.title),
+                ("content", request.content),
+                *tag_fields("tags", request.tags),
+            ]
+        )
+        index = self._indexes.current_index()
+        ensure_root(index.root)
+        with root_lock(index.root, self._lock_timeout):
+            payload = self._remember_locked(index, request)
+        fields["memory_id"] = payload["reference"]["id"]
+        return payload
+
+    def _revise(self, request: ReviseRequest, fields: LogFields) -> dict[str, Any]:
+        fields.update(schema_version=2, scope=request.reference.scope.value)
+        enforce_content_policy(
+            [
+                ("namespace_label", request.namespace_label),
+                ("collection_label", request.collection_label),
+                ("title", request.title),
+                ("content", request.content),
+                *tag_fields("tags", request.tags),
+            ]
+        )
+
+        def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+            namespace = dataclasses.replace(record.namespace, label=request.namespace_label)
+            collection = record.collection
+            if collection is not None:
+                collection = dataclasses.replace(collection, label=request.collection_label)
+            revised = dataclasses.replace(
+                record,
+                namespace=namespace,
+                collection=collection,
+                title=request.title,
+                content=request.content,
+                tags=request.tags,
+            )
+            return None if revised == record else revised
+
+        return self._change(
+            request.reference, request.expected_revision, change, ("revised", "already_current")
+        )
+
+    def _archive(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        return self._transition(request, fields, "archived", ("archived", "already_archived"))
+
+    def _restore(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        return self._transition(request, fields, "active", ("restored", "already_active"))
+
+    def _forget(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+        reference = request.reference
+        fields.update(schema_version=2, scope=reference.scope.value)
+        index = self._indexes.current_index()
+        with self._locked_existing(index):
+            found, record = self._current(index, reference, request.expected_revision)
+            if not record.lifecycle.archived:
+                raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
+            RecordWriter(index).delete(found.parts, found.digest)
+            index.drop_snapshot()  # it holds the title and words; rewritten without them
+        return {"status": "forgotten", "reference": reference.to_json()}
+
+    def _transition(
+        self, request: ChangeRequest, fields: LogFields, target: str, statuses: tuple[str, str]
+    ) -> dict[str, Any]:
+        fields.update(schema_version=2, scope=request.reference.scope.value)
+
+        def change(record: MemoryRecordV2) -> MemoryRecordV2 | None:
+            if record.lifecycle.state == target:
+                return None
+            return dataclasses.replace(
+                record, lifecycle=Lifecycle(target, record.lifecycle.revision)
+            )
+
+        return self._change(request.reference, request.expected_revision, change, statuses)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _locked_existing(self, index: MemoryIndex) -> AbstractContextManager[None]:
+        """The root lock, or not_found at once when there is no root to change at all."""
+        if not os.path.lexists(index.root):
+            raise MemoryOperationError(ErrorCode.NOT_FOUND)
+        return root_lock(index.root, self._lock_timeout)
+
+    def _current(
+        self, index: MemoryIndex, reference: V2Reference, expected: int
+    ) -> tuple[IndexedRecord, MemoryRecordV2]:
+        found = index.lookup(reference_parts(reference), reference.scope)
+        if found is None or not isinstance(found.record, MemoryRecordV2):
+            raise MemoryOperationError(ErrorCode.NOT_FOUND)
+        # A stale revision conflicts before any state or no-op decision.
+        if found.record.lifecycle.revision != expected:
+            raise MemoryOperationError(ErrorCode.REVISION_CONFLICT)
+        return found, found.record
+
+    def _change(
+        self,
+        reference: V2Reference,
+        expected: int,
+        change: Callable[[MemoryRecordV2], MemoryRecordV2 | None],
+        statuses: tuple[str, str],
+    ) -> dict[str, Any]:
+        """Lock, re-read, check the revision, apply ``change`` and replace the file.
+
+        ``change`` returns None when the record already has the requested state; that
+        idempotent outcome writes nothing and keeps revision and timestamps.
+        """
+        index = self._indexes.current_index()
+        with self._locked_existing(index):
+            found, record = self._current(index, reference, expected)
+            updated = change(record)
+            if updated is None:
+                return _result(statuses[1], record)
+            updated = dataclasses.replace(
+                updated,
+                lifecycle=Lifecycle(updated.lifecycle.state, record.lifecycle.revision + 1),
+                # Never move updated_at backwards, even if the clock does.
+                updated_at=max(self._clock(), record.updated_at),
+            )
+            RecordWriter(index).replace(found.parts, found.digest, serialize_record(updated))
+        return _result(statuses[0], updated)
+
+    def _remember_locked(self, index: MemoryIndex, request: RememberRequest) -> dict[str, Any]:
+        container: tuple[str, ...] = (request.namespace.id,)
+        if request.collection is not None:
+            container += (request.collection.id,)
+        index.refresh(
+            request.scope, container, recursive=False, candidate_limit=self._candidate_limit
+        )
+        now = self._clock()
+        record = MemoryRecordV2(
+            id=self._new_id(),
+            scope=request.scope,
+            namespace=request.namespace,
+            collection=request.collection,
+            kind=request.kind,
+            language=request.language,
+            title=request.title,
+            content=request.content,
+            tags=request.tags,
+            provenance=Provenance(request.origin, "memory_remember"),
+            lifecycle=Lifecycle("active", 1),
+            created_at=now,
+            updated_at=now,
+            occurred_at=request.occurred_at,
+        )
+        # The index keeps every container's duplicate keys, so detection is one lookup
+        # however many records the container holds.
+        duplicates = index.duplicates((request.scope.value, *container), record)
+        if duplicates:
+            existing = min(
+                (item.record for item in duplicates if isinstance(item.record, MemoryRecordV2)),
+                key=lambda existing: (existing.lifecycle.archived, existing.id),
+            )
+            status = "existing_archived" if existing.lifecycle.archived else "already_exists"
+            return _result(status, existing)
+        # A quota: remember never grows a scope past the limit every scope-wide read
+        # enforces, so the tool cannot make the scope unreadable.
+        if index.known_candidates(request.scope) >= self._candidate_limit:
+            raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+        if not is_memory_id(record.id):
+            raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
+        RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
+        return _result("remembered", record)

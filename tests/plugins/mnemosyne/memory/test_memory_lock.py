@@ -1,0 +1,109 @@
+"""The mutation lock: bounded waits that end in a clear, retryable memory_busy, and
+reads that never wait for it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mymcp.plugins.mnemosyne.memory import (
+    LOCK_FILE_NAME,
+    CursorCodec,
+    ErrorCode,
+    MemoryOperationError,
+    MemoryService,
+    MutationService,
+    root_lock,
+)
+
+from .conftest import remember_args, tree_snapshot
+
+HOLDER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()  # hold until the parent closes our stdin
+"""
+
+
+@pytest.fixture
+def held_elsewhere(root: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process (a second server, stopped or slow) holds the root's lock."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root / LOCK_FILE_NAME)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"
+    yield holder
+    if holder.stdin is not None and not holder.stdin.closed:
+        holder.stdin.close()
+    holder.wait(timeout=30)
+    holder.stdout.close()
+
+
+def test_a_lock_held_by_another_process_gives_memory_busy(
+    root: Path, held_elsewhere: subprocess.Popen[str]
+) -> None:
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000, lock_timeout=0.05)
+    before = tree_snapshot(root)
+    payload = writes.remember(remember_args()).payload
+    assert payload["status"] == "storage_error"
+    assert payload["code"] == "memory_busy"
+    assert "retry" in payload["message"]
+    assert tree_snapshot(root) == before
+    # Reads never take the lock: they answer while it is held.
+    assert reads.list({"scope": "project"}).payload["status"] == "ok"
+    assert reads.recall({"query": "consent", "scope": "project"}).payload["status"] == "no_matches"
+    # Once the other writer is gone, the same call succeeds.
+    assert held_elsewhere.stdin is not None
+    held_elsewhere.stdin.close()
+    held_elsewhere.wait(timeout=30)
+    assert writes.remember(remember_args()).payload["status"] == "remembered"
+
+
+def test_the_wait_for_a_thread_of_this_process_is_bounded_too(root: Path) -> None:
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with root_lock(root):
+            holding.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(timeout=30)
+        with pytest.raises(MemoryOperationError) as caught, root_lock(root, timeout=0.02):
+            pass
+        assert caught.value.code is ErrorCode.MEMORY_BUSY
+        # Reads do not wait for the writer thread either.
+        reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+        assert reads.list({"scope": "project"}).payload["status"] == "ok"
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    with root_lock(root, timeout=0):
+        pass
+
+
+def test_busy_is_a_storage_error_that_changed_nothing() -> None:
+    error = MemoryOperationError(ErrorCode.MEMORY_BUSY)
+    payload = error.payload()
+    assert payload == {
+        "status": "storage_error",
+        "code": "memory_busy",
+        "message": ErrorCode.MEMORY_BUSY.message,
+    }
+    assert "nothing was changed" in payload["message"]
+    assert os.sep not in payload["message"]

@@ -1,0 +1,463 @@
+"""The persisted index snapshot: a head start that never overrides the files.
+
+A snapshot is only used where a fresh stat of a file matches its saved stamp. Edits made
+while no server ran are seen on the first call; a snapshot that is corrupt, of another
+root, of another format or inconsistent inside is ignored and replaced; writers working
+during a load, and two processes saving at once, never leave a wrong answer behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import weakref
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
+    MemoryIndex,
+    MemoryService,
+    MutationService,
+    Scope,
+)
+from mymcp.plugins.mnemosyne.memory import index as index_module
+
+from .conftest import scan
+
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache" / "mymcp"
+
+
+def _fill(write: Writer, v1: Factory, v2: Factory, count: int = 12) -> None:
+    for number in range(count):
+        write(v2(namespace=f"ns{number % 3}", content=f"note number {number} about kiwis"))
+    write(v1(memory_id="legacy-a"), "project/old/a.json")
+    write(b"{broken", "project/old/broken.json")
+
+
+def _saved(root: Path, cache: Path) -> MemoryIndex:
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    assert index.save()
+    return index
+
+
+def _state(index: MemoryIndex) -> tuple[set[str], list[str], int]:
+    """What the services would show: ids, recall order for a query, listed count."""
+    everything = scan(index)
+    ranked = [
+        item.record.id for item, _ in index.recall(Scope.PROJECT, "kiwis note", frozenset(), 5)
+    ]
+    selection = index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    listed = index.inventory(selection, include_legacy=True).count
+    return everything.ids, ranked, listed
+
+
+def test_a_matching_snapshot_spares_every_read(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    _fill(write, v1, v2)
+    first = _saved(root, cache)
+    expected = _state(first)
+    path = index_module.snapshot_path(cache, root)
+    assert path.is_file()
+    assert path.stat().st_mode & 0o777 == 0o600
+    before = dict(count_reads)
+    warm = MemoryIndex(root, snapshot_directory=cache)
+    warm.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    # Every file was stat'ed, none re-read: the saved stamps all matched.
+    assert count_reads == before
+    assert len(warm) == len(first)
+    assert _state(warm) == expected
+
+
+def test_edits_made_while_no_server_ran_are_seen_on_the_first_call(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    _fill(write, v1, v2)
+    body = v2(namespace="ns0", content="a rare pomegranate")
+    path = write(body)
+    _saved(root, cache)
+    # While "down": an edit of the same size, an addition, a deletion, a repaired file.
+    edited = {**body, "content": "a rare pomegranatE"}
+    write(edited)
+    added = v2(namespace="ns1", content="a rare quince")
+    write(added)
+    deleted = next(p for p in (root / "project" / "ns2").glob("*.json"))
+    deleted.unlink()
+    write(v1(memory_id="fixed"), "project/old/broken.json")
+    before = dict(count_reads)
+    warm = MemoryIndex(root, snapshot_directory=cache)
+    warm.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    # Only the changed files were read again (edited, added, repaired).
+    assert count_reads["read"] - before["read"] == 3
+    ids, _, listed = _state(warm)
+    fresh_ids, _, fresh_listed = _state(MemoryIndex(root, watch=False))
+    assert ids == fresh_ids
+    assert listed == fresh_listed
+    assert {body["id"], added["id"], "fixed"} <= ids
+    assert deleted.stem not in ids
+    found = warm.recall(Scope.PROJECT, "pomegranate", frozenset(), 5)
+    assert [item.record.content for item, _ in found] == ["a rare pomegranatE"]
+    assert path.exists()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["flip-payload", "flip-header", "truncate", "empty", "garbage", "magic"],
+)
+def test_a_corrupt_snapshot_is_ignored_and_replaced(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    count_reads: dict[str, int],
+    damage: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _fill(write, v1, v2)
+    expected = _state(_saved(root, cache))
+    path = index_module.snapshot_path(cache, root)
+    data = bytearray(path.read_bytes())
+    if damage == "flip-payload":
+        data[-20] ^= 0xFF
+    elif damage == "flip-header":
+        data[len(index_module._MAGIC) + 8] ^= 0x55
+    elif damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "empty":
+        data = bytearray()
+    elif damage == "garbage":
+        data = bytearray(os.urandom(4096))
+    else:
+        data[0:5] = b"XXXXX"
+    path.write_bytes(bytes(data))
+    before = dict(count_reads)
+    caplog.set_level("INFO", logger="mymcp.memory.index")
+    index = MemoryIndex(root, snapshot_directory=cache)
+    index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    assert count_reads["read"] - before["read"] == len(index)  # rebuilt from the files
+    assert _state(index) == expected
+    if damage != "empty":
+        assert "index_snapshot outcome=ignored" in caplog.text
+    # The next save replaces it with a good one.
+    assert index.save()
+    again = dict(count_reads)
+    warm = MemoryIndex(root, snapshot_directory=cache)
+    warm.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    assert count_reads == again
+    assert _state(warm) == expected
+
+
+def _rewrite(
+    path: Path, change: Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
+) -> None:
+    """Edit a snapshot's header or payload and give it a valid checksum again."""
+    data = path.read_bytes()
+    header, payload = index_module._parse_container(data)
+    header, payload = change(header, payload)
+    header["checksum"] = zlib.crc32(payload)
+    encoded = json.dumps(header).encode()
+    path.write_bytes(
+        index_module._MAGIC + index_module._HEADER.pack(len(encoded)) + encoded + payload
+    )
+
+
+@pytest.mark.parametrize("mismatch", ["format", "analysis", "root", "inode"])
+def test_a_foreign_snapshot_is_ignored(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    mismatch: str,
+    count_reads: dict[str, int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _fill(write, v1, v2)
+    expected = _state(_saved(root, cache))
+    path = index_module.snapshot_path(cache, root)
+
+    def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        if mismatch == "format":
+            header["format"] = 99
+        elif mismatch == "analysis":
+            header["analysis"] += 1
+        elif mismatch == "root":
+            header["root"] = "/somewhere/else"
+        else:
+            header["inode"] += 1
+        return header, payload
+
+    _rewrite(path, change)
+    caplog.set_level("INFO", logger="mymcp.memory.index")
+    before = dict(count_reads)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    assert count_reads["read"] - before["read"] == len(index)  # nothing was taken from it
+    assert "index_snapshot outcome=ignored reason=foreign" in caplog.text
+    assert _state(index) == expected
+
+
+def test_a_snapshot_of_a_recreated_root_is_ignored(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, tmp_path: Path
+) -> None:
+    _fill(write, v1, v2)
+    _saved(root, cache)
+    # Same path, a different directory: its files are other files.
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    root.mkdir()
+    write(v2(namespace="ns0", content="only this one"))
+    index = MemoryIndex(root, snapshot_directory=cache)
+    assert len(scan(index).ids) == 1
+    shutil.rmtree(moved)
+
+
+@pytest.mark.parametrize("section", ["row_dir", "order/project", "terms/term_ids", "states"])
+def test_a_snapshot_that_disagrees_with_itself_is_ignored(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, section: str
+) -> None:
+    _fill(write, v1, v2)
+    expected = _state(_saved(root, cache))
+    path = index_module.snapshot_path(cache, root)
+
+    def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        at = 0
+        for name, _kind, length in header["sections"]:
+            if name == section:
+                # Every byte of the section becomes 0xFF: ids and states out of range.
+                return header, payload[:at] + b"\xff" * length + payload[at + length :]
+            at += length
+        raise AssertionError(section)
+
+    _rewrite(path, change)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    assert _state(index) == expected
+
+
+def test_a_snapshot_others_may_write_is_not_trusted(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    _fill(write, v1, v2)
+    expected = _state(_saved(root, cache))
+    index_module.snapshot_path(cache, root).chmod(0o666)
+    before = dict(count_reads)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    assert count_reads["read"] - before["read"] == len(index)
+    assert _state(index) == expected
+
+
+def test_files_changed_while_the_snapshot_loads_are_seen(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fill(write, v1, v2)
+    body = v2(namespace="ns0", content="before the load")
+    write(body)
+    _saved(root, cache)
+    real_restore = index_module._restore
+
+    def restore_while_a_writer_works(*args: Any) -> None:
+        real_restore(*args)
+        # Another process writes between the snapshot load and the first walk.
+        write({**body, "content": "written during the load"})
+        write(v2(namespace="ns2", content="created during the load"))
+
+    monkeypatch.setattr(index_module, "_restore", restore_while_a_writer_works)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    contents = {item.record.content for item in scan(index).records}
+    assert "written during the load" in contents
+    assert "created during the load" in contents
+    assert "before the load" not in contents
+
+
+def test_two_writers_saving_at_once_never_leave_a_torn_snapshot(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    expected = _state(_saved(root, cache))
+    first = MemoryIndex(root, snapshot_directory=cache)
+    second = MemoryIndex(root, snapshot_directory=cache)
+    scan(first)
+    scan(second)
+    go = threading.Event()
+    failures: list[BaseException] = []
+
+    def save_repeatedly(index: MemoryIndex) -> None:
+        go.wait()
+        try:
+            for _ in range(15):
+                assert index.save()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    savers = [threading.Thread(target=save_repeatedly, args=(i,)) for i in (first, second)]
+    for saver in savers:
+        saver.start()
+    go.set()
+    loads = 0
+    while any(saver.is_alive() for saver in savers) or loads < 3:
+        reader = MemoryIndex(root, snapshot_directory=cache)
+        assert _state(reader) == expected
+        loads += 1
+    for saver in savers:
+        saver.join()
+    assert failures == []
+    leftovers = [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_the_service_keeps_its_snapshot_and_starts_warm(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+) -> None:
+    _fill(write, v1, v2)
+
+    def service() -> MemoryService:
+        return MemoryService(
+            lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+        )
+
+    first = service()
+    answer = first.recall({"query": "kiwis", "scope": "project"}).payload
+    assert answer["status"] == "ok"
+    assert first.current_index().save()
+    before = dict(count_reads)
+    second = service()
+    assert second.recall({"query": "kiwis", "scope": "project"}).payload == answer
+    # Only the recalled records' files were read, for their content.
+    assert count_reads["read"] - before["read"] == len(answer["memories"])
+
+
+def test_forget_leaves_no_copy_of_the_record_in_the_cache(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    reads = MemoryService(
+        lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+    )
+    writes = MutationService(reads, 10_000)
+    remembered = writes.remember(
+        {
+            "scope": "project",
+            "namespace": {"kind": "project", "id": "ns0", "label": None},
+            "collection": None,
+            "kind": "decision",
+            "language": "en",
+            "title": "Quokka sightings",
+            "content": "zqxforgotten quokkas were seen near the kiwis",
+            "tags": ["zqxtag"],
+            "origin": "explicit_user_statement",
+        }
+    ).payload
+    assert remembered["status"] == "remembered", remembered
+    index = reads.current_index()
+    assert index.save()
+    path = index_module.snapshot_path(cache, root)
+    traces = (b"quokka", b"zqxforgotten", b"zqxtag")
+    assert all(trace in path.read_bytes().lower() for trace in traces)  # it held them
+    # A save interrupted in a process that no longer runs left a full copy too.
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = path.with_name(f".{path.name}.{int(ended.stdout)}.1.tmp")
+    stale.write_bytes(path.read_bytes())
+    reference = remembered["reference"]
+    archived = writes.archive({"reference": reference, "expected_revision": 1}).payload
+    forgotten = writes.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+
+    def holding() -> list[str]:
+        return [
+            p.name
+            for p in cache.iterdir()
+            if any(trace in p.read_bytes().lower() for trace in traces)
+        ]
+
+    assert holding() == []
+    # The next snapshot has every other record and no trace of the forgotten one.
+    assert index.save()
+    assert path.is_file()
+    assert holding() == []
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
+
+
+class _WatchedLock:
+    """A lock that reports when a thread other than the first holder asks for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.contended.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_leaving_the_process_waits_for_a_save_running_in_the_background(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+) -> None:
+    _fill(write, v1, v2)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    lock = _WatchedLock()
+    monkeypatch.setattr(index_module, "_SAVES", lock)
+    writing, release = threading.Event(), threading.Event()
+    events: list[str] = []
+    real_write = index_module._write_snapshot
+
+    def held_write(*args: Any) -> bool:
+        writing.set()
+        assert release.wait(30)
+        saved = real_write(*args)
+        events.append("background save done")
+        return saved
+
+    monkeypatch.setattr(index_module, "_write_snapshot", held_write)
+    background = threading.Thread(target=index.save)
+    background.start()
+    assert writing.wait(30)
+
+    def leave() -> None:
+        index_module._save_at_exit(weakref.ref(index))
+        events.append("exit handler done")
+
+    leaving = threading.Thread(target=leave)
+    leaving.start()
+    # The exit handler asks for the save lock while the background save holds it ...
+    assert lock.contended.wait(30)
+    release.set()
+    background.join(30)
+    leaving.join(30)
+    # ... and returns only once that save is complete, so the process never ends mid-write.
+    assert events == ["background save done", "exit handler done"]
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(index)
