@@ -7,7 +7,7 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,13 +51,16 @@ def create_app(
     governance: Governance | None = None,
     console_directory: Path | None = None,
     console_clock: Callable[[], float] = time.time,
+    on_startup: Sequence[Callable[[], None]] = (),
+    on_shutdown: Sequence[Callable[[], None]] = (),
 ) -> HostApplication:
     """An ASGI app serving `runtime` at `/mcp`, plus `/health`, `/version` (and the
     RFC 9728 metadata when OAuth is on) and the console at `/console/`, all behind the
     same Host/Origin rule.
 
     Without `governance` every caller may call every tool and nothing is audited. The
-    app's lifespan runs the audit's background writer and flushes it at shutdown. The
+    app's lifespan runs the audit's background writer and flushes it at shutdown, after
+    `on_startup` / before `on_shutdown` hooks of the caller's own. The
     per-principal session quota defaults to `[mcp] max_sessions_per_principal`. The
     console accepts the sign-in tokens `mymcp console` leaves in `console_directory`
     (default `$XDG_STATE_HOME/mymcp/console`).
@@ -107,8 +110,8 @@ def create_app(
         options,
         documents,
         mounts={"/console": console_routes},
-        on_startup=() if audit is None else (audit.start,),
-        on_shutdown=() if audit is None else (audit.close,),
+        on_startup=(*on_startup, *(() if audit is None else (audit.start,))),
+        on_shutdown=(*on_shutdown, *(() if audit is None else (audit.close,))),
     )
 
 
@@ -122,13 +125,16 @@ def _default_console_directory() -> Path | None:
 
 
 def create_host_app(host: Host) -> HostApplication:
-    """The app for a host built by `build_host()`."""
+    """The app for a host built by `build_host()`; it starts building the memory index
+    in the background when the server starts, and stops that at shutdown."""
     return create_app(
         host.runtime,
         authenticator=host.authenticator,
         configuration=host.configuration,
         protected_resource_metadata=host.authenticator.protected_resource_metadata,
         governance=host.governance,
+        on_startup=() if host.mnemosyne is None else (host.mnemosyne.start_index_build,),
+        on_shutdown=() if host.mnemosyne is None else (host.mnemosyne.stop_index_build,),
     )
 
 

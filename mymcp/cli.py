@@ -28,6 +28,7 @@ from mymcp.logs import (
 if TYPE_CHECKING:
     from mymcp.config import AuthenticationSettings, ServerSettings
     from mymcp.plugin import PluginDefinition
+    from mymcp.plugins.mnemosyne import MnemosyneSettings
     from mymcp.runtime.bootstrap import BindingPolicy
     from mymcp.transport import ConnectionLimits
 
@@ -112,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         )
     _governance_parsers(commands)
     _console_parser(commands)
+    from mymcp.plugins.mnemosyne._commands import add_memory_parser
+
+    add_memory_parser(commands)
     return parser
 
 
@@ -270,6 +274,28 @@ def _check(args: argparse.Namespace) -> int:
     else:
         state = "exists" if directory.is_dir() else "created at first start"
         print(f"audit: on, {directory} ({state})")
+    return _check_memory(host.mnemosyne.settings if host.mnemosyne else None)
+
+
+def _check_memory(settings: MnemosyneSettings | None) -> int:
+    """The memory root and its files, in summary: `mymcp memory check` has the detail."""
+    from mymcp.plugins.mnemosyne._commands import check_memory
+
+    if settings is None:
+        print("mymcp: check OK")
+        return EXIT_OK
+    try:
+        lines, findings = check_memory(settings)
+    except MyMCPError as exc:
+        return _fail(exc)
+    for line in lines:
+        print(line)
+    failed = False
+    for finding in findings:
+        failed |= finding.severity == "error"
+        print(f"mymcp: {finding.severity}: {finding.render()}", file=sys.stderr)
+    if failed:
+        return EXIT_FAILURE
     print("mymcp: check OK")
     return EXIT_OK
 
@@ -393,7 +419,7 @@ _PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
 def _policy_explain(args: argparse.Namespace) -> int:
     from mymcp.config import load_host_configuration, validate_semantics
     from mymcp.governance import Policy
-    from mymcp.plugins.mnemosyne import load_mnemosyne_settings
+    from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
     from mymcp.runtime.bootstrap import build_runtime
 
     name: str = args.principal
@@ -410,7 +436,7 @@ def _policy_explain(args: argparse.Namespace) -> int:
     try:
         configuration = load_host_configuration()
         validate_semantics(configuration)
-        runtime = build_runtime(configuration, load_mnemosyne_settings())
+        runtime = build_runtime(configuration, create_mnemosyne(load_mnemosyne_settings()))
         policy = Policy(configuration.policy, runtime)
     except MyMCPError as exc:
         return _fail(exc)
@@ -620,7 +646,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args)
     if args.command == "console":
         return _console(args)
+    if args.command == "memory":
+        return _memory(args)
     return _token(args)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    """`mymcp memory …`: only warnings are logged (a skipped file, a full scope) unless
+    the command line or the environment asks for more."""
+    from mymcp.plugins.mnemosyne._commands import run_memory_command
+
+    configure_logging(
+        log_settings(args.log_level, args.log_format, configured=LogSettings("warning"))
+    )
+    return run_memory_command(args)
 
 
 def dev_main(argv: Sequence[str] | None = None) -> int:

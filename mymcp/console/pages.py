@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route, Router
 
 from mymcp.auth import CONSOLE
+from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.console.access import (
     SESSION_LIFETIME_SECONDS,
     ConsoleSession,
@@ -46,7 +47,6 @@ from mymcp.console.memory import (
 )
 from mymcp.governance import Approval, ApprovalError, Approvals, AuditLog, rfc3339
 from mymcp.plugin import QualifiedCapabilityId
-from mymcp.plugins.mnemosyne import MNEMOSYNE_PLUGIN_ID
 from mymcp.runtime import HostRuntime
 from mymcp.transport import Caller, Dispatcher, TransportOptions
 
@@ -610,7 +610,7 @@ def create_console(
         tool.origin.local_id: tool.name
         for tool in runtime.registry
         if isinstance(tool.origin, QualifiedCapabilityId)
-        and tool.origin.plugin_id == MNEMOSYNE_PLUGIN_ID
+        and tool.origin.plugin_id == BUNDLED_PLUGIN_ID
     }
 
     async def call(name: str, arguments: dict[str, Any]) -> Mapping[str, Any] | None:

@@ -18,7 +18,12 @@ from pathlib import Path
 
 from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
-from mymcp.config import HostConfiguration, load_host_configuration, validate_semantics
+from mymcp.config import (
+    BUNDLED_PLUGIN_ID,
+    HostConfiguration,
+    load_host_configuration,
+    validate_semantics,
+)
 from mymcp.errors import (
     ExternalPluginLoadError,
     HostRuntimeCompositionError,
@@ -28,9 +33,8 @@ from mymcp.errors import (
 from mymcp.governance import Approvals, Governance, Policy, approval_required_tools, open_audit
 from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
-    MNEMOSYNE_PLUGIN_ID,
-    MnemosyneSettings,
-    create_mnemosyne_adapter,
+    Mnemosyne,
+    create_mnemosyne,
     load_mnemosyne_settings,
     mnemosyne_manifest,
 )
@@ -45,12 +49,15 @@ _log = logging.getLogger("mymcp.host.bootstrap")
 
 @dataclass(frozen=True, slots=True)
 class Host:
-    """Everything `create_app` needs, built once per process."""
+    """Everything `create_app` needs, built once per process; `mnemosyne` is the bundled
+    plugin, whose memory index a server builds in the background when it starts (None
+    for a runtime composed without it)."""
 
     configuration: HostConfiguration
     runtime: HostRuntime
     authenticator: Authenticator
     governance: Governance
+    mnemosyne: Mnemosyne | None = None
 
 
 BindingPolicy = Callable[[QualifiedCapabilityId], str]
@@ -58,24 +65,23 @@ BindingPolicy = Callable[[QualifiedCapabilityId], str]
 
 
 def production_binding(capability: QualifiedCapabilityId) -> str:
-    """Mnemosyne's names are pinned to their local ids; externals are namespaced."""
-    if capability.plugin_id == MNEMOSYNE_PLUGIN_ID:
+    """The one place Mnemosyne's names are pinned: its tools keep their local ids
+    (`memory_recall`), external tools are namespaced (`<plugin-id>__<tool>`)."""
+    if capability.plugin_id == BUNDLED_PLUGIN_ID:
         return capability.local_id
     return default_binding(capability)
 
 
 def build_runtime(
     configuration: HostConfiguration,
-    mnemosyne: MnemosyneSettings,
+    mnemosyne: Mnemosyne,
     *,
-    environ: Mapping[str, str] | None = None,
-    home: Path | None = None,
     binding: BindingPolicy = production_binding,
 ) -> HostRuntime:
     """Compose the bundled plugin and every enabled external plugin into one runtime."""
     try:
         externals = load_external_plugins(configuration.plugins, configuration.source)
-        bundled = create_mnemosyne_adapter(mnemosyne, environ=environ, home=home)
+        bundled = mnemosyne.adapter
         validate_plugin_contract(bundled, mnemosyne_manifest())
         try:
             contributions = [bundled.contribution, *(a.contribution for a in externals)]
@@ -127,8 +133,8 @@ def build_host(
     and audit. `with_audit=False` leaves the audit directory untouched (for `check`)."""
     configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
-    mnemosyne = load_mnemosyne_settings(environ, home)
-    runtime = build_runtime(configuration, mnemosyne, environ=environ, home=home, binding=binding)
+    mnemosyne = create_mnemosyne(load_mnemosyne_settings(environ, home), environ=environ, home=home)
+    runtime = build_runtime(configuration, mnemosyne, binding=binding)
     try:
         policy = Policy(configuration.policy, runtime)
         needs_approval = approval_required_tools(configuration.approval, runtime)
@@ -148,4 +154,5 @@ def build_host(
     approvals = None
     if needs_approval:
         approvals = Approvals(needs_approval, configuration.approval.ttl_seconds, audit=audit)
-    return Host(configuration, runtime, authenticator, Governance(policy, audit, approvals))
+    governance = Governance(policy, audit, approvals)
+    return Host(configuration, runtime, authenticator, governance, mnemosyne)

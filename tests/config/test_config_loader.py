@@ -18,7 +18,7 @@ from mymcp.config import (
 )
 from mymcp.errors import ConfigurationError
 from mymcp.governance import Policy
-from mymcp.plugins.mnemosyne import MnemosyneSettings
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
 from tests.config.conftest import ConfigHome
 from tests.config.helpers import adapter, minimal, plugin, to_toml
@@ -384,6 +384,7 @@ def test_config_example_loads_from_the_xdg_location(config_home: ConfigHome) -> 
     assert config.audit.directory is None
     assert [t.text for t in config.approval.tools] == ["@consent_required"]
     # The example policy composes against the default tools (every mutation gate off).
-    runtime = build_runtime(config, MnemosyneSettings(), environ={"HOME": "/nonexistent"})
+    environ = {"HOME": "/nonexistent"}
+    runtime = build_runtime(config, create_mnemosyne(MnemosyneSettings(), environ=environ))
     view = Policy(config.policy, runtime).view("anonymous")
     assert view.allowed == {"list_tools", "memory_recall", "memory_list", "memory_inspect"}

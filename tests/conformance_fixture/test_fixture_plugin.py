@@ -39,7 +39,7 @@ from mymcp.config import (
     PluginDeclaration,
     ServerSettings,
 )
-from mymcp.plugins.mnemosyne import MnemosyneSettings
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
 from tests.conformance_fixture.serve import conformance_binding
 from tests.e2e.server import RunningServer, make_sandbox, serve
@@ -171,9 +171,7 @@ def test_conformance_entry_point_pins_only_the_fixture_names(
     )
     runtime = build_runtime(
         configuration,
-        MnemosyneSettings(),
-        environ={},
-        home=tmp_path / "home",
+        create_mnemosyne(MnemosyneSettings(), environ={}, home=tmp_path / "home"),
         binding=conformance_binding,
     )
     app = create_app(

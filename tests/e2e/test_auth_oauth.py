@@ -28,7 +28,7 @@ from mymcp.config import (
     McpSettings,
     ServerSettings,
 )
-from mymcp.plugins.mnemosyne import MnemosyneSettings
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
 from tests.e2e.auth_http import open_session, request_json, sdk_session, send
 from tests.e2e.auth_issuer import (
@@ -110,9 +110,8 @@ def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthStack]:
         patch.setenv("XDG_CONFIG_HOME", str(root / "xdg"))
         port = free_port()
         configuration = _configuration(port)
-        runtime = build_runtime(
-            configuration, MnemosyneSettings(), environ={"HOME": str(home)}, home=home
-        )
+        mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={"HOME": str(home)}, home=home)
+        runtime = build_runtime(configuration, mnemosyne)
         authenticator = build_authenticator(
             configuration.authentication,
             configuration.server,

@@ -33,7 +33,7 @@ from mymcp.config import (
     parse_host_configuration,
 )
 from mymcp.governance import AuditLog, Governance, Policy, open_audit, read_records
-from mymcp.plugins.mnemosyne import MnemosyneSettings
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import Host, build_runtime
 from tests.config.helpers import to_toml
 from tests.e2e.auth_http import open_session, request_json, send
@@ -276,9 +276,10 @@ def oauth_governed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGo
     ):
         patch.setenv("SSL_CERT_FILE", str(issuer.ca_file))
         patch.setenv("SSL_CERT_DIR", str(certs))
-        runtime = build_runtime(
-            configuration, MnemosyneSettings(remember=True), environ={"HOME": str(home)}, home=home
+        mnemosyne = create_mnemosyne(
+            MnemosyneSettings(remember=True), environ={"HOME": str(home)}, home=home
         )
+        runtime = build_runtime(configuration, mnemosyne)
         policy = Policy(configuration.policy, runtime)
         authenticator = build_authenticator(
             configuration.authentication,
@@ -287,7 +288,7 @@ def oauth_governed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGo
         ).with_scopes_supported(policy.step_up_scopes)
         audit = open_audit(configuration)
         assert audit is not None
-        host = Host(configuration, runtime, authenticator, Governance(policy, audit))
+        host = Host(configuration, runtime, authenticator, Governance(policy, audit), mnemosyne)
         with serving(create_host_app(host), port):
             base = f"http://127.0.0.1:{port}"
             yield OAuthGoverned(f"{base}/mcp", base, key, audit)

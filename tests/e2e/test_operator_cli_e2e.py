@@ -76,8 +76,10 @@ def test_check_reports_what_it_composed(sandbox: Sandbox) -> None:
         "authentication: anonymous allowed; no adapter enabled",
         "policy: none (every principal may call every tool)",
         f"audit: on, {audit} (created at first start)",
+        f"memory: {sandbox.memory_root} (absent; created by the first remember)",
         "mymcp: check OK",
     ]
+    assert not sandbox.memory_root.exists()
     assert not audit.exists()  # check never creates files
 
 

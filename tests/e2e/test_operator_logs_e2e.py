@@ -176,6 +176,8 @@ def test_every_request_line_and_the_shutdown_lines_reach_the_log(sandbox: Sandbo
             message.startswith(f"response id={number} method=ping outcome=ok")
             for message in messages
         )
+    # The memory index was built in the background as the server started.
+    assert any(m.startswith("index_build outcome=done records=0 ") for m in messages)
     # A name the runtime does not serve is client text: it is never logged.
     assert "request id=u method=tools/call tool=<unknown>" in messages
     assert not any("no_such_tool" in line for line in server.output)

@@ -1,16 +1,16 @@
 """Mnemosyne: the bundled, user-governed memory plugin.
 
 `load_mnemosyne_settings` resolves the operator's gates and candidate bound once at
-startup; `create_mnemosyne_adapter` turns them into the plugin adapter the host composes;
-`mnemosyne_manifest` parses the packaged manifest the host checks that adapter against.
+startup; `create_mnemosyne` turns them into the plugin (its adapter, the services behind
+the tools and the index build a server starts with); `mnemosyne_manifest` parses the
+packaged manifest the host checks the adapter against. Its tools keep their names
+(`memory_recall`, ...): the host binds them to their local ids.
 """
 
 from mymcp.plugins.mnemosyne._adapter import (
-    MNEMOSYNE_PINNED_BINDINGS,
-    MNEMOSYNE_PLUGIN_ID,
-    create_mnemosyne_adapter,
+    Mnemosyne,
+    create_mnemosyne,
     mnemosyne_manifest,
-    pinned_public_name,
     selected_capabilities,
 )
 from mymcp.plugins.mnemosyne._settings import (
@@ -20,13 +20,11 @@ from mymcp.plugins.mnemosyne._settings import (
 )
 
 __all__ = [
-    "MNEMOSYNE_PINNED_BINDINGS",
-    "MNEMOSYNE_PLUGIN_ID",
+    "Mnemosyne",
     "MnemosyneSettings",
-    "create_mnemosyne_adapter",
+    "create_mnemosyne",
     "load_mnemosyne_settings",
     "memory_root",
     "mnemosyne_manifest",
-    "pinned_public_name",
     "selected_capabilities",
 ]

@@ -1,19 +1,25 @@
-"""The trusted in-process adapter of the bundled Mnemosyne plugin.
+"""The trusted in-process adapter of the bundled Mnemosyne plugin, and its index build.
 
 It pairs the definition parsed from the packaged inert manifest with the gate-selected
 memory tools. Each tool's handler is a narrow synchronous bridge: raw arguments go to
 the memory service, its outcome comes back as a structured MCP result. The service
 owns validation, storage, error mapping and logging.
+
+A server builds the memory index when it starts, in the background, so the first call
+after a start does not pay for reading every file: the server answers meanwhile, and a
+call that needs a scope still being built waits for it (the index serialises walks).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Final
 
 from mymcp.errors import ManifestError
@@ -33,26 +39,28 @@ from mymcp.plugins.mnemosyne._settings import (
     memory_root,
 )
 from mymcp.plugins.mnemosyne.memory import (
+    RECORD_SUFFIX,
     CursorCodec,
+    ErrorCode,
+    MemoryOperationError,
     MemoryService,
     MutationService,
+    Scope,
     ToolOutcome,
     tool_definition,
 )
 
 __all__ = [
-    "MNEMOSYNE_PINNED_BINDINGS",
-    "MNEMOSYNE_PLUGIN_ID",
-    "create_mnemosyne_adapter",
+    "Mnemosyne",
+    "create_mnemosyne",
     "mnemosyne_manifest",
-    "pinned_public_name",
     "process_cursor_codec",
     "selected_capabilities",
 ]
 
 _log = logging.getLogger("mymcp.mnemosyne.adapter")
+_build_log = logging.getLogger("mymcp.mnemosyne.index")
 
-MNEMOSYNE_PLUGIN_ID: Final = "mnemosyne"
 _PACKAGE: Final = "mymcp.plugins.mnemosyne"
 _MANIFEST_RESOURCE: Final = "manifest.json"
 
@@ -70,11 +78,6 @@ _CAPABILITIES: Final[tuple[tuple[str, str | None, str], ...]] = (
     ("memory_forget", "forget", "forget"),
 )
 
-MNEMOSYNE_PINNED_BINDINGS: Final[Mapping[str, str]] = MappingProxyType(
-    {local_id: local_id for local_id, _, _ in _CAPABILITIES}
-)
-"""Capability local id -> public tool name. Mnemosyne's names are pinned to their ids."""
-
 _codec_lock = threading.Lock()
 _codec: CursorCodec | None = None
 
@@ -89,13 +92,6 @@ def process_cursor_codec() -> CursorCodec:
         if _codec is None:
             _codec = CursorCodec.generate()
         return _codec
-
-
-def pinned_public_name(capability: QualifiedCapabilityId) -> str:
-    """The public name bound to a Mnemosyne capability (its local id)."""
-    if capability.plugin_id != MNEMOSYNE_PLUGIN_ID:
-        raise ValueError("not a Mnemosyne capability")
-    return MNEMOSYNE_PINNED_BINDINGS[capability.local_id]
 
 
 def mnemosyne_manifest() -> PluginDefinition:
@@ -129,21 +125,21 @@ def _bridge(operation: Callable[[Mapping[str, Any]], ToolOutcome]) -> ToolHandle
     return handle
 
 
-def create_mnemosyne_adapter(
+def create_mnemosyne(
     settings: MnemosyneSettings,
     *,
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
-) -> PluginAdapter:
-    """Build the adapter for one process from its startup settings.
+) -> Mnemosyne:
+    """Build the plugin for one process from its startup settings.
 
     One memory service is created here and shared by every handler; it resolves the
     memory root lazily on each call (from ``environ``/``home``, default the process
     environment), bounds discovery by ``settings.candidate_limit``, keeps its index
     snapshot in the user's cache directory and signs list cursors with the process
-    codec. The mutation service writes through that same
-    service's index, so reads see writes at once. A mutation tool is contributed only
-    when its gate is on and the mutation service provides the operation.
+    codec. The mutation service writes through that same service's index, so reads see
+    writes at once. A mutation tool is contributed only when its gate is on and the
+    mutation service provides the operation.
     """
     if not isinstance(settings, MnemosyneSettings):
         raise TypeError("settings must be MnemosyneSettings")
@@ -168,12 +164,10 @@ def create_mnemosyne_adapter(
             continue
         declaration = definition.capability("tool", local_id)
         if declaration is None:  # the packaged manifest declares all eight
-            raise ManifestError(
-                "undeclared_capability", "MyMCP plugin contribution is not declared"
-            )
+            raise ManifestError("undeclared_capability", detail=f"{local_id} is not declared")
         tools.append(
             ActivatedTool(
-                capability=QualifiedCapabilityId(MNEMOSYNE_PLUGIN_ID, "tool", local_id),
+                capability=QualifiedCapabilityId(definition.plugin_id, "tool", local_id),
                 tool=tool_definition(local_id),
                 handler=_bridge(operation),
                 effects=declaration.effects,
@@ -181,4 +175,105 @@ def create_mnemosyne_adapter(
             )
         )
     contribution = PluginContribution(definition.plugin_id, definition.version, tuple(tools))
-    return PluginAdapter(definition, contribution)
+    return Mnemosyne(PluginAdapter(definition, contribution), service, mutations, settings)
+
+
+# Progress is due at least every 2 s; it is looked at every 256 files (a few tens of
+# milliseconds), so a report once 1.8 s have passed is never late.
+_PROGRESS_SECONDS: Final = 1.8
+
+
+class _BuildStopped(Exception):
+    """Raised from the progress hook to end a walk when the server stops."""
+
+
+@dataclass
+class Mnemosyne:
+    """The bundled plugin of one process: its adapter, the services behind the tools
+    and the background build of the memory index a server starts with."""
+
+    adapter: PluginAdapter
+    service: MemoryService
+    mutations: MutationService
+    settings: MnemosyneSettings
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def start_index_build(self) -> None:
+        """Build the index of every scope on a background thread (a server's startup)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self.build_index, name="mymcp-memory-index", daemon=True
+        )
+        self._thread.start()
+
+    def stop_index_build(self) -> None:
+        """Ask a running build to end at its next progress report (a server's shutdown)."""
+        self._stop.set()
+
+    def build_index(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """Make every scope of the memory root current, logging progress at least every
+        two seconds while it takes long, then a summary; broken files are logged once."""
+        started = clock()
+        try:
+            index = self.service.current_index()
+        except MemoryOperationError:
+            _build_log.warning("index_build outcome=memory_source_unavailable")
+            return
+        total = _count_candidates(index.root)
+        if total == 0:
+            _build_log.info("index_build outcome=done records=0 skipped=0 seconds=0.0")
+            return
+        done = 0
+        last = [started]
+
+        def progress(examined: int) -> None:
+            if self._stop.is_set():
+                raise _BuildStopped
+            now = clock()
+            if now - last[0] >= _PROGRESS_SECONDS:
+                last[0] = now
+                _build_log.info("index_build indexed=%d/%d", done + examined, total)
+
+        skipped = 0
+        for scope in Scope:
+            try:
+                selection = index.refresh(
+                    scope,
+                    recursive=True,
+                    candidate_limit=self.settings.candidate_limit,
+                    progress=progress,
+                )
+            except _BuildStopped:
+                _build_log.info("index_build outcome=stopped indexed=%d/%d", done, total)
+                return
+            except MemoryOperationError as exc:
+                over = exc.code is ErrorCode.CANDIDATE_LIMIT_EXCEEDED
+                _build_log.warning(
+                    "index_build scope=%s outcome=%s%s",
+                    scope,
+                    exc.code,
+                    " setting=candidate_limit" if over else "",
+                )
+                continue
+            done += selection.candidates
+            skipped += index.report_skipped(scope)
+        _build_log.info(
+            "index_build outcome=done records=%d skipped=%d seconds=%.1f",
+            done,
+            skipped,
+            clock() - started,
+        )
+
+
+def _count_candidates(root: Path) -> int:
+    """Record-looking names under the root, counted cheaply (names only, no stat), so
+    progress can say how far along a build is."""
+    total = 0
+    for scope in Scope:
+        for _, directories, files in os.walk(root / scope.value):
+            total += sum(1 for name in files if name.endswith(RECORD_SUFFIX))
+            directories[:] = [name for name in directories if not name.startswith(".")]
+    return total

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
-from mymcp.config import home_directory, key_position, toml_error_position
-from mymcp.errors import NOWHERE, Location, MnemosyneSettingsError, found
+from mymcp.config import home_directory, key_position, toml_error_position, xdg_directory
+from mymcp.errors import NOWHERE, ConfigurationError, Location, MnemosyneSettingsError, found
 from mymcp.plugins.mnemosyne.memory import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX
 
 __all__ = [
@@ -173,12 +173,10 @@ def index_snapshot_directory(
     ``~/.cache/mymcp``. None when no home can be found (then no snapshot is kept). The
     snapshot only speeds up the first call after a start; the files stay the truth.
     """
-    env = os.environ if environ is None else environ
-    cache = env.get("XDG_CACHE_HOME", "")
-    if cache and "\x00" not in cache and Path(cache).is_absolute():
-        return Path(cache) / "mymcp"
-    resolved = _resolve_home(env, home)
-    return None if resolved is None else resolved / ".cache" / "mymcp"
+    try:
+        return xdg_directory("XDG_CACHE_HOME", environ, home)
+    except ConfigurationError:
+        return None
 
 
 def _environment_overrides(

@@ -21,15 +21,18 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne import MNEMOSYNE_PINNED_BINDINGS, mnemosyne_manifest
+from mymcp.plugin import QualifiedCapabilityId
+from mymcp.plugins.mnemosyne import mnemosyne_manifest
 from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, tool_definition, tools
+from mymcp.runtime.bootstrap import production_binding
 
 LEDGER_PATH = Path(__file__).with_name("capability_contract_ledger.json")
 _SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
 def canonical_definition(name: str) -> dict[str, Any]:
-    return {"name": MNEMOSYNE_PINNED_BINDINGS[name], **tool_definition(name)}
+    capability = QualifiedCapabilityId("mnemosyne", "tool", name)
+    return {"name": production_binding(capability), **tool_definition(name)}
 
 
 def ledger_entry(name: str, version: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.plugin import (
     ActivatedTool,
     Consent,
@@ -21,16 +22,15 @@ from mymcp.plugin import (
     validate_plugin_contract,
 )
 from mymcp.plugins.mnemosyne import (
-    MNEMOSYNE_PINNED_BINDINGS,
     MnemosyneSettings,
     _adapter,
-    create_mnemosyne_adapter,
+    create_mnemosyne,
     mnemosyne_manifest,
-    pinned_public_name,
     selected_capabilities,
 )
 from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, MemoryService, ToolOutcome, tool_definition
 from mymcp.runtime._composition import compose_runtime
+from mymcp.runtime.bootstrap import production_binding
 
 READS = ("memory_recall", "memory_list", "memory_inspect")
 GATES = ("remember", "archive_restore", "revise", "forget")
@@ -158,7 +158,7 @@ def test_manifest_matches_contract() -> None:
 
 @pytest.mark.parametrize("settings", all_gate_settings(), ids=str)
 def test_adapter_definition_and_contribution_pass_parity(settings: MnemosyneSettings) -> None:
-    adapter = create_mnemosyne_adapter(settings)
+    adapter = create_mnemosyne(settings).adapter
     assert adapter.definition == mnemosyne_manifest()
     assert adapter.contribution.plugin_id == "mnemosyne"
     assert adapter.contribution.version == "0.3.0"
@@ -170,7 +170,7 @@ def test_adapter_definition_and_contribution_pass_parity(settings: MnemosyneSett
 
 def test_no_gates_select_only_reads() -> None:
     assert selected_capabilities(MnemosyneSettings()) == READS
-    assert names(create_mnemosyne_adapter(MnemosyneSettings())) == list(READS)
+    assert names(create_mnemosyne(MnemosyneSettings()).adapter) == list(READS)
 
 
 @pytest.mark.parametrize("gate", GATES)
@@ -189,7 +189,7 @@ def test_all_gates_select_everything_in_registry_order() -> None:
 def test_contribution_is_the_gate_selection_when_operations_exist(
     settings: MnemosyneSettings,
 ) -> None:
-    adapter = create_mnemosyne_adapter(settings)
+    adapter = create_mnemosyne(settings).adapter
     assert tuple(names(adapter)) == selected_capabilities(settings)
     validate_plugin_contract(adapter, mnemosyne_manifest())
 
@@ -198,14 +198,14 @@ def test_contribution_is_the_gate_selection_when_operations_exist(
 def test_every_selected_mutation_is_served_by_the_real_mutation_service(
     settings: MnemosyneSettings,
 ) -> None:
-    assert names(create_mnemosyne_adapter(settings)) == list(selected_capabilities(settings))
+    assert names(create_mnemosyne(settings).adapter) == list(selected_capabilities(settings))
 
 
 def test_mutation_without_a_domain_operation_is_not_contributed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_adapter, "MutationService", PartialMutations)
-    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    adapter = create_mnemosyne(MnemosyneSettings(**dict.fromkeys(GATES, True))).adapter
     assert names(adapter) == [name for name in TOOL_NAMES if name != "memory_forget"]
 
 
@@ -218,13 +218,13 @@ def test_candidate_limit_reaches_the_mutation_service(monkeypatch: pytest.Monkey
             built.append(self)
 
     monkeypatch.setattr(_adapter, "MutationService", Recording)
-    create_mnemosyne_adapter(MnemosyneSettings(remember=True, candidate_limit=7))
+    create_mnemosyne(MnemosyneSettings(remember=True, candidate_limit=7))
     assert [m.candidate_limit for m in built] == [7]
 
 
 @pytest.mark.usefixtures("full_service")
 def test_activated_tools_carry_declared_metadata() -> None:
-    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    adapter = create_mnemosyne(MnemosyneSettings(**dict.fromkeys(GATES, True))).adapter
     declared = {c.local_id: c for c in adapter.definition.capabilities}
     for tool in adapter.contribution.tools:
         local_id = tool.capability.local_id
@@ -237,7 +237,7 @@ def test_activated_tools_carry_declared_metadata() -> None:
 
 @pytest.mark.usefixtures("full_service")
 def test_mutation_handlers_bridge_to_the_service() -> None:
-    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    adapter = create_mnemosyne(MnemosyneSettings(**dict.fromkeys(GATES, True))).adapter
     handlers = handlers_of(adapter)
     result = handlers["memory_forget"]({"expected_revision": 2})
     assert result["structuredContent"] == {"status": "forgotten", "echo": {"expected_revision": 2}}
@@ -247,20 +247,20 @@ def test_mutation_handlers_bridge_to_the_service() -> None:
     assert refused["structuredContent"]["code"] == "disallowed_content"
 
 
-def test_pinned_bindings() -> None:
-    assert dict(MNEMOSYNE_PINNED_BINDINGS) == {name: name for name in TOOL_NAMES}
-    capability = QualifiedCapabilityId("mnemosyne", "tool", "memory_list")
-    assert pinned_public_name(capability) == "memory_list"
-    with pytest.raises(ValueError, match="Mnemosyne"):
-        pinned_public_name(QualifiedCapabilityId("other", "tool", "memory_list"))
+def test_the_bundled_id_is_the_manifest_id_and_its_names_are_pinned() -> None:
+    assert mnemosyne_manifest().plugin_id == BUNDLED_PLUGIN_ID
+    capability = QualifiedCapabilityId(BUNDLED_PLUGIN_ID, "tool", "memory_list")
+    assert production_binding(capability) == "memory_list"
+    other = QualifiedCapabilityId("other", "tool", "memory_list")
+    assert production_binding(other) == "other__memory_list"
 
 
 @pytest.mark.usefixtures("full_service")
 def test_composes_into_a_runtime_with_pinned_names() -> None:
-    adapter = create_mnemosyne_adapter(MnemosyneSettings(**dict.fromkeys(GATES, True)))
+    adapter = create_mnemosyne(MnemosyneSettings(**dict.fromkeys(GATES, True))).adapter
     runtime = compose_runtime(
         [adapter.contribution],
-        [(t.capability, pinned_public_name(t.capability)) for t in adapter.contribution.tools],
+        [(t.capability, production_binding(t.capability)) for t in adapter.contribution.tools],
         server_version="0.1.0",
     )
     assert [tool.name for tool in runtime.registry] == ["list_tools", *TOOL_NAMES]
@@ -268,7 +268,7 @@ def test_composes_into_a_runtime_with_pinned_names() -> None:
 
 def test_settings_type_is_checked() -> None:
     with pytest.raises(TypeError):
-        create_mnemosyne_adapter({"remember": True})  # type: ignore[arg-type]
+        create_mnemosyne({"remember": True})  # type: ignore[arg-type]
 
 
 # --- handler round trips against a real memory root ----------------------------------------
@@ -310,7 +310,7 @@ def reference(memory_id: str) -> dict[str, Any]:
 def read_handlers(
     environ: Mapping[str, str],
 ) -> dict[str, Callable[[dict[str, Any]], Mapping[str, Any]]]:
-    return handlers_of(create_mnemosyne_adapter(MnemosyneSettings(), environ=environ))
+    return handlers_of(create_mnemosyne(MnemosyneSettings(), environ=environ).adapter)
 
 
 def assert_structured(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,9 +396,9 @@ def test_candidate_limit_reaches_the_service(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     write_v2(root, MEM_ID, "First", "One.")
     write_v2(root, OTHER_ID, "Second", "Two.")
-    adapter = create_mnemosyne_adapter(
+    adapter = create_mnemosyne(
         MnemosyneSettings(candidate_limit=1), environ={"MNEMOSYNE_MEMORY_ROOT": str(root)}
-    )
+    ).adapter
     result = handlers_of(adapter)["memory_list"]({"scope": "project"})
     assert result["isError"] is True
     assert assert_structured(result)["code"] == "candidate_limit_exceeded"

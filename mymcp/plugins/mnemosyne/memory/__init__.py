@@ -10,7 +10,7 @@ analysis and BM25F), ``index`` (rows, revalidation, derived views, snapshot),
 ``tools`` (definitions, argument validation, outcomes), ``reads`` and ``writes``.
 """
 
-from .index import IndexedRecord, MemoryIndex, Selection
+from .index import IndexedRecord, MemoryIndex, Problem, Selection, Tally
 from .model import (
     CONTENT_MAX,
     LABEL_MAX,
@@ -18,6 +18,7 @@ from .model import (
     NAMESPACE_KINDS,
     ORIGINS,
     PUBLIC_ORIGINS,
+    RECORD_SUFFIX,
     RECORDED_VIA,
     TITLE_MAX,
     Collection,
@@ -42,6 +43,7 @@ from .model import (
     is_memory_id,
     is_timestamp,
     kind_requires_occurred_at,
+    location_agrees,
     normalize_bounded_text,
     normalize_language,
     normalize_tag,
@@ -66,6 +68,7 @@ from .store import (
     SkipReason,
     ensure_root,
     file_digest,
+    file_id,
     parse_record,
     root_lock,
     serialize_record,
@@ -86,6 +89,7 @@ __all__ = [
     "NAMESPACE_KINDS",
     "ORIGINS",
     "PUBLIC_ORIGINS",
+    "RECORD_SUFFIX",
     "RECORDED_VIA",
     "TITLE_MAX",
     "TOOL_NAMES",
@@ -100,6 +104,7 @@ __all__ = [
     "ErrorCode",
     "ErrorStatus",
     "file_digest",
+    "file_id",
     "FileStamp",
     "find_disallowed",
     "format_timestamp",
@@ -110,6 +115,7 @@ __all__ = [
     "is_memory_id",
     "is_timestamp",
     "kind_requires_occurred_at",
+    "location_agrees",
     "Lifecycle",
     "MemoryIndex",
     "MemoryOperationError",
@@ -129,6 +135,7 @@ __all__ = [
     "parse_record",
     "parse_reference",
     "PolicyReason",
+    "Problem",
     "Provenance",
     "RecordRejected",
     "RecordWriter",
@@ -140,6 +147,7 @@ __all__ = [
     "Selection",
     "serialize_record",
     "SkipReason",
+    "Tally",
     "tag_key",
     "TermIndex",
     "tool_definition",

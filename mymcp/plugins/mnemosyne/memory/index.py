@@ -69,6 +69,7 @@ from .model import (
     MemoryRecordV2,
     RelativePath,
     Scope,
+    candidate_limit_exceeded,
     location_agrees,
     tag_key,
 )
@@ -175,6 +176,27 @@ class Inventory:
         return self._index._page(self._scope, self._start + offset, min(size, self.count - offset))
 
 
+@dataclass(slots=True)
+class Tally:
+    """What one namespace (or a scope's legacy files, namespace "") holds, by state."""
+
+    active: int = 0
+    archived: int = 0
+    legacy: int = 0
+    skipped: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A file or directory the index passes over: root-relative parts and the reason.
+    ``reason`` is a `SkipReason` value, or ``duplicate_id`` for legacy files that share
+    an id within a scope (each becomes ambiguous to inspect)."""
+
+    parts: RelativePath
+    reason: str
+
+
 class _Directory:
     """One directory walks have seen: its candidate files by name, and list aggregates."""
 
@@ -275,6 +297,12 @@ class MemoryIndex:
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
         self._walks = 0
+        # Entries passed over that are not rows (links, directories too deep or
+        # unreadable), by root-relative parts: each is logged when first met, and again
+        # only after it was gone or changed its reason.
+        self._entry_skips: dict[RelativePath, SkipReason] = {}
+        # Skipped rows this process has logged (a restored snapshot knows others unread).
+        self._reported: set[RelativePath] = set()
         self._swept = False  # temp files of interrupted writes, once per process
         # Persistence.
         self._snapshot_directory = snapshot_directory
@@ -315,12 +343,15 @@ class MemoryIndex:
         *,
         recursive: bool,
         candidate_limit: int,
+        progress: Callable[[int], None] | None = None,
     ) -> Selection:
         """Make ``<root>/<scope>/<container...>`` current and return it as a selection.
 
         A missing or symlinked container holds nothing; one that is not a readable
         directory makes the source unavailable. More ``*.json`` candidates than the
-        limit fails the whole call.
+        limit fails the whole call. ``progress``, when given, hears the number of
+        candidates examined every 256 files of a walk; an exception it raises ends the
+        walk and leaves the selection to be walked again.
         """
         prefix = (scope.value, *container)
         key = (prefix, recursive)
@@ -329,24 +360,36 @@ class MemoryIndex:
             if self._proven(key):
                 candidates = self._candidates(prefix, recursive)
                 if candidates > candidate_limit:
-                    raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+                    raise candidate_limit_exceeded(candidate_limit)
                 return Selection(scope, prefix, recursive, candidates, self._revision)
-            candidates = self._walk(scope, prefix, recursive, candidate_limit)
+            candidates = self._walk(scope, prefix, recursive, candidate_limit, progress)
             return Selection(scope, prefix, recursive, candidates, self._revision)
 
-    def _walk(self, scope: Scope, prefix: RelativePath, recursive: bool, limit: int) -> int:
+    def _walk(
+        self,
+        scope: Scope,
+        prefix: RelativePath,
+        recursive: bool,
+        limit: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         epoch = self._epoch
         armed = [self._watcher is not None]
         on_directory = self._arming_hook(armed) if armed[0] else None
-        fd = open_container(self.root, prefix, scope, on_directory)
+        stats = WalkStats(scope, limit)
+        try:
+            fd = open_container(self.root, prefix, stats, on_directory)
+        except MemoryOperationError:
+            self._note_skips(stats)
+            raise
         self._walks += 1
         mark = self._walks
         visited: set[int] = set()
         if fd is None:
+            self._note_entry_skips(prefix, recursive, stats)
             self._prune(prefix, recursive, mark, visited)
             return 0
-        stats = WalkStats(scope, limit)
-        marks, stamps, trusted, states = self._marks, self._stamps, self._trusted, self._states
+        marks, stamps, trusted = self._marks, self._stamps, self._trusted
         # The directory being listed: its parts object, id and name -> slot table.
         current: list[Any] = [None, -1, {}]
 
@@ -374,14 +417,19 @@ class MemoryIndex:
                         and stamps[at + 1] == info.st_ino
                         and stamps[at] == info.st_dev
                     ):
-                        marks[slot] = mark
-                        if states[slot] == _SKIPPED:
-                            stats.skip(_SKIP_REASONS[self._reasons[slot]])
+                        marks[slot] = mark  # unchanged: a skipped file was reported already
                         return
-            slot = self._visit(current[1], dir_fd, name, info)
-            marks[slot] = mark
-            if states[slot] == _SKIPPED:
-                stats.skip(_SKIP_REASONS[self._reasons[slot]])
+            marks[self._visit(current[1], dir_fd, name, info)] = mark
+
+        if progress is not None:
+            examine = visit
+
+            def visit(
+                dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
+            ) -> None:
+                examine(dir_fd, directory, name, info)
+                if not stats.candidates & 255:
+                    progress(stats.candidates)
 
         try:
             visited.add(self._directory_id(prefix))
@@ -396,6 +444,7 @@ class MemoryIndex:
             )
         finally:
             close_quietly(fd)
+            self._note_entry_skips(prefix, recursive, stats)
         self._prune(prefix, recursive, mark, visited)
         for directory, name in stats.temps:
             self._directories_at(directory).temps.add(name)
@@ -409,6 +458,28 @@ class MemoryIndex:
         if stats.temps and not self._swept:
             self._sweep_at_start(stats.temps)
         return stats.candidates
+
+    def _note_entry_skips(self, prefix: RelativePath, recursive: bool, stats: WalkStats) -> None:
+        """Log the entries this walk passed over that were not already known to be, and
+        forget the known ones under the walked selection it no longer met."""
+        met = {parts for parts, _ in stats.skips}
+        size = len(prefix)
+        known = self._entry_skips
+        for parts in [p for p in known if p[:size] == prefix and (recursive or len(p) <= size + 1)]:
+            if parts not in met:
+                del known[parts]
+        self._note_skips(stats)
+
+    def _note_skips(self, stats: WalkStats) -> None:
+        for parts, reason in stats.skips:
+            self._note_skip(parts, reason)
+        stats.skips.clear()
+
+    def _note_skip(self, parts: RelativePath, reason: SkipReason) -> None:
+        """Log an entry passed over, unless it was already known for the same reason."""
+        if self._entry_skips.get(parts) is not reason:
+            self._entry_skips[parts] = reason
+            log_skip(parts, reason)
 
     def _sweep_at_start(self, temps: list[tuple[RelativePath, str]]) -> None:
         """Remove interrupted writes' temp files once, if no writer holds the lock now."""
@@ -496,7 +567,7 @@ class MemoryIndex:
             return True  # the root holds scope directories only, never candidates
         fd: int | None = None
         try:
-            scope = Scope(directory[0])
+            Scope(directory[0])  # a scope directory, or a walk decides what this is
             fd = store.open_root(self.root)
             for name in directory:
                 if fd is None:
@@ -513,6 +584,7 @@ class MemoryIndex:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
                     entries.temps.discard(name)
+                    self._entry_skips.pop((*directory, name), None)
                     self._remove_name(directory_id, name)
                     continue
                 except OSError:
@@ -522,16 +594,15 @@ class MemoryIndex:
                 if stat.S_ISLNK(info.st_mode):
                     if name.endswith(RECORD_SUFFIX):
                         self._remove_name(directory_id, name)
-                        log_skip(scope, SkipReason.SYMLINK)
+                        self._note_skip((*directory, name), SkipReason.SYMLINK)
                 elif not name.endswith(RECORD_SUFFIX):
                     if is_temp_name(name):
                         entries.temps.add(name)
                 elif info.st_nlink != 1:
                     return False  # hard links are only ever served by walks
                 else:
-                    slot = self._visit(directory_id, fd, name, info)
-                    if self._states[slot] == _SKIPPED:
-                        log_skip(scope, _SKIP_REASONS[self._reasons[slot]])
+                    self._entry_skips.pop((*directory, name), None)
+                    self._visit(directory_id, fd, name, info)
             return True
         except (MemoryOperationError, ValueError):
             return False
@@ -694,6 +765,10 @@ class MemoryIndex:
         if isinstance(outcome, SkipReason):
             self._states[slot] = _SKIPPED
             self._reasons[slot] = _SKIP_REASONS.index(outcome)
+            # A row is put only when its file is new or changed: one line per change.
+            parts = (*directory.parts, name)
+            log_skip(parts, outcome)
+            self._reported.add(parts)
         else:
             self._titles[slot] = outcome.title
             if isinstance(outcome, MemoryRecordV2):
@@ -725,6 +800,7 @@ class MemoryIndex:
         name = self._names[slot]
         if directory is not None and name is not None:
             directory.names.pop(name, None)
+            self._reported.discard((*directory.parts, name))
         self._states[slot] = _FREE
         self._names[slot] = None
         self._titles[slot] = None
@@ -889,7 +965,11 @@ class MemoryIndex:
 
     def _read_row(self, parts: RelativePath, scope: Scope) -> IndexedRecord | None:
         """Read one indexed file again, updating its row if it changed meanwhile."""
-        fd = open_container(self.root, parts[:-1], scope)
+        stats = WalkStats(scope, 0)
+        try:
+            fd = open_container(self.root, parts[:-1], stats)
+        finally:
+            self._note_skips(stats)
         if fd is None:
             return None
         try:
@@ -902,7 +982,7 @@ class MemoryIndex:
                 raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
             if stat.S_ISLNK(info.st_mode):
                 self._remove_name(self._directory_id(parts[:-1]), parts[-1])
-                log_skip(scope, SkipReason.SYMLINK)
+                self._note_skip(parts, SkipReason.SYMLINK)
                 return None
             directory_id = self._directory_id(parts[:-1])
             slot = self._visit(directory_id, fd, parts[-1], info)
@@ -920,8 +1000,6 @@ class MemoryIndex:
         finally:
             close_quietly(fd)
         if record is None:
-            if self._states[slot] == _SKIPPED:
-                log_skip(scope, _SKIP_REASONS[self._reasons[slot]])
             return None
         return IndexedRecord(parts, scope, record, self._digest_of(slot))
 
@@ -1015,6 +1093,72 @@ class MemoryIndex:
             ):
                 found.append(item)
         return found
+
+    def tally(self, scope: Scope) -> dict[str, Tally]:
+        """Rows under a scope as the index last saw them, per namespace id (legacy files
+        directly in the scope under ""): states and file bytes."""
+        prefix = scope.value
+        tallies: dict[str, Tally] = {}
+        with self._lock:
+            for directory in self._directories:
+                if directory is None or directory.parts[0] != prefix:
+                    continue
+                namespace = directory.parts[1] if len(directory.parts) > 1 else ""
+                tally = tallies.setdefault(namespace, Tally())
+                for slot in directory.names.values():
+                    state = self._states[slot]
+                    tally.bytes += self._stamps[5 * slot + 2]
+                    if state == _ACTIVE:
+                        tally.active += 1
+                    elif state == _ARCHIVED:
+                        tally.archived += 1
+                    elif state == _LEGACY:
+                        tally.legacy += 1
+                    elif state == _SKIPPED:
+                        tally.skipped += 1
+        return {name: tallies[name] for name in sorted(tallies)}
+
+    def report_skipped(self, scope: Scope) -> int:
+        """Log the skipped files of a scope this process has not logged yet (rows a
+        restored snapshot brought in unread) and return how many files it skips."""
+        skipped = 0
+        with self._lock:
+            for directory in self._directories:
+                if directory is None or directory.parts[0] != scope.value:
+                    continue
+                for name, slot in directory.names.items():
+                    if self._states[slot] != _SKIPPED:
+                        continue
+                    skipped += 1
+                    parts = (*directory.parts, name)
+                    if parts not in self._reported:
+                        self._reported.add(parts)
+                        log_skip(parts, _SKIP_REASONS[self._reasons[slot]])
+            skipped += sum(1 for parts in self._entry_skips if parts[0] == scope.value)
+        return skipped
+
+    def problems(self, scope: Scope) -> list[Problem]:
+        """Every file and directory under a scope the index passes over, as of its last
+        look, and legacy ids held by more than one file; sorted by path."""
+        prefix = scope.value
+        found: list[Problem] = []
+        with self._lock:
+            for directory in self._directories:
+                if directory is None or directory.parts[0] != prefix:
+                    continue
+                for name, slot in directory.names.items():
+                    if self._states[slot] == _SKIPPED:
+                        reason = _SKIP_REASONS[self._reasons[slot]]
+                        found.append(Problem((*directory.parts, name), reason.value))
+            found.extend(
+                Problem(parts, reason.value)
+                for parts, reason in self._entry_skips.items()
+                if parts[0] == prefix
+            )
+            for slots in self._legacy_slots.get(prefix, {}).values():
+                if len(slots) > 1:
+                    found.extend(Problem(self._parts_of(slot), "duplicate_id") for slot in slots)
+        return sorted(found, key=lambda problem: problem.parts)
 
     def known_candidates(self, scope: Scope) -> int:
         """Candidate files the index knows in a scope (as of each directory's last look)."""

@@ -153,7 +153,11 @@ _MESSAGES: dict[ErrorCode, str] = {
         "the deletion may have happened; inspect the same reference before any retry"
     ),
     _C.MEMORY_SOURCE_UNAVAILABLE: "the memory source is unavailable",
-    _C.CANDIDATE_LIMIT_EXCEEDED: "the selected memory source holds too many candidate files",
+    _C.CANDIDATE_LIMIT_EXCEEDED: (
+        "the selected memory source holds more candidate files than the candidate limit; "
+        "the operator raises it with [memory] candidate_limit in ~/.mnemosyne/config.toml "
+        "or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT"
+    ),
     _C.MEMORY_BUSY: (
         "another writer holds the memory lock; nothing was changed, retry in a few seconds"
     ),
@@ -193,6 +197,19 @@ class MemoryOperationError(Exception):
             retrieval=retrieval,
             message=self.message,
         )
+
+
+def candidate_limit_exceeded(limit: int) -> MemoryOperationError:
+    """The refusal of a selection with more than ``limit`` candidate files; it names the
+    limit and the setting that raises it (neither is content)."""
+    return MemoryOperationError(
+        ErrorCode.CANDIDATE_LIMIT_EXCEEDED,
+        message=(
+            f"the selected memory source holds more than {limit} candidate files, the "
+            "candidate limit; the operator raises it with [memory] candidate_limit in "
+            "~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT (at most 1000000)"
+        ),
+    )
 
 
 def error_payload(

@@ -51,6 +51,7 @@ from .model import (
     Provenance,
     RelativePath,
     Scope,
+    candidate_limit_exceeded,
     is_identifier,
     is_legacy_id,
     is_memory_id,
@@ -384,9 +385,17 @@ def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, b
 _store_log = logging.getLogger("mymcp.memory.store")
 
 
-def log_skip(scope: Scope, reason: SkipReason) -> None:
-    """Report a passed-over entry with nothing but scope and reason: logs stay content-free."""
-    _store_log.warning("skipped scope=%s reason=%s", scope.value, reason.value)
+def file_id(parts: RelativePath) -> str:
+    """A short, stable name for the file at root-relative ``parts`` that reveals nothing
+    of the path: logs use it, and `mymcp memory check` prints it next to the path."""
+    return hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def log_skip(parts: RelativePath, reason: SkipReason) -> None:
+    """Report a passed-over entry by scope, file id and reason: logs stay content-free."""
+    _store_log.warning(
+        "skipped scope=%s file=%s reason=%s", parts[0] if parts else "-", file_id(parts), reason
+    )
 
 
 @dataclass(slots=True)
@@ -394,18 +403,19 @@ class WalkStats:
     """Counts gathered during one walk; also enforces the candidate bound.
 
     ``temps`` collects the writer's temporary files met on the way (directory parts,
-    name), so they can be swept.
+    name), so they can be swept; ``skips`` the entries passed over that are not candidate
+    files (links, directories too deep or unreadable), with their root-relative parts.
+    The caller decides which of them are news worth a log line.
     """
 
     scope: Scope
     limit: int
     candidates: int = 0
-    skipped: int = 0
     temps: list[tuple[RelativePath, str]] = field(default_factory=list)
+    skips: list[tuple[RelativePath, SkipReason]] = field(default_factory=list)
 
-    def skip(self, reason: SkipReason) -> None:
-        self.skipped += 1
-        log_skip(self.scope, reason)
+    def skip(self, parts: RelativePath, reason: SkipReason) -> None:
+        self.skips.append((parts, reason))
 
 
 # Called once per candidate ``*.json`` entry that is not a symlink: the open parent
@@ -419,12 +429,15 @@ DirectoryHook = Callable[[int, RelativePath], None]
 
 
 def open_container(
-    root: Path, parts: RelativePath, scope: Scope, on_directory: DirectoryHook | None = None
+    root: Path,
+    parts: RelativePath,
+    stats: WalkStats,
+    on_directory: DirectoryHook | None = None,
 ) -> int | None:
     """Open ``root/parts...`` one no-follow step at a time.
 
-    None when any step is missing or a symlink (skipped); a step that exists but is not a
-    readable directory makes the whole source unavailable.
+    None when any step is missing or a symlink (skipped, and noted in ``stats``); a step
+    that exists but is not a readable directory makes the whole source unavailable.
     """
     fd = open_root(root)
     if fd is not None and on_directory is not None:
@@ -438,7 +451,7 @@ def open_container(
         if fd is not None and on_directory is not None:
             on_directory(fd, parts[:depth])
         if state is ChildState.SYMLINK:
-            log_skip(scope, SkipReason.SYMLINK)
+            stats.skip(parts[:depth], SkipReason.SYMLINK)
         elif state in (ChildState.NOT_DIRECTORY, ChildState.UNREADABLE):
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
     return fd
@@ -481,7 +494,7 @@ def _walk(
     except OSError:
         if top:
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
-        stats.skip(SkipReason.UNREADABLE)
+        stats.skip(prefix, SkipReason.UNREADABLE)
         return
     suffix, limit = RECORD_SUFFIX, stats.limit
     for entry in entries:
@@ -493,27 +506,27 @@ def _walk(
             except OSError:
                 info = None
             if info is not None and stat.S_ISLNK(info.st_mode):
-                stats.skip(SkipReason.SYMLINK)
+                stats.skip((*prefix, name), SkipReason.SYMLINK)
             elif info is not None and stat.S_ISDIR(info.st_mode):
                 if recursive:
                     _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
             else:
                 stats.candidates += 1
                 if stats.candidates > limit:
-                    raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+                    raise candidate_limit_exceeded(limit)
                 visit(fd, prefix, name, info)
             continue
         try:
             is_link = entry.is_symlink()
             is_dir = not is_link and entry.is_dir(follow_symlinks=False)
         except OSError:
-            stats.skip(SkipReason.UNREADABLE)
+            stats.skip((*prefix, name), SkipReason.UNREADABLE)
             continue
         if is_link:
             # A link's target is never examined, so in a one-level listing only links
             # that look like record files are worth reporting.
             if recursive:
-                stats.skip(SkipReason.SYMLINK)
+                stats.skip((*prefix, name), SkipReason.SYMLINK)
         elif is_dir:
             if recursive:
                 _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
@@ -530,17 +543,17 @@ def _descend(
     visit: CandidateVisitor,
     on_directory: DirectoryHook | None,
 ) -> None:
+    parts = (*prefix, name)
     if depth > MAX_DIRECTORY_DEPTH:
-        stats.skip(SkipReason.TOO_DEEP)
+        stats.skip(parts, SkipReason.TOO_DEEP)
         return
     state, child = open_child_directory(fd, name)
     if child is None:
         if state is ChildState.SYMLINK:
-            stats.skip(SkipReason.SYMLINK)
+            stats.skip(parts, SkipReason.SYMLINK)
         elif state is not ChildState.MISSING:
-            stats.skip(SkipReason.UNREADABLE)
+            stats.skip(parts, SkipReason.UNREADABLE)
         return
-    parts = (*prefix, name)
     try:
         if on_directory is not None:
             on_directory(child, parts)

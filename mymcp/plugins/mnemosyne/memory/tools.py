@@ -193,6 +193,7 @@ _LOG_WORDS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "origin": frozenset(PUBLIC_ORIGINS),
         "lifecycle_state": frozenset(LIFECYCLE_STATES),
         "reason": _REASONS,
+        "setting": frozenset({"candidate_limit"}),
     }
 )
 
@@ -244,6 +245,8 @@ def run_tool(
             fields["field"] = exc.field
         if exc.reason is not None and exc.code is not ErrorCode.DISALLOWED_CONTENT:
             fields["reason"] = exc.reason
+        if exc.code is ErrorCode.CANDIDATE_LIMIT_EXCEEDED:
+            fields["setting"] = "candidate_limit"  # what the operator raises to fix it
         _emit(tool, exc.code.status(retrieval=retrieval).value, exc.code, fields)
         return ToolOutcome(exc.payload(retrieval=retrieval), is_error=True)
     except Exception:

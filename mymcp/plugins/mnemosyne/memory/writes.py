@@ -24,6 +24,7 @@ from .model import (
     MemoryRecordV2,
     Provenance,
     V2Reference,
+    candidate_limit_exceeded,
     is_memory_id,
     reference_parts,
     utc_now_seconds,
@@ -106,8 +107,15 @@ class MutationService:
 
     # -- public operations -----------------------------------------------------------
 
-    def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """Create one canonical record, or report the identical one that already exists."""
+    def remember(self, arguments: Mapping[str, Any], *, dry_run: bool = False) -> ToolOutcome:
+        """Create one canonical record, or report the identical one that already exists.
+
+        With ``dry_run`` every check runs (arguments, content policy, duplicates, the
+        candidate limit) but nothing is written, not even the root: a record that would
+        be created answers ``would_remember`` with the reference it would get.
+        """
+        if dry_run:
+            return run_tool(REMEMBER, arguments, self._rehearse)
         return run_tool(REMEMBER, arguments, self._remember)
 
     def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
@@ -128,7 +136,9 @@ class MutationService:
 
     # -- operations on validated requests --------------------------------------------
 
-    def _remember(self, request: RememberRequest, fields: LogFields) -> dict[str, Any]:
+    def _remember(
+        self, request: RememberRequest, fields: LogFields, dry_run: bool = False
+    ) -> dict[str, Any]:
         fields.update(
             scope=request.scope.value,
             schema_version=2,
@@ -150,11 +160,17 @@ class MutationService:
             ]
         )
         index = self._indexes.current_index()
-        ensure_root(index.root)
-        with root_lock(index.root, self._lock_timeout):
-            payload = self._remember_locked(index, request)
+        if dry_run:
+            payload = self._remember_locked(index, request, dry_run=True)
+        else:
+            ensure_root(index.root)
+            with root_lock(index.root, self._lock_timeout):
+                payload = self._remember_locked(index, request)
         fields["memory_id"] = payload["reference"]["id"]
         return payload
+
+    def _rehearse(self, request: RememberRequest, fields: LogFields) -> dict[str, Any]:
+        return self._remember(request, fields, dry_run=True)
 
     def _revise(self, request: ReviseRequest, fields: LogFields) -> dict[str, Any]:
         fields.update(schema_version=2, scope=request.reference.scope.value)
@@ -265,7 +281,9 @@ class MutationService:
             RecordWriter(index).replace(found.parts, found.digest, serialize_record(updated))
         return _result(statuses[0], updated)
 
-    def _remember_locked(self, index: MemoryIndex, request: RememberRequest) -> dict[str, Any]:
+    def _remember_locked(
+        self, index: MemoryIndex, request: RememberRequest, *, dry_run: bool = False
+    ) -> dict[str, Any]:
         container: tuple[str, ...] = (request.namespace.id,)
         if request.collection is not None:
             container += (request.collection.id,)
@@ -302,8 +320,10 @@ class MutationService:
         # A quota: remember never grows a scope past the limit every scope-wide read
         # enforces, so the tool cannot make the scope unreadable.
         if index.known_candidates(request.scope) >= self._candidate_limit:
-            raise MemoryOperationError(ErrorCode.CANDIDATE_LIMIT_EXCEEDED)
+            raise candidate_limit_exceeded(self._candidate_limit)
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
+        if dry_run:
+            return _result("would_remember", record)
         RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
         return _result("remembered", record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryOperationError,
     Scope,
     SkipReason,
+    file_id,
     parse_record,
     store,
 )
@@ -46,7 +48,10 @@ def _new(root: Path, watch: bool) -> MemoryIndex:
 
 
 def _skips(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "mymcp.memory.store"]
+    """Skip lines with the file id replaced by `<file>` (it is checked on its own)."""
+    lines = [r.getMessage() for r in caplog.records if r.name == "mymcp.memory.store"]
+    assert all(re.search(r" file=[0-9a-f]{12} ", line) for line in lines), lines
+    return [re.sub(r" file=[0-9a-f]{12} ", " file=<file> ", line) for line in lines]
 
 
 def test_every_invalid_reason_is_skipped_and_logged_without_detail(
@@ -85,7 +90,40 @@ def test_every_invalid_reason_is_skipped_and_logged_without_detail(
             "unreadable",
         ]
     )
-    assert all(m.startswith("skipped scope=project reason=") for m in _skips(caplog))
+    assert all(m.startswith("skipped scope=project file=<file> reason=") for m in _skips(caplog))
+
+
+def test_a_broken_file_is_logged_once_per_change(
+    root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture, watch: bool
+) -> None:
+    broken = write("{nope", "project/x/broken.json")
+    (root / "project" / "link.json").symlink_to(broken)
+    write(v1(memory_id="deep"), "project/a/b/c/d/e/deep.json")
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    index = _new(root, watch)
+    for _ in range(3):  # unchanged files: one line each, however often they are walked
+        _scan(index)
+    first = _skips(caplog)
+    assert sorted(first) == [
+        "skipped scope=project file=<file> reason=invalid_json",
+        "skipped scope=project file=<file> reason=symlink",
+        "skipped scope=project file=<file> reason=too_deep",
+    ]
+    ids = {r.getMessage().split(" ")[2] for r in caplog.records}
+    assert "file=" + file_id(("project", "x", "broken.json")) in ids
+    # A change to the broken file is news again, even if it stays broken.
+    write(b"\xff", "project/x/broken.json")
+    _scan(index)
+    assert _skips(caplog)[len(first) :] == [
+        "skipped scope=project file=<file> reason=invalid_encoding"
+    ]
+    # Gone and back: reported again.
+    (root / "project" / "link.json").unlink()
+    _scan(index)
+    (root / "project" / "link.json").symlink_to(broken)
+    _scan(index)
+    assert _skips(caplog)[-1] == "skipped scope=project file=<file> reason=symlink"
+    assert len(_skips(caplog)) == len(first) + 2
 
 
 def test_symlinked_files_and_directories_are_skipped(
@@ -100,7 +138,7 @@ def test_symlinked_files_and_directories_are_skipped(
     (root / "project" / "linkdir").symlink_to(outside, target_is_directory=True)
     caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
     assert _scan(_new(root, watch)) == {"real"}
-    assert sorted(_skips(caplog)) == ["skipped scope=project reason=symlink"] * 2
+    assert sorted(_skips(caplog)) == ["skipped scope=project file=<file> reason=symlink"] * 2
 
 
 def test_symlinked_scope_directory_is_skipped(

@@ -45,6 +45,7 @@ from mymcp.plugins.mnemosyne.memory import (
     Scope,
     SkipReason,
     V2Reference,
+    file_id,
     find_disallowed,
     is_identifier,
     normalize_bounded_text,
@@ -306,7 +307,10 @@ def test_arbitrary_record_bytes_are_read_or_skipped_never_raised(
     skips = [r.getMessage() for r in logs.records if r.name == "mymcp.memory.store"]
     if isinstance(verdict, SkipReason):
         assert items == []
-        assert skips == [f"skipped scope=project reason={verdict.value}"]
+        assert skips == [
+            f"skipped scope=project file={file_id(tuple(relative.split('/')))} "
+            f"reason={verdict.value}"
+        ]
         assert recalled.payload["memories"] == []
         assert inspected.payload["status"] == "not_found"
         return

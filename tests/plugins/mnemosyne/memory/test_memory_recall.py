@@ -6,7 +6,9 @@ replaced lives on as a yardstick in ``reference_ranking.py``, tested here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +183,38 @@ def test_recall_reports_storage_trouble_as_retrieval_error(
     for number in range(3):
         write(v1(memory_id=f"n{number}"), f"self/{number}.json")
     small = MemoryService(lambda: root, 2, codec)
-    payload = small.recall({"query": "q", "scope": "self"}).payload
+    with _captured("mcp.memory_recall") as lines:
+        payload = small.recall({"query": "q", "scope": "self"}).payload
     assert (payload["status"], payload["code"]) == ("retrieval_error", "candidate_limit_exceeded")
+    # Both the answer and the log name the limit's setting, so the operator knows the fix.
+    assert payload["message"] == (
+        "the selected memory source holds more than 2 candidate files, the candidate limit; "
+        "the operator raises it with [memory] candidate_limit in ~/.mnemosyne/config.toml or "
+        "MNEMOSYNE_MEMORY_CANDIDATE_LIMIT (at most 1000000)"
+    )
+    assert lines == [
+        "event=memory_recall outcome=retrieval_error code=candidate_limit_exceeded "
+        "scope=self namespace=absent tags=0 setting=candidate_limit"
+    ]
+
+
+@contextmanager
+def _captured(name: str) -> Iterator[list[str]]:
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger(name)
+    handler, level = Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _legacy(identifier: str, path: str, **text: str) -> tuple[str, MemoryRecordV1]:

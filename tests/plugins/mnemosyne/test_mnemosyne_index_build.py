@@ -1,0 +1,162 @@
+"""The memory index a server builds when it starts: in the background, with progress at
+least every two seconds, broken files reported once, and calls that wait for it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mymcp.plugins.mnemosyne import Mnemosyne, MnemosyneSettings, create_mnemosyne
+from mymcp.plugins.mnemosyne.memory import file_id
+
+pytestmark = pytest.mark.slow
+
+RECORDS = 2100
+
+
+def _record(memory_id: str, title: str) -> str:
+    return json.dumps(
+        {
+            "schema_version": 2,
+            "id": memory_id,
+            "scope": "project",
+            "namespace": {"kind": "project", "id": "alpha", "label": None},
+            "collection": None,
+            "kind": "decision",
+            "language": "en",
+            "title": title,
+            "content": f"Content of {title}.",
+            "tags": [],
+            "provenance": {"origin": "explicit_user_statement", "recorded_via": "memory_remember"},
+            "lifecycle": {"state": "active", "revision": 1},
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+        }
+    )
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    directory = tmp_path / "memory" / "project" / "alpha"
+    directory.mkdir(parents=True)
+    for number in range(RECORDS - 1):
+        memory_id = "mem_" + uuid.UUID(int=number + 1).hex
+        (directory / f"{memory_id}.json").write_text(_record(memory_id, f"note {number}"))
+    (directory / f"mem_{uuid.UUID(int=9999).hex}.json").write_text(
+        _record(f"mem_{uuid.UUID(int=9999).hex}", "zebra crossing")
+    )
+    (directory / "broken.json").write_text("{half")
+    return tmp_path / "memory"
+
+
+def _plugin(root: Path, candidate_limit: int = 200_000) -> Mnemosyne:
+    environ = {"MNEMOSYNE_MEMORY_ROOT": str(root), "HOME": str(root.parent)}
+    return create_mnemosyne(MnemosyneSettings(candidate_limit=candidate_limit), environ=environ)
+
+
+class Steps:
+    """A clock that advances a fixed step on every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def lines(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
+    caplog.set_level(logging.INFO, logger="mymcp")
+
+    def read() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name in ("mymcp.mnemosyne.index", "mymcp.memory.store")
+        ]
+
+    return read
+
+
+def test_progress_is_logged_every_two_seconds_and_the_end_summarised(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    plugin = _plugin(root)
+    plugin.build_index(clock=Steps(1.5))
+    said = lines()
+    progress = [line for line in said if line.startswith("index_build indexed=")]
+    # Readings come every 1.5 s of the fake clock: the first report is due at the second
+    # reading after the start (3 s in), after 512 files, then every other reading.
+    assert progress[:3] == [
+        "index_build indexed=512/2101",
+        "index_build indexed=1024/2101",
+        "index_build indexed=1536/2101",
+    ]
+    assert [line for line in said if line.startswith("skipped ")] == [
+        f"skipped scope=project file={file_id(('project', 'alpha', 'broken.json'))} "
+        "reason=invalid_json"
+    ]
+    assert said[-1].startswith("index_build outcome=done records=2101 skipped=1 seconds=")
+    # A second build (a restart over the same, unchanged files) reports the broken file
+    # again once, and walks nothing it already knows.
+    plugin.build_index(clock=Steps(1.5))
+    assert sum("reason=invalid_json" in line for line in lines()) == 1
+
+
+def test_a_stopped_build_leaves_the_scope_to_the_next_call(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    plugin = _plugin(root)
+    plugin.stop_index_build()
+    plugin.build_index(clock=Steps(0.1))
+    assert lines()[-1] == "index_build outcome=stopped indexed=0/2101"
+    found = plugin.service.recall({"query": "zebra", "scope": "project"}).payload
+    assert [memory["title"] for memory in found["memories"]] == ["zebra crossing"]
+
+
+def test_a_scope_over_the_candidate_limit_names_the_setting(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    _plugin(root, candidate_limit=100).build_index(clock=Steps(0.1))
+    assert (
+        "index_build scope=project outcome=candidate_limit_exceeded setting=candidate_limit"
+        in lines()
+    )
+
+
+def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
+    plugin = _plugin(root)
+    paused, release = threading.Event(), threading.Event()
+
+    readings = [0]
+
+    def clock() -> float:  # read at the start and at each progress report
+        if readings[0] == 1:
+            paused.set()
+            release.wait(30)
+        readings[0] += 1
+        return 0.0
+
+    builder = threading.Thread(target=plugin.build_index, kwargs={"clock": clock})
+    builder.start()
+    assert paused.wait(30)  # the build holds the index, 256 files in
+    answers: list[object] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            plugin.service.recall({"query": "zebra", "scope": "project"}).payload
+        )
+    )
+    caller.start()
+    release.set()
+    builder.join(30)
+    caller.join(30)
+    (answer,) = answers
+    assert [memory["title"] for memory in answer["memories"]] == ["zebra crossing"]  # type: ignore[index]
