@@ -113,10 +113,57 @@ def _parser() -> argparse.ArgumentParser:
         )
     _governance_parsers(commands)
     _console_parser(commands)
-    from mymcp.plugins.mnemosyne._commands import add_memory_parser
-
-    add_memory_parser(commands)
+    _memory_parser(commands)
     return parser
+
+
+_SCOPE_HELP = "self, relationship, preference, practice, project, knowledge or agent"
+
+
+def _memory_parser(commands: Any) -> None:
+    """`mymcp memory …`; scope names are checked when the command runs, so building the
+    parser never imports the memory package."""
+    memory = commands.add_parser(
+        "memory",
+        help="see, search, check, export and import memory (Mnemosyne)",
+        description=(
+            "Read the memory root the server uses ($MNEMOSYNE_MEMORY_ROOT or "
+            "~/.mnemosyne/memory) from the terminal. Paths are shown: they are yours."
+        ),
+    ).add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
+    listing = memory.add_parser("list", help="list the memories of a scope, without content")
+    listing.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
+    listing.add_argument("--namespace", metavar="N", help="only this namespace id")
+    narrowing = listing.add_mutually_exclusive_group()
+    narrowing.add_argument("--collection", metavar="C", help="only this collection")
+    narrowing.add_argument(
+        "--no-collection", action="store_true", help="only memories outside any collection"
+    )
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    show = memory.add_parser(
+        "show",
+        help="print one memory: a reference (JSON), a file path, or a path under the root",
+    )
+    show.add_argument("target", metavar="REFERENCE-or-PATH")
+    search = memory.add_parser("search", help="recall: the memories that best match a query")
+    search.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--namespace", metavar="N", help="only this namespace id")
+    search.add_argument("--tags", nargs="+", default=[], metavar="TAG", help="tags to favour")
+    search.add_argument("--json", action="store_true", help="print the tool's JSON answer")
+    stats = memory.add_parser("stats", help="records per scope and namespace, archived, bytes")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    memory.add_parser("check", help="name every file the server skips, and why (exit 1 when any)")
+    export = memory.add_parser("export", help="write a scope's records as JSON lines to stdout")
+    export.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
+    importing = memory.add_parser(
+        "import",
+        help="remember the records of a JSON-lines file (a dry run unless --apply)",
+    )
+    importing.add_argument("file", type=Path, metavar="FILE")
+    importing.add_argument(
+        "--apply", action="store_true", help="write the new memories (never overwrites)"
+    )
 
 
 def _console_parser(commands: Any) -> None:

@@ -88,6 +88,21 @@ def test_list_show_and_search(sandbox: Sandbox, memory: dict[str, Any]) -> None:
         "Logs carry UTC timestamps",
         "Loopback only",
     }
+    outside = run_cli(["memory", "list", "project", "--namespace", "mymcp", "--no-collection"], env)
+    assert len(outside.stdout.splitlines()) == 2
+    inside = run_cli(
+        ["memory", "list", "project", "--namespace", "mymcp", "--collection", "x"], env
+    )
+    assert (inside.returncode, inside.stdout) == (0, "")
+    unknown = run_cli(["memory", "list", "projects"], env)
+    assert (unknown.returncode, unknown.stderr) == (
+        2,
+        "mymcp: error: SCOPE must be one of: self, relationship, preference, practice, "
+        "project, knowledge, agent\n",
+    )
+    loose = run_cli(["memory", "list", "project", "--collection", "x"], env)
+    assert loose.returncode == 2
+    assert "need --namespace" in loose.stderr
     # `show` takes a path as `list` prints it, a file path, or a reference.
     shown = run_cli(["memory", "show", _path(memory["editor"])], env)
     assert json.loads(shown.stdout)["content"] == "Prefers Helix as the text editor."
@@ -105,6 +120,10 @@ def test_list_show_and_search(sandbox: Sandbox, memory: dict[str, Any]) -> None:
     )
     found = run_cli(["memory", "search", "preference", "which editor"], env)
     assert found.stdout.splitlines() == [_path(memory["editor"]), "  Editor  [matched: editor]"]
+    tagged = run_cli(["memory", "search", "project", "server", "--tags", "logging", "--json"], env)
+    answer = json.loads(tagged.stdout)
+    assert answer["memories"][0]["title"] == "Logs carry UTC timestamps"
+    assert answer["memories"][0]["match"]["tags"] == ["logging"]
 
 
 def test_stats_and_check_name_every_broken_file(sandbox: Sandbox, memory: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ from mymcp.plugins.mnemosyne.memory import (
     reference_parts,
 )
 
-__all__ = ["add_memory_parser", "check_memory", "memory_problems", "run_memory_command"]
+__all__ = ["check_memory", "memory_problems", "run_memory_command"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -70,51 +70,6 @@ _PROBLEM_TEXT: Final[Mapping[str, str]] = {
 }
 
 
-def add_memory_parser(commands: Any) -> None:
-    """The `memory` command and its subcommands, on the launcher's subparsers."""
-    memory = commands.add_parser(
-        "memory",
-        help="see, search, check, export and import memory (Mnemosyne)",
-        description=(
-            "Read the memory root the server uses ($MNEMOSYNE_MEMORY_ROOT or "
-            "~/.mnemosyne/memory) from the terminal. Paths are shown: they are yours."
-        ),
-    ).add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
-    listing = memory.add_parser("list", help="list the memories of a scope, without content")
-    listing.add_argument("scope", choices=_SCOPES, metavar="SCOPE")
-    listing.add_argument("--namespace", metavar="N", help="only this namespace id")
-    narrowing = listing.add_mutually_exclusive_group()
-    narrowing.add_argument("--collection", metavar="C", help="only this collection")
-    narrowing.add_argument(
-        "--no-collection", action="store_true", help="only memories outside any collection"
-    )
-    listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = memory.add_parser(
-        "show",
-        help="print one memory: a reference (JSON), a file path, or a path under the root",
-    )
-    show.add_argument("target", metavar="REFERENCE-or-PATH")
-    search = memory.add_parser("search", help="recall: the memories that best match a query")
-    search.add_argument("scope", choices=_SCOPES, metavar="SCOPE")
-    search.add_argument("query", metavar="QUERY")
-    search.add_argument("--namespace", metavar="N", help="only this namespace id")
-    search.add_argument("--tags", nargs="+", default=[], metavar="TAG", help="tags to favour")
-    search.add_argument("--json", action="store_true", help="print the tool's JSON answer")
-    stats = memory.add_parser("stats", help="records per scope and namespace, archived, bytes")
-    stats.add_argument("--json", action="store_true", help="print JSON")
-    memory.add_parser("check", help="name every file the server skips, and why (exit 1 when any)")
-    export = memory.add_parser("export", help="write a scope's records as JSON lines to stdout")
-    export.add_argument("scope", choices=_SCOPES, metavar="SCOPE")
-    importing = memory.add_parser(
-        "import",
-        help="remember the records of a JSON-lines file (a dry run unless --apply)",
-    )
-    importing.add_argument("file", type=Path, metavar="FILE")
-    importing.add_argument(
-        "--apply", action="store_true", help="write the new memories (never overwrites)"
-    )
-
-
 class _Memory:
     """The settings, root and services one command works with."""
 
@@ -131,6 +86,10 @@ class _Memory:
 
 def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Run one `mymcp memory` subcommand; prints errors with the whole diagnostic."""
+    scope = getattr(args, "scope", None)
+    if scope is not None and scope not in _SCOPES:
+        print(f"mymcp: error: SCOPE must be one of: {', '.join(_SCOPES)}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         memory = _Memory(load_mnemosyne_settings())
         command = args.memory_command

@@ -1100,14 +1100,6 @@ class Watcher:
             return None
         return cls(libc, fd)
 
-    @property
-    def fileno(self) -> int:
-        return self._fd
-
-    @property
-    def watch_count(self) -> int:
-        return len(self._watches)
-
     def close(self) -> None:
         self.broken = True
         self._watches.clear()
