@@ -1,4 +1,9 @@
-"""The Streamable-HTTP `/mcp` endpoint: authentication, hygiene, sessions, then dispatch.
+"""The Streamable-HTTP `/mcp` endpoint: era, authentication, hygiene, then dispatch.
+
+Each request picks its protocol era by its `MCP-Protocol-Version` header: none or a
+handshake revision is the handshake era (sessions opened by `initialize`); anything
+else is the stateless era (`_stateless.py`), which keeps nothing between requests.
+Both share authentication, hygiene, the governed dispatcher and the audit.
 
 Every rejection happens as early as it can: origin and host first (in the application,
 for every route), then the method, then authentication (before the body is read), then
@@ -43,6 +48,7 @@ from mymcp.transport._hygiene import (
 from mymcp.transport._jsonrpc import (
     ClientReply,
     ErrorCode,
+    Message,
     Notification,
     Request,
     classify,
@@ -50,11 +56,18 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS, NEGOTIABLE_VERSIONS
+from mymcp.transport._stateless import MirroredHeaders, StatelessEra, http_status
+from mymcp.transport._versions import (
+    ADVERTISED_VERSIONS,
+    MODERN_PROTOCOL_VERSIONS,
+    NEGOTIABLE_VERSIONS,
+    is_modern_request,
+)
 
 __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOptions"]
 
 _ALLOW = "GET, POST, DELETE"
+_ALLOW_STATELESS = "POST"
 _log = logging.getLogger("mcp")
 # Only protocol-shaped method names and ids are logged; anything else is client text.
 _LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
@@ -118,12 +131,18 @@ class McpEndpoint:
         self._dispatcher = Dispatcher(
             runtime, governance, console_origin=f"http://{host}:{options.port}"
         )
+        self._stateless = StatelessEra(self._dispatcher)
         self._audit = governance.audit if governance is not None else None
 
     async def handle(
         self, method: str, headers: RequestHeaders, receive: Receive, send: Send
     ) -> None:
         """Answer one request whose Host and Origin the application already trusted."""
+        stateless = is_modern_request(headers.version, has_session=bool(headers.session))
+        if stateless and method != "POST":
+            # The stateless era has no server stream to GET and no session to DELETE.
+            await send_empty(send, 405, {"allow": _ALLOW_STATELESS})
+            return
         if method not in ("POST", "GET", "DELETE"):
             await send_empty(send, 405, {"allow": _ALLOW})
             return
@@ -136,7 +155,9 @@ class McpEndpoint:
             )
             await send_empty(send, 401, challenge)
             return
-        if method == "POST":
+        if stateless:
+            await self._stateless_post(headers, outcome, receive, send)
+        elif method == "POST":
             await self._post(headers, outcome, receive, send)
         else:
             await self._get_or_delete(method, headers, outcome, send)
@@ -199,39 +220,39 @@ class McpEndpoint:
         # No server-initiated messages exist yet, so there is no stream to open.
         await send_empty(send, 405, {"allow": _ALLOW})
 
-    async def _post(
-        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
-    ) -> None:
+    async def _read_message(
+        self, headers: RequestHeaders, receive: Receive, send: Send
+    ) -> Message | None:
+        """The POST body's one JSON-RPC message, or None after answering 4xx for it."""
         content_type = headers.content_type[0] if len(headers.content_type) == 1 else None
         if not is_json_content_type(content_type):
             await send_json(send, 415, _transport_error("Content-Type must be application/json"))
-            return
+            return None
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
-            return
+            return None
         body = await read_body(headers, receive)
         if body is None:
             await send_json(send, 413, _transport_error("Request body too large"))
-            return
+            return None
         try:
             decoded = load_message_json(body)
         except StrictJsonError as exc:
             await send_json(send, 400, _undecodable(exc.reason))
-            return
+            return None
         message = classify(decoded)
         if message is None:
             reply = error_response(request_id_of(decoded), ErrorCode.INVALID_REQUEST)
             if isinstance(decoded, list):
                 reply = error_response(None, ErrorCode.INVALID_REQUEST, "Batching is not supported")
             await send_json(send, 400, reply)
-            return
-        version = single_ascii(headers.version)
-        if not headers.session and (
-            getattr(message, "method", None) == "server/discover"
-            or (version is not None and version not in HANDSHAKE_ERA_VERSIONS)
-        ):
-            # A probe from a newer, stateless era: refuse fast so dual-era clients fall back.
-            await send_json(send, 400, _transport_error("Unsupported protocol era"))
+        return message
+
+    async def _post(
+        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
+    ) -> None:
+        message = await self._read_message(headers, receive, send)
+        if message is None:
             return
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, headers, principal, send)
@@ -251,16 +272,53 @@ class McpEndpoint:
         caller = Caller(principal, session.id, session.url_elicitation)
         answer = await self._dispatcher.dispatch(message, caller)
         if isinstance(answer, StepUpRequired):
-            refusal = error_response(
-                answer.request_id,
-                ErrorCode.INVALID_REQUEST,
-                "Insufficient scope: the access token needs more scopes for this call",
-            )
-            _log_response(message, refusal, started)
-            await send_json(send, 403, refusal, self._authenticator.step_up_headers(answer.scopes))
+            await self._refuse_scope(message, answer.scopes, started, send)
             return
         _log_response(message, answer, started)
         await send_encoded(send, 200, _encoded(message, answer)[0])
+
+    async def _refuse_scope(
+        self, request: Request, scopes: frozenset[str], started: float, send: Send
+    ) -> None:
+        """403 with the challenge naming the scopes a retried call needs (both eras)."""
+        refusal = error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
+        _log_response(request, refusal, started)
+        await send_json(send, 403, refusal, self._authenticator.step_up_headers(scopes))
+
+    async def _stateless_post(
+        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
+    ) -> None:
+        """A stateless-era POST: one self-contained request, never a session."""
+        message = await self._read_message(headers, receive, send)
+        if message is None:
+            return
+        if isinstance(message, ClientReply):
+            refusal = "Clients send no responses in this protocol revision"
+            await send_json(send, 400, _transport_error(refusal))
+            return
+        if isinstance(message, Notification):
+            # The revision defines no client notifications over HTTP: accepted, dropped.
+            version = headers.version
+            if len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS:
+                _log.debug("notification method=%s", _loggable_method(message.method))
+                await send_empty(send, 202)
+            else:
+                data = {"supported": list(ADVERTISED_VERSIONS), "requested": ", ".join(version)}
+                reply = error_response(None, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+                await send_json(send, 400, reply)
+            return
+        started = time.perf_counter()
+        _log.info(
+            "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
+        )
+        mirrored = MirroredHeaders(headers.version, headers.method, headers.name, headers.params)
+        answer = await self._stateless.answer(message, principal, mirrored)
+        if answer.step_up is not None:
+            await self._refuse_scope(message, answer.step_up, started, send)
+            return
+        _log_response(message, answer.reply, started)
+        body, encodable = _encoded(message, answer.reply)
+        await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
 
     async def _initialize(
         self, request: Request, headers: RequestHeaders, principal: Principal, send: Send

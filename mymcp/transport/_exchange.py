@@ -44,8 +44,14 @@ class RequestHeaders:
     content_length: list[str] = field(default_factory=list)
     session: list[str] = field(default_factory=list)
     version: list[str] = field(default_factory=list)
+    # The stateless era mirrors body fields into these; the server cross-checks them.
+    method: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    params: list[tuple[str, str]] = field(default_factory=list)
+    """`Mcp-Param-<token>` headers as (lowercase token, value)."""
 
 
+_PARAM_PREFIX = b"mcp-param-"
 _HEADER_SLOTS = {
     b"origin": "origin",
     b"host": "host",
@@ -55,6 +61,8 @@ _HEADER_SLOTS = {
     b"content-length": "content_length",
     b"mcp-session-id": "session",
     b"mcp-protocol-version": "version",
+    b"mcp-method": "method",
+    b"mcp-name": "name",
 }
 
 
@@ -64,6 +72,9 @@ def read_headers(scope: Scope) -> RequestHeaders:
         slot = _HEADER_SLOTS.get(name)
         if slot is not None:
             getattr(headers, slot).append(value.decode("latin-1"))
+        elif name.startswith(_PARAM_PREFIX):
+            token = name[len(_PARAM_PREFIX) :].decode("latin-1")
+            headers.params.append((token, value.decode("latin-1")))
     return headers
 
 

@@ -21,7 +21,12 @@ RequestId = str | int
 
 
 class ErrorCode(enum.IntEnum):
-    """The JSON-RPC codes MyMCP emits on the 2025-11-25 wire (never -32020..-32099)."""
+    """The JSON-RPC codes MyMCP emits.
+
+    -32042 belongs to the handshake era only; -32020 and -32022 to the stateless era
+    only: a dual-era client reads them as "this server speaks the stateless revision",
+    so the handshake wire never uses them.
+    """
 
     PARSE_ERROR = -32700
     INVALID_REQUEST = -32600
@@ -29,6 +34,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
     URL_ELICITATION_REQUIRED = -32042
+    HEADER_MISMATCH = -32020
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 _MESSAGES = {
@@ -38,6 +45,8 @@ _MESSAGES = {
     ErrorCode.INVALID_PARAMS: "Invalid params",
     ErrorCode.INTERNAL_ERROR: "Internal error",
     ErrorCode.URL_ELICITATION_REQUIRED: "URL elicitation required",
+    ErrorCode.HEADER_MISMATCH: "Header mismatch",
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: "Unsupported protocol version",
 }
 
 

@@ -175,12 +175,12 @@ def test_verify_names_the_first_tampered_record(governed: Governed) -> None:
     assert verified.returncode == 0, verified.stderr
     segment = audit_dir / "segment-000001.jsonl"
     lines = segment.read_bytes().splitlines(keepends=True)
-    assert b'"principal":"operator:alice"' in lines[1]
-    lines[1] = lines[1].replace(b'"operator:alice"', b'"operator:mallory"')
+    first = next(i for i, line in enumerate(lines) if b'"principal":"operator:alice"' in line)
+    lines[first] = lines[first].replace(b'"operator:alice"', b'"operator:mallory"')
     segment.write_bytes(b"".join(lines))
     broken = _audit_cli(governed.sandbox, "verify")
     assert broken.returncode == 1
-    assert "segment-000001.jsonl line 2" in broken.stderr
+    assert f"segment-000001.jsonl line {first + 1}" in broken.stderr
 
 
 def test_policy_explain_reports_each_tool_and_its_rule(governed: Governed) -> None:
