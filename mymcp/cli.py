@@ -20,7 +20,6 @@ from mymcp.errors import MyMCPError
 
 if TYPE_CHECKING:
     from mymcp.plugin import PluginDefinition
-    from mymcp.runtime.bootstrap import BindingPolicy
     from mymcp.transport import ConnectionLimits
 
 __all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve"]
@@ -257,17 +256,17 @@ def _fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
-def serve(binding: BindingPolicy | None = None, limits: ConnectionLimits | None = None) -> int:
+def serve(limits: ConnectionLimits | None = None) -> int:
     """Build the host and serve it until interrupted; exit 1 before binding on failure."""
     import uvicorn
 
     from mymcp.app import create_host_app
-    from mymcp.runtime.bootstrap import build_host, production_binding
+    from mymcp.runtime.bootstrap import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     _configure_logging()
     try:
-        host = build_host(binding=binding or production_binding)
+        host = build_host()
     except MyMCPError as exc:
         return _fail(exc)
     app = create_host_app(host)

@@ -17,6 +17,7 @@ __all__ = [
     "AuthenticationSettings",
     "HostConfiguration",
     "McpSettings",
+    "PluginBinding",
     "PluginDeclaration",
     "ServerSettings",
 ]
@@ -34,6 +35,9 @@ class ServerSettings:
     port: int = 8000
 
 
+PluginBinding = Literal["namespaced", "local"]
+
+
 @dataclass(frozen=True, slots=True)
 class PluginDeclaration:
     """One `[[plugins]]` entry; schema 1 declarations carry no manifest path or module."""
@@ -42,6 +46,9 @@ class PluginDeclaration:
     enabled: bool
     manifest_path: Path | None = None
     module: str | None = None
+    binding: PluginBinding = "namespaced"
+    """How its tools are named: `<plugin-id>__<tool-id>`, or (schema 8, `"local"`) under
+    their own ids, for a trusted plugin whose clients call fixed names."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,11 +109,12 @@ def _plugins(value: object, version: int) -> tuple[PluginDeclaration, ...]:
     if not isinstance(value, list):
         fail("plugins")
     fields = {"id", "enabled"} if version == 1 else {"id", "enabled", "manifest_path", "module"}
+    optional = {"binding"} if version >= 8 else set()
     declarations: list[PluginDeclaration] = []
     seen: set[str] = set()
     for entry in value:
         table = _table(entry, "plugins")
-        _exact(table, fields, set(), "plugins")
+        _exact(table, fields, optional, "plugins")
         plugin_id = table["id"]
         if not is_plugin_id(plugin_id):
             fail("plugins.id")
@@ -130,12 +131,16 @@ def _plugins(value: object, version: int) -> tuple[PluginDeclaration, ...]:
             fail("plugins.manifest_path")
         if not is_module_name(table["module"]):
             fail("plugins.module")
+        binding = table.get("binding", "namespaced")
+        if binding not in ("namespaced", "local"):
+            fail("plugins.binding")
         declarations.append(
             PluginDeclaration(
                 id=plugin_id,
                 enabled=enabled,
                 manifest_path=Path(table["manifest_path"]),
                 module=table["module"],
+                binding=binding,
             )
         )
     return tuple(declarations)

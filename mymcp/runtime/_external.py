@@ -70,6 +70,10 @@ EXTERNAL_PLUGIN_MESSAGES: Final[dict[str, str]] = {
     "external_plugin_schema_invalid": (
         "MyMCP external plugin publishes an input schema that is not valid JSON Schema 2020-12"
     ),
+    "external_plugin_name_collision": (
+        "MyMCP external plugin bound under local names would publish a tool name that "
+        "another tool has or that only the host may use"
+    ),
 }
 
 _SAFE_FILE_CODES: Final[dict[SafeFileReason, str]] = {

@@ -67,14 +67,16 @@ _HEADER_SLOTS = {
 
 
 def read_headers(scope: Scope) -> RequestHeaders:
+    """The headers this endpoint reads. Leading and trailing spaces and tabs are not part
+    of a field value (RFC 9110), so they are dropped here, once, for every reader."""
     headers = RequestHeaders()
     for name, value in scope["headers"]:
         slot = _HEADER_SLOTS.get(name)
         if slot is not None:
-            getattr(headers, slot).append(value.decode("latin-1"))
+            getattr(headers, slot).append(value.decode("latin-1").strip(" \t"))
         elif name.startswith(_PARAM_PREFIX):
             token = name[len(_PARAM_PREFIX) :].decode("latin-1")
-            headers.params.append((token, value.decode("latin-1")))
+            headers.params.append((token, value.decode("latin-1").strip(" \t")))
     return headers
 
 
