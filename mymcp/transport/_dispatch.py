@@ -186,10 +186,10 @@ class AwaitingApproval:
     expires_at: float
 
     def elicitation(self) -> dict[str, Any]:
-        """The URL-mode elicitation that sends a person to the approval page."""
+        """The URL-mode elicitation that sends a person to the approval page (the
+        handshake era adds its `elicitationId`; the stateless revision has none)."""
         return {
             "mode": "url",
-            "elicitationId": self.approval_id,
             "url": self.url,
             "message": _APPROVAL_ELICITATION_MESSAGE.format(tool=self.tool),
         }
