@@ -1,4 +1,5 @@
-"""Operator commands: serve, check, plugin check, credentials, policy, audit and console."""
+"""Operator commands: serve (HTTP or stdio), check, plugin check, credentials, policy,
+audit and console."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from mymcp.plugin import PluginDefinition
     from mymcp.transport import ConnectionLimits
 
-__all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve"]
+__all__ = ["LOG_LEVEL_VARIABLE", "dev_main", "main", "selftest_main", "serve", "stdio"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -48,6 +49,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("serve", help="serve MCP on the configured loopback address (default)")
+    commands.add_parser(
+        "stdio",
+        help="serve MCP on stdin/stdout, for clients that start their servers (principal local)",
+        description=(
+            "Serve the same tools, policy, approvals and audit over MCP's stdio transport: "
+            "one JSON-RPC message per line on stdin and stdout, logs on stderr. The caller "
+            "is the principal `local`. The process ends when stdin closes. With [approval] "
+            "it also serves the console at the configured address, where approvals are "
+            "decided."
+        ),
+    )
     commands.add_parser(
         "check",
         help="validate configuration, plugins, credentials and Mnemosyne settings; never serves",
@@ -281,6 +293,29 @@ def serve(limits: ConnectionLimits | None = None) -> int:
         access_log=False,
         **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
     )
+    return EXIT_OK
+
+
+def stdio() -> int:
+    """Build the host and serve it over stdin/stdout until stdin ends."""
+    import anyio
+
+    from mymcp.app import serve_stdio
+    from mymcp.runtime.bootstrap import build_host
+
+    # Replies go to a private copy of stdout; stdout itself then points at stderr, so
+    # that nothing else (a plugin printing at import or during a call, a library's
+    # warning) can corrupt the stream.
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    _configure_logging()
+    with replies:
+        try:
+            host = build_host()
+        except MyMCPError as exc:
+            return _fail(exc)
+        anyio.run(serve_stdio, host, sys.stdin.buffer, replies)
     return EXIT_OK
 
 
@@ -609,6 +644,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
         return serve()
+    if args.command == "stdio":
+        return stdio()
     if args.command == "check":
         return _check()
     if args.command == "plugin":

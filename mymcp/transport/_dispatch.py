@@ -38,7 +38,13 @@ from mymcp.plugin import structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
-from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
+from mymcp.transport._jsonrpc import (
+    ErrorCode,
+    Request,
+    error_response,
+    new_failure_id,
+    result_response,
+)
 from mymcp.transport._versions import negotiate_version
 
 __all__ = [
@@ -50,7 +56,7 @@ __all__ = [
     "Caller",
     "Dispatcher",
     "StepUpRequired",
-    "new_failure_id",
+    "declares_url_elicitation",
 ]
 
 _log = logging.getLogger("mymcp.transport.tools")
@@ -113,11 +119,6 @@ READ_ONLY_TOOL_THREADS = 32
 OTHER_TOOL_THREADS = 16
 
 
-def new_failure_id() -> str:
-    """An opaque id tying one logged failure to the reply the client got."""
-    return secrets.token_hex(6)
-
-
 def _internal_failure(failure_id: str) -> dict[str, Any]:
     return {
         "status": "internal_error",
@@ -147,6 +148,13 @@ class _WorkerLimits:
             limiter = CapacityLimiter(self._sizes[read_only])
             holder.set(limiter)
             return limiter
+
+
+def declares_url_elicitation(capabilities: object) -> bool:
+    """Whether client capabilities declare URL-mode elicitation (`elicitation.url`):
+    only such a client is sent to the approval page by the protocol itself."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
+    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
 
 
 @dataclass(frozen=True, slots=True)

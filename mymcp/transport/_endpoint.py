@@ -14,9 +14,6 @@ its session only once the reply's bytes exist.
 
 from __future__ import annotations
 
-import logging
-import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -27,12 +24,11 @@ from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_js
 from mymcp.auth import AuthFailure, Principal
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
-from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, new_failure_id
+from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declares_url_elicitation
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
     RequestHeaders,
-    encode_json,
     read_body,
     send_empty,
     send_encoded,
@@ -52,7 +48,11 @@ from mymcp.transport._jsonrpc import (
     Notification,
     Request,
     classify,
+    encode_reply,
     error_response,
+    log_notification,
+    log_request,
+    log_response,
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
@@ -68,10 +68,6 @@ __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOp
 
 _ALLOW = "GET, POST, DELETE"
 _ALLOW_STATELESS = "POST"
-_log = logging.getLogger("mcp")
-# Only protocol-shaped method names and ids are logged; anything else is client text.
-_LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
-_LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 class RequestAuthenticator(Protocol):
@@ -101,6 +97,12 @@ class TransportOptions:
         origins, hosts = loopback_origins(address, port)
         return cls(address, port, strict, origins, hosts)
 
+    @property
+    def origin(self) -> str:
+        """This server's own origin, `http://<address>:<port>` (where the console is)."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}"
+
     def trusts(self, headers: RequestHeaders) -> bool:
         """The one Host/Origin rule for every route (DNS-rebinding protection): at most
         one of each, an Origin only if it is this server's own, a Host only if it names
@@ -127,10 +129,7 @@ class McpEndpoint:
         self._authenticator = authenticator
         self._sessions = sessions
         self._options = options
-        host = f"[{options.address}]" if ":" in options.address else options.address
-        self._dispatcher = Dispatcher(
-            runtime, governance, console_origin=f"http://{host}:{options.port}"
-        )
+        self._dispatcher = Dispatcher(runtime, governance, console_origin=options.origin)
         self._stateless = StatelessEra(self._dispatcher)
         self._audit = governance.audit if governance is not None else None
 
@@ -262,27 +261,24 @@ class McpEndpoint:
             return
         if isinstance(message, Notification | ClientReply):
             if isinstance(message, Notification):
-                _log.debug("notification method=%s", _loggable_method(message.method))
+                log_notification(message)
             await send_empty(send, 202)
             return
-        started = time.perf_counter()
-        _log.info(
-            "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
-        )
+        started = log_request(message)
         caller = Caller(principal, session.id, session.url_elicitation)
         answer = await self._dispatcher.dispatch(message, caller)
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return
-        _log_response(message, answer, started)
-        await send_encoded(send, 200, _encoded(message, answer)[0])
+        log_response(message, answer, started)
+        await send_encoded(send, 200, encode_reply(message, answer)[0])
 
     async def _refuse_scope(
         self, request: Request, scopes: frozenset[str], started: float, send: Send
     ) -> None:
         """403 with the challenge naming the scopes a retried call needs (both eras)."""
         refusal = error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
-        _log_response(request, refusal, started)
+        log_response(request, refusal, started)
         await send_json(send, 403, refusal, self._authenticator.step_up_headers(scopes))
 
     async def _stateless_post(
@@ -300,24 +296,21 @@ class McpEndpoint:
             # The revision defines no client notifications over HTTP: accepted, dropped.
             version = headers.version
             if len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS:
-                _log.debug("notification method=%s", _loggable_method(message.method))
+                log_notification(message)
                 await send_empty(send, 202)
             else:
                 data = {"supported": list(ADVERTISED_VERSIONS), "requested": ", ".join(version)}
                 reply = error_response(None, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
                 await send_json(send, 400, reply)
             return
-        started = time.perf_counter()
-        _log.info(
-            "request id=%s method=%s", _loggable_id(message.id), _loggable_method(message.method)
-        )
+        started = log_request(message)
         mirrored = MirroredHeaders(headers.version, headers.method, headers.name, headers.params)
         answer = await self._stateless.answer(message, principal, mirrored)
         if answer.step_up is not None:
             await self._refuse_scope(message, answer.step_up, started, send)
             return
-        _log_response(message, answer.reply, started)
-        body, encodable = _encoded(message, answer.reply)
+        log_response(message, answer.reply, started)
+        body, encodable = encode_reply(message, answer.reply)
         await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
 
     async def _initialize(
@@ -329,11 +322,10 @@ class McpEndpoint:
         if single_ascii(headers.version) is MALFORMED:
             await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
             return
-        started = time.perf_counter()
-        _log.info("request id=%s method=initialize", _loggable_id(request.id))
+        started = log_request(request)
         reply, version = self._dispatcher.initialize(request)
-        _log_response(request, reply, started)
-        body, encodable = _encoded(request, reply)
+        log_response(request, reply, started)
+        body, encodable = encode_reply(request, reply)
         if version is None or not encodable:
             await send_encoded(send, 200, body)
             return
@@ -343,19 +335,14 @@ class McpEndpoint:
             principal.principal_id,
             self._runtime.generation,
             version,
-            url_elicitation=_declares_url_elicitation(request.params),
+            url_elicitation=declares_url_elicitation(_capabilities(request.params)),
         )
         self._record_session("session_open", principal, session.id)
         await send_encoded(send, 200, body, {"mcp-session-id": session.id})
 
 
-def _declares_url_elicitation(params: object) -> bool:
-    """Whether `initialize` declared `capabilities.elicitation.url`."""
-    if not isinstance(params, Mapping):
-        return False
-    capabilities = params.get("capabilities")
-    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
+def _capabilities(params: object) -> object:
+    return params.get("capabilities") if isinstance(params, Mapping) else None
 
 
 def _transport_error(message: str) -> dict[str, Any]:
@@ -370,53 +357,3 @@ def _undecodable(reason: StrictJsonReason) -> dict[str, Any]:
             None, ErrorCode.PARSE_ERROR, "Parse error: the body is not valid UTF-8 text"
         )
     return error_response(None, ErrorCode.PARSE_ERROR)
-
-
-def _encoded(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
-    """The reply's bytes and whether they are that reply: one that cannot be JSON (a
-    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
-    try:
-        return encode_json(reply), True
-    except (TypeError, ValueError, RecursionError) as exc:
-        _log.error(
-            "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
-            new_failure_id(),
-            _loggable_id(request.id),
-            _loggable_method(request.method),
-            type(exc).__name__,
-        )
-        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
-
-
-def _loggable_method(method: str) -> str:
-    if len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method):
-        return method
-    return "<other>"
-
-
-def _loggable_id(request_id: object) -> str:
-    text = str(request_id)
-    if len(text) <= 64 and _LOGGABLE_ID.fullmatch(text):
-        return text
-    return "<opaque>"
-
-
-def _log_response(request: Request, reply: Mapping[str, Any], started: float) -> None:
-    duration = (time.perf_counter() - started) * 1000
-    error = reply.get("error")
-    method = _loggable_method(request.method)
-    if isinstance(error, dict):
-        _log.warning(
-            "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
-            _loggable_id(request.id),
-            method,
-            error.get("code"),
-            duration,
-        )
-    else:
-        _log.info(
-            "response id=%s method=%s outcome=ok duration_ms=%.2f",
-            _loggable_id(request.id),
-            method,
-            duration,
-        )

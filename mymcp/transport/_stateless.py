@@ -41,6 +41,7 @@ from mymcp.transport._dispatch import (
     CallRefused,
     Dispatcher,
     StepUpRequired,
+    declares_url_elicitation,
 )
 from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
 from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -254,11 +255,6 @@ def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
     return False
 
 
-def _declares_url_elicitation(capabilities: Mapping[str, Any]) -> bool:
-    elicitation = capabilities.get("elicitation")
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
-
-
 def _approval_action(params: Mapping[str, Any]) -> str | None:
     """What the client says the person did with the approval elicitation, if anything."""
     responses = params.get("inputResponses")
@@ -321,7 +317,7 @@ class StatelessEra:
             return self._error(
                 request, ErrorCode.INVALID_PARAMS, "The client capabilities are no object"
             )
-        caller = Caller(principal, None, _declares_url_elicitation(capabilities))
+        caller = Caller(principal, None, declares_url_elicitation(capabilities))
         if request.method == "server/discover":
             return self._complete(request, dict(self._discover))
         if request.method == "tools/list":
