@@ -411,4 +411,5 @@ def test_health_and_version(client) -> None:
         "name": "mymcp",
         "version": "0.1.0",
         "protocolVersion": "2025-11-25",
+        "protocolVersions": ["2026-07-28", "2025-11-25", "2025-06-18"],
     }
