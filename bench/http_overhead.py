@@ -1,5 +1,9 @@
 """HTTP overhead of MyMCP's `/mcp` against a bare Starlette JSON echo, in the same run.
 
+MyMCP serves `tools/call` in both protocol eras: the handshake era (2025-11-25, inside a
+session opened by `initialize`) and the stateless era (2026-07-28: no session, the
+`_meta` envelope and mirrored headers on every request).
+
 Both servers run under uvicorn (one worker, same flags) on free loopback ports.
 
 * sequential: one keep-alive HTTP/1.1 connection sends the requests one after another
@@ -62,6 +66,26 @@ CALL = {"name": "list_tools", "arguments": {}}
 CALL_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
 PING_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 PROTOCOL = "2025-11-25"
+STATELESS = "2026-07-28"
+STATELESS_CALL_MESSAGE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {
+        **CALL,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+STATELESS_HEADERS = {
+    **HEADERS,
+    "mcp-protocol-version": STATELESS,
+    "mcp-method": "tools/call",
+    "mcp-name": "list_tools",
+}
 CONNECTIONS = 8
 
 
@@ -264,6 +288,10 @@ def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
             sessions = [_open_session(port) for _ in range(CONNECTIONS)]
             cases = {
                 "mymcp tools/call list_tools": (CALL_MESSAGE, sessions),
+                "mymcp stateless tools/call list_tools": (
+                    STATELESS_CALL_MESSAGE,
+                    [STATELESS_HEADERS] * CONNECTIONS,
+                ),
                 "mymcp ping": (PING_MESSAGE, sessions),
             }
             return _run_cases((port, pid), mode, count, cases)
@@ -303,7 +331,7 @@ def profile_mymcp(count: int, output: Path) -> None:
             continue
         frame = stack.rsplit(";", 1)[-1]
         source = frame[frame.find("(") + 1 : frame.rfind(":")] if "(" in frame else frame
-        for marker in ("site-packages/", "/wt-hardening/", "/lib/python3"):
+        for marker in ("site-packages/", f"{ROOT}/", "/lib/python3"):
             source = source.split(marker)[-1]
         shares[source] = shares.get(source, 0) + int(samples)
         total += int(samples)
@@ -332,7 +360,7 @@ def main() -> None:
             if name not in rows or row["rps"] > rows[name]["rps"]:
                 rows[name] = row
     print(
-        f"{'case':40} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
+        f"{'case':48} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
         f" {'cpu us/req':>11} {'echo/cpu':>9}"
     )
     for name, row in rows.items():
@@ -343,7 +371,7 @@ def main() -> None:
         echo_cpu = min(cpu[f"starlette echo {connections}"])
         figures = f"{row['p50']:8.3f} {row['p95']:8.3f} {row['rps']:8.0f}"
         print(
-            f"{name:40} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
+            f"{name:48} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
         )
 
 

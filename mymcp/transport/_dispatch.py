@@ -35,7 +35,7 @@ from mymcp.governance import (
     rfc3339,
 )
 from mymcp.plugin import structured_result
-from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
+from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, ToolRegistry
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._jsonrpc import (
@@ -153,8 +153,9 @@ class _WorkerLimits:
 def declares_url_elicitation(capabilities: object) -> bool:
     """Whether client capabilities declare URL-mode elicitation (`elicitation.url`):
     only such a client is sent to the approval page by the protocol itself."""
-    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
+    # Decoded JSON: objects are dicts.
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +254,11 @@ class Dispatcher:
     @property
     def instructions(self) -> str | None:
         return self._instructions
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """Every tool of the runtime, whoever may call it."""
+        return self._runtime.registry
 
     @property
     def listing_varies_by_caller(self) -> bool:

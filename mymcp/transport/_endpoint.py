@@ -56,7 +56,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._stateless import MirroredHeaders, StatelessEra, http_status
+from mymcp.transport._stateless import StatelessEra, http_status
 from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
@@ -304,8 +304,7 @@ class McpEndpoint:
                 await send_json(send, 400, reply)
             return
         started = log_request(message)
-        mirrored = MirroredHeaders(headers.version, headers.method, headers.name, headers.params)
-        answer = await self._stateless.answer(message, principal, mirrored)
+        answer = await self._stateless.answer(message, principal, headers)
         if answer.step_up is not None:
             await self._refuse_scope(message, answer.step_up, started, send)
             return

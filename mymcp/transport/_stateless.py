@@ -28,7 +28,7 @@ import binascii
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
 
@@ -100,7 +100,7 @@ def http_status(reply: Mapping[str, Any]) -> int:
     """The HTTP status of a stateless-era reply: the revision maps envelope, header and
     version errors to 400 and an unknown method to 404; everything else is 200."""
     error = reply.get("error")
-    if not isinstance(error, Mapping):
+    if not isinstance(error, dict):
         return 200
     code = error.get("code")
     if code == ErrorCode.METHOD_NOT_FOUND:
@@ -111,11 +111,12 @@ def http_status(reply: Mapping[str, Any]) -> int:
 def carries_stateless_envelope(params: object) -> bool:
     """Whether a message's params carry the stateless era's `_meta` (its protocol
     version): how a transport without headers (stdio) tells the eras apart."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    return isinstance(meta, Mapping) and PROTOCOL_VERSION_KEY in meta
+    meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
+    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
 
 
 _SENTINEL: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+_PRINTABLE: Final = re.compile(r"[ -~]*")
 
 
 def decode_mirrored_value(value: str) -> str | None:
@@ -125,7 +126,7 @@ def decode_mirrored_value(value: str) -> str | None:
     that way travels as `=?base64?<base64 of its UTF-8>?=`; only canonical base64 of
     valid UTF-8 decodes, so no two header values ever stand for the same text.
     """
-    if not value.isascii() or not all(" " <= char <= "~" for char in value):
+    if not _PRINTABLE.fullmatch(value):
         return None
     wrapped = _SENTINEL.fullmatch(value)
     if wrapped is None:
@@ -143,23 +144,38 @@ def decode_mirrored_value(value: str) -> str | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class MirroredHeaders:
-    """The request headers that mirror body fields, each as every value sent."""
+class MirroredHeaders(Protocol):
+    """The request headers that mirror body fields, each as every value sent (the HTTP
+    endpoint's parsed headers are passed as they are: this is on every request's path)."""
 
-    version: Sequence[str]
-    method: Sequence[str]
-    name: Sequence[str]
-    params: Sequence[tuple[str, str]]
-    """`Mcp-Param-<token>` headers as (lowercase token, value)."""
+    @property
+    def version(self) -> Sequence[str]: ...
+
+    @property
+    def method(self) -> Sequence[str]: ...
+
+    @property
+    def name(self) -> Sequence[str]: ...
+
+    @property
+    def params(self) -> Sequence[tuple[str, str]]:
+        """`Mcp-Param-<token>` headers as (lowercase token, value)."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class StatelessAnswer:
+class StatelessAnswer(NamedTuple):
     """One JSON-RPC reply, or (`step_up` set) a call the token's scopes do not cover."""
 
     reply: dict[str, Any]
     step_up: frozenset[str] | None = None
+
+
+def _mirrors_text(sent: str, value: object) -> bool:
+    """Whether a header value stands for `value`: sent as it is (printable ASCII that
+    does not look base64-wrapped), or wrapped."""
+    if sent == value and sent.isascii() and sent.isprintable() and not sent.startswith("=?"):
+        return True  # the common case, without decoding anything
+    return decode_mirrored_value(sent) == value
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +273,9 @@ def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
 
 def _approval_action(params: Mapping[str, Any]) -> str | None:
     """What the client says the person did with the approval elicitation, if anything."""
-    responses = params.get("inputResponses")
-    response = responses.get(APPROVAL_INPUT_KEY) if isinstance(responses, Mapping) else None
-    action = response.get("action") if isinstance(response, Mapping) else None
+    responses = params.get("inputResponses")  # decoded JSON: objects are dicts
+    response = responses.get(APPROVAL_INPUT_KEY) if isinstance(responses, dict) else None
+    action = response.get("action") if isinstance(response, dict) else None
     return action if isinstance(action, str) else None
 
 
@@ -275,9 +291,13 @@ class StatelessEra:
         self._dispatcher = dispatcher
         self._approval_wait = approval_wait_seconds
         self._meta = {SERVER_INFO_KEY: dispatcher.server_info}
-        # Per tool name, its mirrored arguments; the runtime never changes, so neither
-        # does this (bounded by the number of tools).
-        self._param_headers: dict[str, tuple[_ParamHeader, ...] | None] = {}
+        # The tools whose schemas ask for mirrored arguments, and which: fixed with the
+        # runtime. A tool with an invalid declaration mirrors nothing (clients drop it).
+        self._param_headers = {
+            tool.name: found
+            for tool in dispatcher.tools
+            if (found := _param_headers(tool.input_schema))
+        }
         discover: dict[str, Any] = {
             "supportedVersions": list(ADVERTISED_VERSIONS),
             "capabilities": {"tools": {"listChanged": False}},
@@ -295,8 +315,10 @@ class StatelessEra:
         """The reply to one request (`mirrored` is None where no headers exist)."""
         params = request.params
         meta = params.get("_meta") if isinstance(params, dict) else None
-        if not isinstance(meta, dict) or not {PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY} <= (
-            meta.keys()
+        if (
+            not isinstance(meta, dict)
+            or PROTOCOL_VERSION_KEY not in meta
+            or CLIENT_CAPABILITIES_KEY not in meta
         ):
             return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
         assert isinstance(params, dict)  # it holds `_meta`
@@ -318,17 +340,17 @@ class StatelessEra:
                 request, ErrorCode.INVALID_PARAMS, "The client capabilities are no object"
             )
         caller = Caller(principal, None, declares_url_elicitation(capabilities))
-        if request.method == "server/discover":
-            return self._complete(request, dict(self._discover))
+        if request.method == "tools/call":
+            return await self._call(request, params, caller, mirrored)
         if request.method == "tools/list":
             page = self._dispatcher.list_page(caller, params)
             if isinstance(page, CallRefused):
                 return self._error(request, ErrorCode.INVALID_PARAMS, page.message)
-            return self._complete(
-                request, {**page, "ttlMs": LIST_TTL_MS, "cacheScope": self._list_scope}
-            )
-        if request.method == "tools/call":
-            return await self._call(request, params, caller, mirrored)
+            page["ttlMs"] = LIST_TTL_MS
+            page["cacheScope"] = self._list_scope
+            return self._complete(request, page)
+        if request.method == "server/discover":
+            return self._complete(request, dict(self._discover))
         # `initialize`, `ping`, `logging/setLevel`, subscriptions and every other method
         # do not exist in this era.
         return self._error(request, ErrorCode.METHOD_NOT_FOUND)
@@ -347,9 +369,10 @@ class StatelessEra:
             return "Mcp-Method does not match the request's method"
         key = _NAME_BEARING.get(request.method)
         value = params.get(key) if key is not None else None
-        if value is not None and (
-            len(mirrored.name) != 1 or decode_mirrored_value(mirrored.name[0]) != value
-        ):
+        if value is None:
+            return None
+        names = mirrored.name
+        if len(names) != 1 or not _mirrors_text(names[0], value):
             return f"Mcp-Name does not match the request's {key}"
         return None
 
@@ -357,12 +380,8 @@ class StatelessEra:
         self, tool: BoundTool, arguments: object, sent: Sequence[tuple[str, str]]
     ) -> str | None:
         """Why the `Mcp-Param-*` headers do not mirror the arguments, or None."""
-        if tool.name not in self._param_headers:
-            self._param_headers[tool.name] = _param_headers(tool.input_schema)
-        mirrored = self._param_headers[tool.name]
-        if not mirrored:  # none declared, or the declaration is invalid
-            return None
-        values = arguments if isinstance(arguments, Mapping) else {}
+        mirrored = self._param_headers.get(tool.name, ())
+        values = arguments if isinstance(arguments, dict) else {}
         for header in mirrored:
             found = [value for token, value in sent if token == header.token]
             argument = _argument_at(values, header.path)
@@ -388,9 +407,10 @@ class StatelessEra:
         mirrored: MirroredHeaders | None,
     ) -> StatelessAnswer:
         dispatcher = self._dispatcher
-        if mirrored is not None:
+        name = params.get("name")
+        if mirrored is not None and (mirrored.params or name in self._param_headers):
             # Only for a tool this caller may call: checking others would reveal them.
-            tool = dispatcher.visible_tool(caller, params.get("name"))
+            tool = dispatcher.visible_tool(caller, name)
             mismatch = (
                 None
                 if tool is None
@@ -400,6 +420,8 @@ class StatelessEra:
                 return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
         action = _approval_action(params)
         outcome = await dispatcher.call_tool(caller, params)
+        if isinstance(outcome, dict):  # a tool result: by far the most common answer
+            return self._complete(request, outcome)
         if (
             isinstance(outcome, AwaitingApproval)
             and action == "accept"
@@ -430,7 +452,7 @@ class StatelessEra:
             else:
                 result = dispatcher.approval_required_result(outcome)
             return self._complete(request, result)
-        return self._complete(request, outcome)
+        return self._complete(request, outcome)  # the decided retry's own result
 
     async def _decided(self, approval_id: str) -> bool:
         """Wait (bounded) until a person decided that approval; False on timeout."""
@@ -441,13 +463,16 @@ class StatelessEra:
             await anyio.sleep(_APPROVAL_POLL_SECONDS)
         return True
 
-    def _complete(self, request: Request, result: Mapping[str, Any]) -> StatelessAnswer:
-        """A final result: typed, and naming the server (next to any `_meta` of its own)."""
+    def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
+        """A final result: typed, and naming the server (next to any `_meta` of its own).
+
+        `result` is this request's own fresh dict (the dispatcher never hands out shared
+        ones), so it is completed in place rather than copied.
+        """
         own = result.get("_meta")
-        meta = {**own, **self._meta} if isinstance(own, Mapping) else self._meta
-        return StatelessAnswer(
-            result_response(request.id, {**result, "resultType": "complete", "_meta": meta})
-        )
+        result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
+        result["resultType"] = "complete"
+        return StatelessAnswer(result_response(request.id, result))
 
     @staticmethod
     def _error(
