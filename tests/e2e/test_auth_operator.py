@@ -1,6 +1,6 @@
 """Operator bearer tokens end to end: CLI provisioning, the real server, SDK and raw HTTP.
 
-Also D13: an external plugin and operator-bearer authentication enabled together.
+Also: an external plugin and operator-bearer authentication enabled together.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _check_cross_principal(http: httpx.Client, server: RunningServer, alice: str
 
 
 def test_external_plugin_with_operator_bearer(sandbox: Sandbox) -> None:
-    """D13: an external plugin and an enabled authentication adapter start together."""
+    """An external plugin and an enabled authentication adapter start together."""
     manifest = EXAMPLE_PLUGIN_DIR / "manifest.json"
     plugins = (
         "\n[[plugins]]\n"

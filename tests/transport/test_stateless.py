@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.shared.inbound import encode_header_value
 from starlette.testclient import TestClient
@@ -541,3 +541,60 @@ def test_the_era_follows_the_version_header(values: list[str], has_session: bool
         assert chosen is True  # a stateless revision is never a handshake session's
     else:
         assert chosen is (not has_session)
+
+
+_odd = st.text(max_size=12) | st.sampled_from(["", VERSION, "2025-11-25", "=?base64?Pz8=?="])
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _odd,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_odd, inner, max_size=3),
+    max_leaves=8,
+)
+_meta_values = st.fixed_dictionaries(
+    {},
+    optional={
+        "io.modelcontextprotocol/protocolVersion": _odd | _json,
+        "io.modelcontextprotocol/clientCapabilities": _json | st.just({"elicitation": {"url": {}}}),
+        "io.modelcontextprotocol/clientInfo": _json,
+    },
+)
+_stateless_params = st.fixed_dictionaries(
+    {"_meta": _meta_values | _json},
+    optional={
+        "name": st.sampled_from(["alpha__echo", "alpha__routed", "list_tools"]) | _odd,
+        "arguments": st.dictionaries(st.sampled_from(["text", "region", "shard"]), _json),
+        "cursor": _odd,
+        "inputResponses": _json,
+    },
+)
+_stateless_methods = (
+    st.sampled_from(["server/discover", "tools/list", "tools/call", "initialize", "ping"]) | _odd
+)
+_header_values = _odd.filter(lambda v: v.isascii() and v.isprintable())
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    method=_stateless_methods,
+    params=_stateless_params | _json,
+    request_id=st.integers() | _odd | st.none(),
+    headers=st.dictionaries(
+        st.sampled_from(["mcp-protocol-version", "mcp-method", "mcp-name", "mcp-param-region"]),
+        _header_values,
+    ),
+)
+def test_arbitrary_stateless_requests_never_fail_or_open_a_session(
+    client: TestClient, method: str, params: Any, request_id: Any, headers: dict[str, str]
+) -> None:
+    body = rpc(method, params, request_id)
+    sent = {**HEADERS, "mcp-protocol-version": VERSION, **headers}
+    response = client.post("/mcp", content=json.dumps(body), headers=sent)
+    assert response.status_code in (200, 202, 400, 404)
+    assert "mcp-session-id" not in response.headers
+    if response.status_code != 202:
+        reply = response.json()
+        if "result" in reply:
+            assert reply["result"]["resultType"] in ("complete", "input_required")
+        else:
+            assert reply["error"]["code"] in (-32700, -32600, -32601, -32602, -32020, -32022)
