@@ -309,7 +309,7 @@ class McpEndpoint:
             await self._refuse_scope(message, answer.step_up, started, send)
             return
         log_response(message, answer.reply, started)
-        body, encodable = encode_reply(message, answer.reply)
+        body, encodable = self._stateless.encode(message, answer)
         await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
 
     async def _initialize(

@@ -43,7 +43,14 @@ from mymcp.transport._dispatch import (
     StepUpRequired,
     declares_url_elicitation,
 )
-from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
+from mymcp.transport._exchange import encode_json
+from mymcp.transport._jsonrpc import (
+    ErrorCode,
+    Request,
+    encode_reply,
+    error_response,
+    result_response,
+)
 from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 __all__ = [
@@ -164,10 +171,16 @@ class MirroredHeaders(Protocol):
 
 
 class StatelessAnswer(NamedTuple):
-    """One JSON-RPC reply, or (`step_up` set) a call the token's scopes do not cover."""
+    """One JSON-RPC reply, or (`step_up` set) a call the token's scopes do not cover.
+
+    With `bare`, the reply's result still lacks the fields every final result carries
+    (`resultType` and the server's `_meta`): `StatelessEra.encode` appends them as
+    fixed bytes, and `StatelessEra.reply_of` gives the whole reply as a value.
+    """
 
     reply: dict[str, Any]
     step_up: frozenset[str] | None = None
+    bare: bool = False
 
 
 def _mirrors_text(sent: str, value: object) -> bool:
@@ -291,6 +304,8 @@ class StatelessEra:
         self._dispatcher = dispatcher
         self._approval_wait = approval_wait_seconds
         self._meta = {SERVER_INFO_KEY: dispatcher.server_info}
+        fixed = encode_json({"resultType": "complete", "_meta": self._meta})
+        self._completion = b"," + fixed[1:-1] + b"}}"
         # The tools whose schemas ask for mirrored arguments, and which: fixed with the
         # runtime. A tool with an invalid declaration mirrors nothing (clients drop it).
         self._param_headers = {
@@ -466,13 +481,35 @@ class StatelessEra:
     def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
         """A final result: typed, and naming the server (next to any `_meta` of its own).
 
+        The two fields are the same bytes in every reply, so they are encoded once and
+        appended (`encode`), which costs a stateless call nothing a session call does
+        not also pay. A result with a `_meta` (or `resultType`) of its own is completed in
+        place instead, so no field is ever written twice:
         `result` is this request's own fresh dict (the dispatcher never hands out shared
-        ones), so it is completed in place rather than copied.
+        ones).
         """
-        own = result.get("_meta")
-        result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
-        result["resultType"] = "complete"
-        return StatelessAnswer(result_response(request.id, result))
+        if not result or "_meta" in result or "resultType" in result:
+            own = result.get("_meta")
+            result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
+            result["resultType"] = "complete"
+            return StatelessAnswer(result_response(request.id, result))
+        return StatelessAnswer(result_response(request.id, result), bare=True)
+
+    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, bool]:
+        """The answer's bytes and whether they are that answer (see `encode_reply`)."""
+        body, encodable = encode_reply(request, answer.reply)
+        if encodable and answer.bare:
+            # The bytes end with the closing braces of the result and of the reply; the
+            # result is not empty, so the fixed fields follow its last one.
+            body = body[:-2] + self._completion
+        return body, encodable
+
+    def reply_of(self, answer: StatelessAnswer) -> dict[str, Any]:
+        """The whole reply as a JSON value."""
+        if not answer.bare:
+            return answer.reply
+        result = {**answer.reply["result"], "resultType": "complete", "_meta": self._meta}
+        return {**answer.reply, "result": result}
 
     @staticmethod
     def _error(

@@ -73,10 +73,18 @@ def _meta_result(arguments: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+SHAPED: list[dict[str, Any]] = [{"content": []}]
+
+
+def _shaped(arguments: dict[str, Any]) -> dict[str, Any]:
+    return dict(SHAPED[0])
+
+
 def _tools() -> list[Any]:
     return [
         tool("alpha", "echo", input_schema=schema(text={"type": "string"})),
         tool("alpha", "traced", _meta_result),
+        tool("alpha", "shaped", _shaped),
         tool(
             "alpha",
             "routed",
@@ -598,3 +606,43 @@ def test_arbitrary_stateless_requests_never_fail_or_open_a_session(
             assert reply["result"]["resultType"] in ("complete", "input_required")
         else:
             assert reply["error"]["code"] in (-32700, -32600, -32601, -32602, -32020, -32022)
+
+
+_extra_fields = st.dictionaries(
+    (st.sampled_from(["_meta", "resultType", "isError", "structuredContent", "x"]) | _odd).filter(
+        lambda key: key != "content"  # a result without content is a plugin fault
+    ),
+    _json,
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(extra=_extra_fields)
+def test_every_result_is_completed_once_whatever_its_fields(
+    client: TestClient, extra: dict[str, Any]
+) -> None:
+    SHAPED[0] = {"content": [{"type": "text", "text": "x"}], **extra}
+    response = modern(client, "tools/call", {"name": "alpha__shaped", "arguments": {}})
+    assert response.status_code == 200
+    text = response.text
+    # Valid JSON with no key written twice, whichever way the result was completed.
+    result = json.loads(text, object_pairs_hook=_unique)["result"]
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == SERVER_INFO
+    own = extra.get("_meta")
+    if isinstance(own, dict):
+        for key, value in own.items():
+            if key != "io.modelcontextprotocol/serverInfo":
+                assert result["_meta"][key] == value
+    for key, value in extra.items():
+        if key not in ("_meta", "resultType"):
+            assert result[key] == value
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)

@@ -88,7 +88,7 @@ def _call(
 def _result(stage: Stage, request: Request, principal: Principal = ALICE) -> dict[str, Any]:
     answer = anyio.run(stage.era.answer, request, principal, None)
     assert answer.step_up is None
-    return answer.reply["result"]
+    return stage.era.reply_of(answer)["result"]
 
 
 def test_a_url_capable_client_is_asked_with_an_input_required_result() -> None:
@@ -159,7 +159,7 @@ def test_a_retry_waits_for_the_decision_and_then_runs() -> None:
     async def scenario() -> None:
         async def retry() -> None:
             answer = await stage.era.answer(_call(URL_CAPABLE, action="accept"), ALICE, None)
-            outcome.update(answer.reply["result"])
+            outcome.update(stage.era.reply_of(answer)["result"])
 
         async with anyio.create_task_group() as group:
             group.start_soon(retry)
