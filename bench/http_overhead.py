@@ -17,6 +17,7 @@ Both servers run under uvicorn (one worker, same flags) on free loopback ports.
 Printed: p50/p95 latency, requests per second, MyMCP's throughput as a ratio of the
 echo's in the same mode, and the server process's own CPU time per request (user +
 system, from /proc), which other load on the machine disturbs much less than throughput.
+MyMCP's cases run in the opposite order every other round.
 
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
     python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
@@ -275,7 +276,9 @@ def _open_session(port: int) -> dict[str, str]:
     }
 
 
-def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
+def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str, float]]:
+    """`flip` runs the cases in the opposite order: alternate rounds flip, so that no
+    case always benefits (or suffers) from the one measured before it."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "xdg", "mymcp")
@@ -294,6 +297,8 @@ def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
                 ),
                 "mymcp ping": (PING_MESSAGE, sessions),
             }
+            if flip:
+                cases = dict(reversed(cases.items()))
             return _run_cases((port, pid), mode, count, cases)
 
 
@@ -340,6 +345,14 @@ def profile_mymcp(count: int, output: Path) -> None:
         print(f"{samples / total * 100:6.1f}%  {source}")
 
 
+_ORDER = [
+    "starlette echo",
+    "mymcp tools/call list_tools",
+    "mymcp stateless tools/call list_tools",
+    "mymcp ping",
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
@@ -352,9 +365,9 @@ def main() -> None:
         return
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
+    for round_number in range(args.rounds):
         measured = bench_echo(args.requests, args.mode)
-        measured.update(bench_mymcp(args.requests, args.mode))
+        measured.update(bench_mymcp(args.requests, args.mode, flip=round_number % 2 == 1))
         for name, row in measured.items():
             cpu.setdefault(name, []).append(row["cpu_us"])
             if name not in rows or row["rps"] > rows[name]["rps"]:
@@ -363,7 +376,7 @@ def main() -> None:
         f"{'case':48} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
         f" {'cpu us/req':>11} {'echo/cpu':>9}"
     )
-    for name, row in rows.items():
+    for name, row in sorted(rows.items(), key=lambda item: _ORDER.index(item[0].split(" (")[0])):
         connections = name[name.rindex("(") :]
         echo = rows[f"starlette echo {connections}"]["rps"]
         # The least CPU per request any round needed: other load only ever adds to it.
