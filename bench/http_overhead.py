@@ -1,5 +1,9 @@
 """HTTP overhead of MyMCP's `/mcp` against a bare Starlette JSON echo, in the same run.
 
+MyMCP serves `tools/call` in both protocol eras: the handshake era (2025-11-25, inside a
+session opened by `initialize`) and the stateless era (2026-07-28: no session, the
+`_meta` envelope and mirrored headers on every request).
+
 Both servers run under uvicorn (one worker, same flags) on free loopback ports.
 
 * sequential: one keep-alive HTTP/1.1 connection sends the requests one after another
@@ -13,6 +17,7 @@ Both servers run under uvicorn (one worker, same flags) on free loopback ports.
 Printed: p50/p95 latency, requests per second, MyMCP's throughput as a ratio of the
 echo's in the same mode, and the server process's own CPU time per request (user +
 system, from /proc), which other load on the machine disturbs much less than throughput.
+MyMCP's cases run in the opposite order every other round.
 
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
     python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
@@ -62,6 +67,26 @@ CALL = {"name": "list_tools", "arguments": {}}
 CALL_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
 PING_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 PROTOCOL = "2025-11-25"
+STATELESS = "2026-07-28"
+STATELESS_CALL_MESSAGE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {
+        **CALL,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+STATELESS_HEADERS = {
+    **HEADERS,
+    "mcp-protocol-version": STATELESS,
+    "mcp-method": "tools/call",
+    "mcp-name": "list_tools",
+}
 CONNECTIONS = 8
 
 
@@ -251,7 +276,9 @@ def _open_session(port: int) -> dict[str, str]:
     }
 
 
-def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
+def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str, float]]:
+    """`flip` runs the cases in the opposite order: alternate rounds flip, so that no
+    case always benefits (or suffers) from the one measured before it."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "xdg", "mymcp")
@@ -264,8 +291,14 @@ def bench_mymcp(count: int, mode: str) -> dict[str, dict[str, float]]:
             sessions = [_open_session(port) for _ in range(CONNECTIONS)]
             cases = {
                 "mymcp tools/call list_tools": (CALL_MESSAGE, sessions),
+                "mymcp stateless tools/call list_tools": (
+                    STATELESS_CALL_MESSAGE,
+                    [STATELESS_HEADERS] * CONNECTIONS,
+                ),
                 "mymcp ping": (PING_MESSAGE, sessions),
             }
+            if flip:
+                cases = dict(reversed(cases.items()))
             return _run_cases((port, pid), mode, count, cases)
 
 
@@ -333,13 +366,21 @@ def profile_mymcp(count: int, output: Path) -> None:
             continue
         frame = stack.rsplit(";", 1)[-1]
         source = frame[frame.find("(") + 1 : frame.rfind(":")] if "(" in frame else frame
-        for marker in ("site-packages/", "/wt-hardening/", "/lib/python3"):
+        for marker in ("site-packages/", f"{ROOT}/", "/lib/python3"):
             source = source.split(marker)[-1]
         shares[source] = shares.get(source, 0) + int(samples)
         total += int(samples)
     print(f"{total} samples; share of samples by source file (own time):")
     for source, samples in sorted(shares.items(), key=lambda item: -item[1])[:15]:
         print(f"{samples / total * 100:6.1f}%  {source}")
+
+
+_ORDER = [
+    "starlette echo",
+    "mymcp tools/call list_tools",
+    "mymcp stateless tools/call list_tools",
+    "mymcp ping",
+]
 
 
 def main() -> None:
@@ -354,19 +395,19 @@ def main() -> None:
         return
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
+    for round_number in range(args.rounds):
         measured = bench_echo(args.requests, args.mode)
-        measured.update(bench_mymcp(args.requests, args.mode))
+        measured.update(bench_mymcp(args.requests, args.mode, flip=round_number % 2 == 1))
         measured.update(bench_mymcp_governed(args.requests, args.mode))
         for name, row in measured.items():
             cpu.setdefault(name, []).append(row["cpu_us"])
             if name not in rows or row["rps"] > rows[name]["rps"]:
                 rows[name] = row
     print(
-        f"{'case':40} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
+        f"{'case':48} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
         f" {'cpu us/req':>11} {'echo/cpu':>9}"
     )
-    for name, row in rows.items():
+    for name, row in sorted(rows.items(), key=lambda item: _ORDER.index(item[0].split(" (")[0])):
         connections = name[name.rindex("(") :]
         echo = rows[f"starlette echo {connections}"]["rps"]
         # The least CPU per request any round needed: other load only ever adds to it.
@@ -374,7 +415,7 @@ def main() -> None:
         echo_cpu = min(cpu[f"starlette echo {connections}"])
         figures = f"{row['p50']:8.3f} {row['p95']:8.3f} {row['rps']:8.0f}"
         print(
-            f"{name:40} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
+            f"{name:48} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
         )
 
 

@@ -1,4 +1,5 @@
-"""The ASGI application: `create_app` over a built runtime, and the production factory.
+"""The ASGI application: `create_app` over a built runtime, the production factory, and
+the stdio process (`serve_stdio`).
 
 Nothing here runs at import time. `create_production_app` is the supported uvicorn
 factory target (`mymcp.app:create_production_app`, with `--factory`).
@@ -6,11 +7,17 @@ factory target (`mymcp.app:create_production_app`, with `--factory`).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
+import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+import anyio
+import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
@@ -21,6 +28,8 @@ from mymcp.errors import MyMCPError
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
 from mymcp.transport import (
+    ADVERTISED_VERSIONS,
+    DEFAULT_CONNECTION_LIMITS,
     DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
     Dispatcher,
@@ -29,15 +38,25 @@ from mymcp.transport import (
     McpEndpoint,
     RequestAuthenticator,
     SessionStore,
+    StatelessEra,
+    StdioServer,
     TransportOptions,
 )
 
 if TYPE_CHECKING:
     from mymcp.runtime.bootstrap import Host
 
-__all__ = ["PROTECTED_RESOURCE_PATH", "create_app", "create_host_app", "create_production_app"]
+__all__ = [
+    "PROTECTED_RESOURCE_PATH",
+    "create_app",
+    "create_console_app",
+    "create_host_app",
+    "create_production_app",
+    "serve_stdio",
+]
 
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource/mcp"
+_log = logging.getLogger("mymcp.host.stdio")
 
 
 def create_app(
@@ -60,8 +79,8 @@ def create_app(
 
     Without `governance` every caller may call every tool and nothing is audited. The
     app's lifespan runs the audit's background writer and flushes it at shutdown, after
-    `on_startup` / before `on_shutdown` hooks of the caller's own. The
-    per-principal session quota defaults to `[mcp] max_sessions_per_principal`. The
+    `on_startup` / before `on_shutdown` hooks of the caller's own. The per-principal
+    session quota defaults to `[mcp] max_sessions_per_principal`. The
     console accepts the sign-in tokens `mymcp console` leaves in `console_directory`
     (default `$XDG_STATE_HOME/mymcp/console`).
     """
@@ -84,6 +103,7 @@ def create_app(
                 "name": SERVER_NAME,
                 "version": runtime.server_version,
                 "protocolVersion": LATEST_PROTOCOL_VERSION,
+                "protocolVersions": list(ADVERTISED_VERSIONS),
             }
         ),
     }
@@ -92,27 +112,50 @@ def create_app(
             protected_resource_metadata, {"cache-control": "no-store"}
         )
     audit = governance.audit if governance is not None else None
-    console = create_console(
-        runtime,
-        Dispatcher(runtime, governance),
-        approvals=governance.approvals if governance is not None else None,
-        audit=audit,
-        address=config.server.address,
-        port=config.server.port,
-        state_directory=console_directory or _default_console_directory(),
-        clock=console_clock,
-    )
-    # The console's own router sees only `/console` and below; the MCP endpoint never
-    # passes through it. The bare `/console` goes there too, so even its redirect is guarded.
-    console_routes = Starlette(routes=[Route("/console", console), Mount("/console", app=console)])
+    console = _console_routes(runtime, config, governance, console_directory, console_clock)
     return HostApplication(
         endpoint,
         options,
         documents,
-        mounts={"/console": console_routes},
+        mounts={"/console": console},
         on_startup=(*on_startup, *(() if audit is None else (audit.start,))),
         on_shutdown=(*on_shutdown, *(() if audit is None else (audit.close,))),
     )
+
+
+def _console_routes(
+    runtime: HostRuntime,
+    config: HostConfiguration,
+    governance: Governance | None,
+    console_directory: Path | None,
+    clock: Callable[[], float],
+) -> Starlette:
+    console = create_console(
+        runtime,
+        Dispatcher(runtime, governance),
+        approvals=governance.approvals if governance is not None else None,
+        audit=governance.audit if governance is not None else None,
+        address=config.server.address,
+        port=config.server.port,
+        state_directory=console_directory or _default_console_directory(),
+        clock=clock,
+    )
+    # The console's own router sees only `/console` and below; the MCP endpoint never
+    # passes through it. The bare `/console` goes there too, so even its redirect is guarded.
+    return Starlette(routes=[Route("/console", console), Mount("/console", app=console)])
+
+
+def create_console_app(host: Host, *, console_directory: Path | None = None) -> HostApplication:
+    """Only the console (and `/health`), for a stdio process: its approvals live in its
+    own memory, so only a console it serves itself can decide them. It neither starts
+    nor stops the audit; the stdio process does."""
+    server = host.configuration.server
+    options = TransportOptions.for_binding(server.address, server.port)
+    console = _console_routes(
+        host.runtime, host.configuration, host.governance, console_directory, time.time
+    )
+    documents = {"/health": JsonDocument({"status": "ok"})}
+    return HostApplication(None, options, documents, mounts={"/console": console})
 
 
 def _default_console_directory() -> Path | None:
@@ -126,7 +169,7 @@ def _default_console_directory() -> Path | None:
 
 def create_host_app(host: Host) -> HostApplication:
     """The app for a host built by `build_host()`; it starts building the memory index
-    in the background when the server starts, and stops that at shutdown."""
+    when the server starts and stops the build when it stops."""
     return create_app(
         host.runtime,
         authenticator=host.authenticator,
@@ -143,3 +186,93 @@ def create_production_app() -> HostApplication:
     from mymcp.runtime.bootstrap import build_host
 
     return create_host_app(build_host())
+
+
+async def serve_stdio(host: Host, source: BinaryIO, sink: BinaryIO) -> None:
+    """Serve `host` over stdio (`mymcp stdio`) until the input ends or a signal arrives.
+
+    Approvals live in this process's memory, so when `[approval]` selects any tool the
+    process also serves the console (and only the console) on the configured address,
+    where a person can decide them. When that address is taken — another MyMCP serves
+    there — calls that need approval are refused with `approval_unavailable` instead of
+    pointing at a console that has never heard of them.
+    """
+    governance = host.governance
+    server = host.configuration.server
+    options = TransportOptions.for_binding(server.address, server.port)
+    listener = None
+    if governance.approvals is not None:
+        listener = _console_listener(server.address, server.port)
+        if listener is None:
+            _log.warning(
+                "console outcome=unavailable address=%s port=%d reason=address_in_use",
+                server.address,
+                server.port,
+            )
+    dispatcher = Dispatcher(
+        host.runtime,
+        governance,
+        console_origin=options.origin,
+        approval_console=listener is not None,
+    )
+    stdio = StdioServer(dispatcher, StatelessEra(dispatcher), audit=governance.audit)
+    console = None
+    if listener is not None:
+        config = uvicorn.Config(
+            create_console_app(host),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
+        )
+        console = _ConsoleServer(config)
+    audit = governance.audit
+    if audit is not None:
+        audit.start()
+    if host.mnemosyne is not None:
+        host.mnemosyne.start_index_build()
+    try:
+        async with anyio.create_task_group() as group:
+            if console is not None and listener is not None:
+                group.start_soon(console.serve, [listener])
+            async with anyio.create_task_group() as serving:
+                serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                await stdio.serve(source, sink)
+                serving.cancel_scope.cancel()
+            if console is not None:
+                console.should_exit = True
+    finally:
+        if host.mnemosyne is not None:
+            host.mnemosyne.stop_index_build()
+        if audit is not None:
+            audit.close()
+
+
+class _ConsoleServer(uvicorn.Server):
+    """uvicorn's server without its signal handling: the stdio process owns SIGTERM and
+    SIGINT, and stops the console itself once stdio is done."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+def _console_listener(address: str, port: int) -> socket.socket | None:
+    """A listening socket on the configured address, or None when it is taken."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((address, port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        return None
+    return listener

@@ -1,4 +1,5 @@
-"""Operator commands: serve, check, plugin check, credentials, policy, audit and console."""
+"""Operator commands: serve (HTTP or stdio), check, plugin check, credentials, policy,
+audit and console."""
 
 from __future__ import annotations
 
@@ -29,10 +30,9 @@ if TYPE_CHECKING:
     from mymcp.config import AuthenticationSettings, ServerSettings
     from mymcp.plugin import PluginDefinition
     from mymcp.plugins.mnemosyne import MnemosyneSettings
-    from mymcp.runtime.bootstrap import BindingPolicy
     from mymcp.transport import ConnectionLimits
 
-__all__ = ["dev_main", "main", "selftest_main", "serve"]
+__all__ = ["dev_main", "main", "selftest_main", "serve", "stdio"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -74,6 +74,18 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "serve",
         help="serve MCP on the configured loopback address (default)",
+        parents=[logging_options],
+    )
+    commands.add_parser(
+        "stdio",
+        help="serve MCP on stdin/stdout, for clients that start their servers (principal local)",
+        description=(
+            "Serve the same tools, policy, approvals and audit over MCP's stdio transport: "
+            "one JSON-RPC message per line on stdin and stdout, logs on stderr. The caller "
+            "is the principal `local`. The process ends when stdin closes. With [approval] "
+            "it also serves the console at the configured address, where approvals are "
+            "decided."
+        ),
         parents=[logging_options],
     )
     commands.add_parser(
@@ -256,7 +268,6 @@ def _fail(exc: MyMCPError) -> int:
 
 
 def serve(
-    binding: BindingPolicy | None = None,
     limits: ConnectionLimits | None = None,
     args: argparse.Namespace | None = None,
 ) -> int:
@@ -264,13 +275,13 @@ def serve(
     import uvicorn
 
     from mymcp.app import create_host_app
-    from mymcp.runtime.bootstrap import build_host, production_binding
+    from mymcp.runtime.bootstrap import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     args = args or _parser().parse_args([])
     logs = _begin_logging(args)
     try:
-        host = build_host(binding=binding or production_binding)
+        host = build_host()
     except MyMCPError as exc:
         _settle_logging(logs, args)
         return _fail(exc)
@@ -287,6 +298,31 @@ def serve(
         access_log=False,
         **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
     )
+    return EXIT_OK
+
+
+def stdio(args: argparse.Namespace) -> int:
+    """Build the host and serve it over stdin/stdout until stdin ends."""
+    import anyio
+
+    from mymcp.app import serve_stdio
+    from mymcp.runtime.bootstrap import build_host
+
+    # Replies go to a private copy of stdout; stdout itself then points at stderr, so
+    # that nothing else (a plugin printing at import or during a call, a library's
+    # warning) can corrupt the stream.
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    logs = _begin_logging(args)
+    with replies:
+        try:
+            host = build_host()
+        except MyMCPError as exc:
+            _settle_logging(logs, args)
+            return _fail(exc)
+        _settle_logging(logs, args, host.configuration.server)
+        anyio.run(serve_stdio, host, sys.stdin.buffer, replies)
     return EXIT_OK
 
 
@@ -683,6 +719,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in (None, "serve"):
         return serve(args=args)
+    if args.command == "stdio":
+        return stdio(args)
     if args.command == "check":
         return _check(args)
     if args.command == "plugin":

@@ -293,6 +293,10 @@ class ExternalPluginLoadError(MyMCPError):
                 "MyMCP external plugin publishes an input schema that is not valid "
                 "JSON Schema 2020-12"
             ),
+            "external_plugin_name_collision": (
+                "MyMCP external plugin bound under local names would publish a tool name "
+                "that another tool has or that only the host may use"
+            ),
         }
     )
 

@@ -39,6 +39,7 @@ from mymcp.config._model import (
     AuthenticationSettings,
     HostConfiguration,
     McpSettings,
+    PluginBinding,
     PluginDeclaration,
     ServerSettings,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "AuthenticationSettings",
     "HostConfiguration",
     "McpSettings",
+    "PluginBinding",
     "PluginDeclaration",
     "PolicyRule",
     "PolicySettings",

@@ -19,6 +19,7 @@ __all__ = [
     "AuthenticationSettings",
     "HostConfiguration",
     "McpSettings",
+    "PluginBinding",
     "PluginDeclaration",
     "ServerSettings",
 ]
@@ -42,6 +43,9 @@ class ServerSettings:
     log_format: str = "text"
 
 
+PluginBinding = Literal["namespaced", "local"]
+
+
 @dataclass(frozen=True, slots=True)
 class PluginDeclaration:
     """One `[[plugins]]` entry; schema 1 declarations carry no manifest path or module.
@@ -55,6 +59,9 @@ class PluginDeclaration:
     manifest_path: Path | None = None
     module: str | None = None
     configuration: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    binding: PluginBinding = "namespaced"
+    """How its tools are named: `<plugin-id>__<tool-id>`, or (schema 8, `"local"`) under
+    their own ids, for a trusted plugin whose clients call fixed names."""
 
 
 @dataclass(frozen=True, slots=True)

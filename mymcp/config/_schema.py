@@ -164,7 +164,7 @@ def _plugin(entry: object, version: int, where: str) -> PluginDeclaration:
     if version == 1:
         _exact(table, {"id", "enabled"}, set(), where)
     else:
-        optional = {"configuration"} if version >= 8 else set()
+        optional = {"configuration", "binding"} if version >= 8 else set()
         _exact(table, {"id", "enabled", "manifest_path", "module"}, optional, where)
     plugin_id = table["id"]
     if not is_plugin_id(plugin_id):
@@ -187,12 +187,16 @@ def _plugin(entry: object, version: int, where: str) -> PluginDeclaration:
     configuration: Mapping[str, Any] = MappingProxyType({})
     if "configuration" in table:
         configuration = _frozen(_table(table["configuration"], f"{where}.configuration"))
+    binding = table.get("binding", "namespaced")
+    if binding not in ("namespaced", "local"):
+        _expected(f"{where}.binding", '"namespaced" (the default) or "local"', binding)
     return PluginDeclaration(
         id=plugin_id,
         enabled=enabled,
         manifest_path=Path(table["manifest_path"]),
         module=table["module"],
         configuration=configuration,
+        binding=binding,
     )
 
 

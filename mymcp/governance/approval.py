@@ -292,10 +292,11 @@ class Approvals:
     def _record(self, event: str, approval: Approval, **extra: Any) -> None:
         if self._audit is None:
             return
+        if approval.session_id:  # calls outside a session (stateless era) record none
+            extra["session"] = self._audit.session_tag(approval.session_id)
         self._audit.append(
             event,
             principal=approval.principal,
-            session=self._audit.session_tag(approval.session_id),
             tool=approval.tool,
             args_digest=approval.args_digest,
             approval=hashlib.sha256(approval.id.encode()).hexdigest()[:16],

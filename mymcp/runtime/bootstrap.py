@@ -1,7 +1,8 @@
 """Two-phase startup: frozen settings first, then `build_host()` composes everything.
 
 Order: semantic checks, preflight and import of external plugins, the bundled Mnemosyne
-adapter and its parity check, bindings (Mnemosyne pinned first, then
+adapter and its parity check, bindings (Mnemosyne's names and those of plugins declared
+`binding = "local"` are their local ids, every other one
 `<plugin-id>__<tool-local-id>`), `list_tools` over the whole surface, a new generation,
 the policy (its selectors are resolved against the composed tools), authentication, and
 last the audit log (the only step that creates files). Any failure raises and leaves no
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +39,18 @@ from mymcp.plugins.mnemosyne import (
     load_mnemosyne_settings,
     mnemosyne_manifest,
 )
-from mymcp.runtime._composition import compose_runtime, default_binding
+from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
 from mymcp.runtime._external import load_external_plugins
 from mymcp.runtime._runtime import HostRuntime
 
-__all__ = ["BindingPolicy", "Host", "build_host", "build_runtime", "production_binding"]
+__all__ = [
+    "BindingPolicy",
+    "Host",
+    "binding_policy",
+    "build_host",
+    "build_runtime",
+    "production_binding",
+]
 
 _log = logging.getLogger("mymcp.host.bootstrap")
 
@@ -64,25 +72,59 @@ BindingPolicy = Callable[[QualifiedCapabilityId], str]
 """Chooses the public name of each capability; composition still refuses every collision."""
 
 
+def binding_policy(local_plugins: Collection[str] = ()) -> BindingPolicy:
+    """The one place names are pinned: Mnemosyne's tools, and those of the plugins in
+    `local_plugins`, keep their local ids (`memory_recall`); every other external tool is
+    namespaced `<plugin-id>__<tool-local-id>`."""
+    pinned = frozenset({BUNDLED_PLUGIN_ID, *local_plugins})
+
+    def binding(capability: QualifiedCapabilityId) -> str:
+        if capability.plugin_id in pinned:
+            return capability.local_id
+        return default_binding(capability)
+
+    return binding
+
+
 def production_binding(capability: QualifiedCapabilityId) -> str:
-    """The one place Mnemosyne's names are pinned: its tools keep their local ids
-    (`memory_recall`), external tools are namespaced (`<plugin-id>__<tool>`)."""
-    if capability.plugin_id == BUNDLED_PLUGIN_ID:
-        return capability.local_id
-    return default_binding(capability)
+    """The binding without locally bound plugins."""
+    return binding_policy()(capability)
 
 
-def build_runtime(
-    configuration: HostConfiguration,
-    mnemosyne: Mnemosyne,
-    *,
-    binding: BindingPolicy = production_binding,
-) -> HostRuntime:
+def _refuse_local_collisions(
+    names: Mapping[QualifiedCapabilityId, str], local_plugins: Collection[str]
+) -> None:
+    """A locally bound name may clash with another tool's name or a reserved one: refuse
+    it by name of the cause. Declared capabilities count even while a gate keeps them
+    off, so that switching a gate on later can never make startup fail."""
+    owners: dict[str, QualifiedCapabilityId] = {}
+    for capability, name in names.items():
+        clash = owners.setdefault(name, capability) != capability
+        local = capability.plugin_id in local_plugins or owners[name].plugin_id in local_plugins
+        if local and (clash or is_reserved_name(name)):
+            raise ExternalPluginLoadError(
+                "external_plugin_name_collision",
+                detail=f"the tool name {name!r} is taken (plugin {capability.plugin_id!r})",
+            )
+
+
+def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> HostRuntime:
     """Compose the bundled plugin and every enabled external plugin into one runtime."""
+    local = {p.id for p in configuration.plugins if p.enabled and p.binding == "local"}
+    binding = binding_policy(local)
     try:
         externals = load_external_plugins(configuration.plugins, configuration.source)
         bundled = mnemosyne.adapter
         validate_plugin_contract(bundled, mnemosyne_manifest())
+        declared = {
+            capability: binding(capability)
+            for adapter in (bundled, *externals)
+            for capability in (
+                QualifiedCapabilityId(adapter.definition.plugin_id, d.kind, d.local_id)
+                for d in adapter.definition.capabilities
+            )
+        }
+        _refuse_local_collisions(declared, local)
         try:
             contributions = [bundled.contribution, *(a.contribution for a in externals)]
             runtime = compose_runtime(
@@ -91,14 +133,9 @@ def build_runtime(
                 server_version=__version__,
             )
             active = {tool.capability for c in contributions for tool in c.tools}
-            declared = (
-                QualifiedCapabilityId(adapter.definition.plugin_id, d.kind, d.local_id)
-                for adapter in (bundled, *externals)
-                for d in adapter.definition.capabilities
-            )
             runtime = dataclasses.replace(
                 runtime,
-                inactive_names=frozenset(binding(c) for c in declared if c not in active),
+                inactive_names=frozenset(n for c, n in declared.items() if c not in active),
             )
         except HostRuntimeCompositionError as exc:
             if externals:
@@ -126,7 +163,6 @@ def build_host(
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
     *,
-    binding: BindingPolicy = production_binding,
     with_audit: bool = True,
 ) -> Host:
     """Read configuration and settings, then compose the runtime, policy, authentication
@@ -134,7 +170,7 @@ def build_host(
     configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
     mnemosyne = create_mnemosyne(load_mnemosyne_settings(environ, home), environ=environ, home=home)
-    runtime = build_runtime(configuration, mnemosyne, binding=binding)
+    runtime = build_runtime(configuration, mnemosyne)
     try:
         policy = Policy(configuration.policy, runtime)
         needs_approval = approval_required_tools(configuration.approval, runtime)

@@ -1,4 +1,5 @@
-"""Streamable HTTP for MCP 2025-11-25: envelope, sessions, hygiene and dispatch."""
+"""MCP over Streamable HTTP (both protocol eras, chosen per request) and over stdio:
+envelope, sessions, hygiene and the governed dispatch they share."""
 
 from mymcp.transport._application import MCP_PATH, HostApplication, JsonDocument
 from mymcp.transport._connections import DEFAULT_CONNECTION_LIMITS, ConnectionLimits
@@ -20,15 +21,24 @@ from mymcp.transport._sessions import (
     DEFAULT_SESSION_LIMIT,
     SessionStore,
 )
-from mymcp.transport._versions import LATEST_PROTOCOL_VERSION
+from mymcp.transport._stateless import StatelessEra
+from mymcp.transport._stdio import MAX_LINE_BYTES, StdioServer
+from mymcp.transport._versions import (
+    ADVERTISED_VERSIONS,
+    LATEST_PROTOCOL_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 
 __all__ = [
+    "ADVERTISED_VERSIONS",
     "DEFAULT_CONNECTION_LIMITS",
     "DEFAULT_PER_PRINCIPAL_SESSION_LIMIT",
     "DEFAULT_SESSION_LIMIT",
     "LATEST_PROTOCOL_VERSION",
     "MAX_BODY_BYTES",
+    "MAX_LINE_BYTES",
     "MCP_PATH",
+    "MODERN_PROTOCOL_VERSIONS",
     "OTHER_TOOL_THREADS",
     "READ_ONLY_TOOL_THREADS",
     "SERVER_INSTRUCTIONS",
@@ -40,5 +50,7 @@ __all__ = [
     "McpEndpoint",
     "RequestAuthenticator",
     "SessionStore",
+    "StatelessEra",
+    "StdioServer",
     "TransportOptions",
 ]

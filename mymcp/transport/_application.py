@@ -15,10 +15,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mymcp.transport._dispatch import new_failure_id
 from mymcp.transport._endpoint import McpEndpoint, TransportOptions
 from mymcp.transport._exchange import encode_json, read_headers, send_empty, send_encoded
-from mymcp.transport._jsonrpc import ErrorCode, error_response
+from mymcp.transport._jsonrpc import ErrorCode, error_response, new_failure_id
 
 __all__ = ["MCP_PATH", "HostApplication", "JsonDocument"]
 
@@ -46,11 +45,14 @@ class JsonDocument:
 
 
 class HostApplication:
-    """The ASGI app uvicorn serves: `/mcp` plus fixed JSON documents such as `/health`."""
+    """The ASGI app uvicorn serves: `/mcp` plus fixed JSON documents such as `/health`.
+
+    Without an endpoint (the console a stdio process serves), `/mcp` does not exist.
+    """
 
     def __init__(
         self,
-        endpoint: McpEndpoint,
+        endpoint: McpEndpoint | None,
         options: TransportOptions,
         documents: Mapping[str, JsonDocument],
         *,
@@ -115,7 +117,7 @@ class HostApplication:
         if not self._options.trusts(headers):
             await send_encoded(send, 403, self._forbidden)
             return
-        if path == MCP_PATH:
+        if path == MCP_PATH and self._endpoint is not None:
             await self._endpoint.handle(scope["method"], headers, receive, send)
             return
         document = self._documents.get(path)

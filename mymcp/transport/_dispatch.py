@@ -1,9 +1,12 @@
-"""JSON-RPC method handling for MCP 2025-11-25: initialize, ping, tools/list, tools/call.
+"""The governed tool surface both protocol eras serve, and the handshake era's methods.
 
-`tools/list` and `tools/call` are governed: both read the caller's policy view, so a
-tool the caller may not call is neither listed nor callable (and a call to it is
-answered exactly like a call to a tool that does not exist), and every call decision
-and outcome goes to the audit.
+`list_page` and `call_tool` are the one governed path: both read the caller's policy
+view, so a tool the caller may not call is neither listed nor callable (and a call to
+it is answered exactly like a call to a tool that does not exist); `call_tool` also
+validates arguments, asks for exact-call approval and records every decision and
+outcome in the audit. They return era-neutral outcomes; the handshake era's
+`dispatch` (initialize, ping, tools/list, tools/call over JSON-RPC) and the stateless
+era (`_stateless.py`) each render them on their own wire.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from anyio import CapacityLimiter, to_thread
 from anyio.lowlevel import RunVar
@@ -33,19 +36,29 @@ from mymcp.governance import (
     rfc3339,
 )
 from mymcp.plugin import structured_result
-from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime
+from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, ToolRegistry
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
-from mymcp.transport._jsonrpc import ErrorCode, Request, error_response, result_response
+from mymcp.transport._jsonrpc import (
+    ErrorCode,
+    Request,
+    error_response,
+    log_request,
+    new_failure_id,
+    result_response,
+)
 from mymcp.transport._versions import negotiate_version
 
 __all__ = [
     "OTHER_TOOL_THREADS",
     "READ_ONLY_TOOL_THREADS",
+    "AwaitingApproval",
+    "CallOutcome",
+    "CallRefused",
     "Caller",
     "Dispatcher",
     "StepUpRequired",
-    "new_failure_id",
+    "declares_url_elicitation",
 ]
 
 _log = logging.getLogger("mymcp.transport.tools")
@@ -92,17 +105,20 @@ _APPROVAL_TOO_LARGE = {
     "code": "approval_arguments_too_large",
     "message": "The arguments are too large for a person to review and approve; send less.",
 }
+_APPROVAL_UNAVAILABLE = {
+    "status": "approval_unavailable",
+    "code": "approval_unavailable",
+    "message": (
+        "The call was not run: it needs a person's approval, and this server has no console "
+        "where one could be given. The operator has the details."
+    ),
+}
 
 # Synchronous handlers run on worker threads, read-only tools and all others under
 # separate limits: writers waiting on a lock hold their threads, and must never be able
 # to take every thread a read needs.
 READ_ONLY_TOOL_THREADS = 32
 OTHER_TOOL_THREADS = 16
-
-
-def new_failure_id() -> str:
-    """An opaque id tying one logged failure to the reply the client got."""
-    return secrets.token_hex(6)
 
 
 def _internal_failure(failure_id: str) -> dict[str, Any]:
@@ -136,10 +152,19 @@ class _WorkerLimits:
             return limiter
 
 
+def declares_url_elicitation(capabilities: object) -> bool:
+    """Whether client capabilities declare URL-mode elicitation (`elicitation.url`):
+    only such a client is sent to the approval page by the protocol itself."""
+    # Decoded JSON: objects are dicts.
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who sent a request, in which session (None where sessions do not exist), and
-    whether its client declared URL-mode elicitation when it initialized."""
+    """Who sent a request, in which session (None in the stateless era and for the
+    console), and whether its client declared URL-mode elicitation (at `initialize`,
+    or in the request's own capabilities in the stateless era)."""
 
     principal: Principal
     session_id: str | None = None
@@ -150,8 +175,40 @@ class Caller:
 class StepUpRequired:
     """The call would be allowed with more OAuth scopes: the transport answers 403."""
 
-    request_id: str | int
     scopes: frozenset[str]
+
+    MESSAGE: ClassVar[str] = "Insufficient scope: the access token needs more scopes for this call"
+
+
+@dataclass(frozen=True, slots=True)
+class CallRefused:
+    """A protocol error (-32602): malformed params, or a tool this caller cannot see."""
+
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingApproval:
+    """The call waits for a person's approval of exactly this call in the console."""
+
+    approval_id: str
+    tool: str
+    url: str
+    expires_at: float
+
+    def elicitation(self) -> dict[str, Any]:
+        """The URL-mode elicitation that sends a person to the approval page (the
+        handshake era adds its `elicitationId`; the stateless revision has none)."""
+        return {
+            "mode": "url",
+            "url": self.url,
+            "message": _APPROVAL_ELICITATION_MESSAGE.format(tool=self.tool),
+        }
+
+
+CallOutcome = dict[str, Any] | CallRefused | StepUpRequired | AwaitingApproval
+"""What a governed `tools/call` comes to: a tool result (a dict), or a refusal, a scope
+step-up, or a wait for approval, which each era words its own way."""
 
 
 def _outcome_code(result: Mapping[str, Any]) -> str:
@@ -166,7 +223,7 @@ def _outcome_code(result: Mapping[str, Any]) -> str:
 
 
 class Dispatcher:
-    """Answers JSON-RPC requests against one immutable HostRuntime, as governed."""
+    """Answers requests against one immutable HostRuntime, as governed."""
 
     def __init__(
         self,
@@ -175,6 +232,7 @@ class Dispatcher:
         *,
         instructions: str | None = SERVER_INSTRUCTIONS,
         console_origin: str = "http://127.0.0.1:8000",
+        approval_console: bool = True,
         read_only_threads: int = READ_ONLY_TOOL_THREADS,
         other_threads: int = OTHER_TOOL_THREADS,
     ) -> None:
@@ -184,11 +242,43 @@ class Dispatcher:
         self._audit = governance.audit
         self._approvals = governance.approvals
         self._console_origin = console_origin
+        # False where no console serves this process's approvals (a stdio process whose
+        # address was taken): calls that need one are refused instead of left waiting.
+        self._approval_console = approval_console
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
         self._instructions = instructions
         self._workers = _WorkerLimits(read_only_threads, other_threads)
         self._call_prefix = secrets.token_hex(3)
         self._call_numbers = itertools.count(1)
+
+    @property
+    def server_info(self) -> dict[str, str]:
+        return dict(self._server_info)
+
+    @property
+    def instructions(self) -> str | None:
+        return self._instructions
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """Every tool of the runtime, whoever may call it."""
+        return self._runtime.registry
+
+    @property
+    def listing_varies_by_caller(self) -> bool:
+        """Whether policy makes the tool list depend on who asks."""
+        return self._policy.restricts
+
+    def log_request(self, request: Request) -> float:
+        """Log a request line; a `tools/call` names its tool when this runtime serves it
+        (any other name is client text and stays out of the log)."""
+        tool = None
+        if request.method == "tools/call":
+            params = request.params
+            name = params.get("name") if isinstance(params, Mapping) else None
+            known = isinstance(name, str) and self._runtime.registry.get(name) is not None
+            tool = name if known else "<unknown>"
+        return log_request(request, tool)
 
     def initialize(self, request: Request) -> tuple[dict[str, Any], str | None]:
         """The initialize reply and the negotiated version (None when it is an error)."""
@@ -206,13 +296,29 @@ class Dispatcher:
         return result_response(request.id, result), version
 
     async def dispatch(self, request: Request, caller: Caller) -> dict[str, Any] | StepUpRequired:
-        """The reply to any request but initialize."""
+        """The handshake era's reply to any request but initialize."""
         if request.method == "ping":
             return result_response(request.id, {})
         if request.method == "tools/list":
-            return self._tools_list(request, self._view(caller))
+            page = self.list_page(caller, request.params)
+            if isinstance(page, CallRefused):
+                return error_response(request.id, ErrorCode.INVALID_PARAMS, page.message)
+            return result_response(request.id, page)
         if request.method == "tools/call":
-            return await self._tools_call(request, caller)
+            outcome = await self.call_tool(caller, request.params)
+            if isinstance(outcome, CallRefused):
+                return error_response(request.id, ErrorCode.INVALID_PARAMS, outcome.message)
+            if isinstance(outcome, StepUpRequired):
+                return outcome
+            if isinstance(outcome, AwaitingApproval):
+                if caller.url_elicitation:
+                    elicitation = {**outcome.elicitation(), "elicitationId": outcome.approval_id}
+                    data = {"elicitations": [elicitation]}
+                    return error_response(
+                        request.id, ErrorCode.URL_ELICITATION_REQUIRED, _APPROVAL_ERROR, data
+                    )
+                return result_response(request.id, self.approval_required_result(outcome))
+            return result_response(request.id, outcome)
         if request.method == "initialize":
             # Inside a session a second initialize is not part of the lifecycle.
             return error_response(request.id, ErrorCode.INVALID_REQUEST)
@@ -239,63 +345,69 @@ class Dispatcher:
         number = int(page)
         return number if 0 < number < pages else None
 
-    def _tools_list(self, request: Request, view: PolicyView) -> dict[str, Any]:
-        params = request.params
+    def list_page(self, caller: Caller, params: object) -> dict[str, Any] | CallRefused:
+        """One page of the tools this caller may call, in registry order (deterministic,
+        and the same for every caller with the same principal and scopes)."""
         if params is not None and not isinstance(params, dict):
-            return error_response(request.id, ErrorCode.INVALID_PARAMS)
-        listing = view.listing
+            return CallRefused()
+        listing = self._view(caller).listing
         pages = max(1, -(-len(listing) // TOOLS_PAGE_SIZE))
         page = 0
         if params is not None and params.get("cursor") is not None:
             found = self._page_of(params["cursor"], pages)
             if found is None:
-                return error_response(request.id, ErrorCode.INVALID_PARAMS, "Invalid cursor")
+                return CallRefused("Invalid cursor")
             page = found
         start = page * TOOLS_PAGE_SIZE
         result: dict[str, Any] = {"tools": list(listing[start : start + TOOLS_PAGE_SIZE])}
         if page + 1 < pages:
             result["nextCursor"] = self._cursor(page + 1)
-        return result_response(request.id, result)
+        return result
+
+    def visible_tool(self, caller: Caller, name: object) -> BoundTool | None:
+        """The tool `name` if this caller may call it (otherwise it does not exist)."""
+        if not isinstance(name, str):
+            return None
+        tool = self._runtime.registry.get(name)
+        return tool if tool is not None and self._view(caller).allows(name) else None
 
     def _record(self, caller: Caller, tool: str | None, **fields: Any) -> None:
-        """Queue one `tool_call` audit record (no-op without an audit)."""
+        """Queue one `tool_call` audit record (no-op without an audit). Calls made
+        outside any session (the stateless era, the console) carry no `session`."""
         if self._audit is None:
             return
         session = caller.session_id
-        self._audit.append(
-            "tool_call",
-            principal=caller.principal.name,
-            session=self._audit.session_tag(session) if session is not None else None,
-            tool=tool,
-            **fields,
-        )
+        if session is not None:
+            fields["session"] = self._audit.session_tag(session)
+        self._audit.append("tool_call", principal=caller.principal.name, tool=tool, **fields)
 
-    async def _tools_call(
-        self, request: Request, caller: Caller
-    ) -> dict[str, Any] | StepUpRequired:
-        params = request.params
+    async def call_tool(self, caller: Caller, params: object) -> CallOutcome:
+        """The governed `tools/call`: policy, argument validation, approval, then the
+        audited execution."""
         if not isinstance(params, dict):
-            return error_response(request.id, ErrorCode.INVALID_PARAMS)
+            return CallRefused()
         name = params.get("name")
         arguments = params.get("arguments", {})
         if arguments is None:
             arguments = {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
-            return error_response(request.id, ErrorCode.INVALID_PARAMS)
+            return CallRefused()
         tool = self._runtime.registry.get(name)
         view = self._view(caller)
         if tool is None or not view.allows(name):
-            return self._refuse(request, caller, view, tool, name)
+            return self._refuse(caller, view, tool, name)
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
         violation = tool.validator.check(arguments)
         if violation is not None:
             # Answered before the handler runs: the plugin only ever sees arguments its
             # published schema admits, and checks only what a schema cannot express.
             self._record(caller, name, decision="allowed", outcome=violation.payload()["code"])
-            refusal = structured_result(violation.payload(), is_error=True)
-            return result_response(request.id, refusal)
+            return structured_result(violation.payload(), is_error=True)
         digest = self._audit.digest(arguments) if self._audit is not None else None
         if self._approvals is not None and self._approvals.requires(name):
+            if not self._approval_console:
+                self._record(caller, name, args_digest=digest, decision="approval_unavailable")
+                return structured_result(_APPROVAL_UNAVAILABLE, is_error=True)
             principal = caller.principal
             verdict = self._approvals.check(
                 principal=principal.name,
@@ -306,9 +418,27 @@ class Dispatcher:
                 args_digest=digest,
             )
             if not verdict.run:
-                return self._approval_reply(request, caller, name, digest, verdict.approval)
-        result = await self.execute(caller, tool, arguments, digest=digest, view=view)
-        return result_response(request.id, result)
+                return self._approval_outcome(caller, name, digest, verdict.approval)
+        return await self.execute(caller, tool, arguments, digest=digest, view=view)
+
+    def approval_pending(self, approval_id: str) -> bool:
+        """Whether that approval still waits for a person's decision."""
+        if self._approvals is None:
+            return False
+        approval = self._approvals.get(approval_id)
+        return approval is not None and approval.state is ApprovalState.PENDING
+
+    def approval_required_result(self, waiting: AwaitingApproval) -> dict[str, Any]:
+        """The tool result that asks the agent to send its user to the approval page:
+        for clients that cannot open a URL themselves."""
+        payload = {
+            "status": "approval_required",
+            "code": "approval_required",
+            "approval_url": waiting.url,
+            "expires_at": rfc3339(waiting.expires_at),
+            "message": _APPROVAL_REQUIRED_MESSAGE,
+        }
+        return structured_result(payload, is_error=True)
 
     async def execute(
         self,
@@ -349,69 +479,36 @@ class Dispatcher:
         )
         return result
 
-    def _approval_reply(
-        self,
-        request: Request,
-        caller: Caller,
-        name: str,
-        digest: str | None,
-        approval: Approval | None,
-    ) -> dict[str, Any]:
+    def _approval_outcome(
+        self, caller: Caller, name: str, digest: str | None, approval: Approval | None
+    ) -> CallOutcome:
         """The answer to a call that waits for, or was refused, a person's approval."""
         if approval is None:
             self._record(caller, name, args_digest=digest, decision="approval_too_large")
-            return result_response(
-                request.id, structured_result(_APPROVAL_TOO_LARGE, is_error=True)
-            )
+            return structured_result(_APPROVAL_TOO_LARGE, is_error=True)
         if approval.state is ApprovalState.PENDING:
             self._record(caller, name, args_digest=digest, decision="approval_required")
             url = f"{self._console_origin}/console/approvals/{approval.id}"
-            if caller.url_elicitation:
-                data = {
-                    "elicitations": [
-                        {
-                            "mode": "url",
-                            "elicitationId": approval.id,
-                            "url": url,
-                            "message": _APPROVAL_ELICITATION_MESSAGE.format(tool=name),
-                        }
-                    ]
-                }
-                return error_response(
-                    request.id, ErrorCode.URL_ELICITATION_REQUIRED, _APPROVAL_ERROR, data
-                )
-            payload = {
-                "status": "approval_required",
-                "code": "approval_required",
-                "approval_url": url,
-                "expires_at": rfc3339(approval.expires_at),
-                "message": _APPROVAL_REQUIRED_MESSAGE,
-            }
-            return result_response(request.id, structured_result(payload, is_error=True))
+            return AwaitingApproval(approval.id, name, url, approval.expires_at)
         refusal = _APPROVAL_REFUSALS[approval.state]
         self._record(caller, name, args_digest=digest, decision=refusal["code"])
-        return result_response(request.id, structured_result(refusal, is_error=True))
+        return structured_result(refusal, is_error=True)
 
     def _refuse(
-        self,
-        request: Request,
-        caller: Caller,
-        view: PolicyView,
-        tool: BoundTool | None,
-        name: str,
-    ) -> dict[str, Any] | StepUpRequired:
+        self, caller: Caller, view: PolicyView, tool: BoundTool | None, name: str
+    ) -> CallRefused | StepUpRequired:
         """A call to an absent tool, or one policy does not allow: both look absent,
         unless more OAuth scopes would allow it (then the client is told which)."""
         if tool is not None:
             scopes = self._policy.step_up(view, name)
             if scopes:
                 self._record(caller, name, decision="insufficient_scope")
-                return StepUpRequired(request.id, scopes)
+                return StepUpRequired(scopes)
             self._record(caller, name, decision="denied")
         else:
             self._record(caller, None, decision="unknown_tool")
         shown = name if len(name) <= 128 and name.isprintable() else "<invalid name>"
-        return error_response(request.id, ErrorCode.INVALID_PARAMS, f"Unknown tool: {shown}")
+        return CallRefused(f"Unknown tool: {shown}")
 
     async def _run(
         self, tool: BoundTool, arguments: dict[str, Any], view: PolicyView

@@ -1,4 +1,9 @@
-"""The Streamable-HTTP `/mcp` endpoint: authentication, hygiene, sessions, then dispatch.
+"""The Streamable-HTTP `/mcp` endpoint: era, authentication, hygiene, then dispatch.
+
+Each request picks its protocol era by its `MCP-Protocol-Version` header: none or a
+handshake revision is the handshake era (sessions opened by `initialize`); anything
+else is the stateless era (`_stateless.py`), which keeps nothing between requests.
+Both share authentication, hygiene, the governed dispatcher and the audit.
 
 Every rejection happens as early as it can: origin and host first (in the application,
 for every route), then the method, then authentication (before the body is read), then
@@ -9,9 +14,6 @@ its session only once the reply's bytes exist.
 
 from __future__ import annotations
 
-import logging
-import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,12 +24,11 @@ from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_js
 from mymcp.auth import AuthFailure, Principal
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
-from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, new_failure_id
+from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declares_url_elicitation
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
     RequestHeaders,
-    encode_json,
     read_body,
     send_empty,
     send_encoded,
@@ -43,22 +44,29 @@ from mymcp.transport._hygiene import (
 from mymcp.transport._jsonrpc import (
     ClientReply,
     ErrorCode,
+    Message,
     Notification,
     Request,
     classify,
+    encode_reply,
     error_response,
+    log_notification,
+    log_response,
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS, NEGOTIABLE_VERSIONS
+from mymcp.transport._stateless import StatelessEra, http_status
+from mymcp.transport._versions import (
+    ADVERTISED_VERSIONS,
+    MODERN_PROTOCOL_VERSIONS,
+    NEGOTIABLE_VERSIONS,
+    is_modern_request,
+)
 
 __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOptions"]
 
 _ALLOW = "GET, POST, DELETE"
-_log = logging.getLogger("mcp")
-# Only protocol-shaped method names and ids are logged; anything else is client text.
-_LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
-_LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
+_ALLOW_STATELESS = "POST"
 
 
 class RequestAuthenticator(Protocol):
@@ -88,6 +96,12 @@ class TransportOptions:
         origins, hosts = loopback_origins(address, port)
         return cls(address, port, strict, origins, hosts)
 
+    @property
+    def origin(self) -> str:
+        """This server's own origin, `http://<address>:<port>` (where the console is)."""
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"http://{host}:{self.port}"
+
     def trusts(self, headers: RequestHeaders) -> bool:
         """The one Host/Origin rule for every route (DNS-rebinding protection): at most
         one of each, an Origin only if it is this server's own, a Host only if it names
@@ -114,16 +128,19 @@ class McpEndpoint:
         self._authenticator = authenticator
         self._sessions = sessions
         self._options = options
-        host = f"[{options.address}]" if ":" in options.address else options.address
-        self._dispatcher = Dispatcher(
-            runtime, governance, console_origin=f"http://{host}:{options.port}"
-        )
+        self._dispatcher = Dispatcher(runtime, governance, console_origin=options.origin)
+        self._stateless = StatelessEra(self._dispatcher)
         self._audit = governance.audit if governance is not None else None
 
     async def handle(
         self, method: str, headers: RequestHeaders, receive: Receive, send: Send
     ) -> None:
         """Answer one request whose Host and Origin the application already trusted."""
+        stateless = is_modern_request(headers.version, has_session=bool(headers.session))
+        if stateless and method != "POST":
+            # The stateless era has no server stream to GET and no session to DELETE.
+            await send_empty(send, 405, {"allow": _ALLOW_STATELESS})
+            return
         if method not in ("POST", "GET", "DELETE"):
             await send_empty(send, 405, {"allow": _ALLOW})
             return
@@ -136,7 +153,9 @@ class McpEndpoint:
             )
             await send_empty(send, 401, challenge)
             return
-        if method == "POST":
+        if stateless:
+            await self._stateless_post(headers, outcome, receive, send)
+        elif method == "POST":
             await self._post(headers, outcome, receive, send)
         else:
             await self._get_or_delete(method, headers, outcome, send)
@@ -199,39 +218,39 @@ class McpEndpoint:
         # No server-initiated messages exist yet, so there is no stream to open.
         await send_empty(send, 405, {"allow": _ALLOW})
 
-    async def _post(
-        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
-    ) -> None:
+    async def _read_message(
+        self, headers: RequestHeaders, receive: Receive, send: Send
+    ) -> Message | None:
+        """The POST body's one JSON-RPC message, or None after answering 4xx for it."""
         content_type = headers.content_type[0] if len(headers.content_type) == 1 else None
         if not is_json_content_type(content_type):
             await send_json(send, 415, _transport_error("Content-Type must be application/json"))
-            return
+            return None
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
-            return
+            return None
         body = await read_body(headers, receive)
         if body is None:
             await send_json(send, 413, _transport_error("Request body too large"))
-            return
+            return None
         try:
             decoded = load_message_json(body)
         except StrictJsonError as exc:
             await send_json(send, 400, _undecodable(exc.reason))
-            return
+            return None
         message = classify(decoded)
         if message is None:
             reply = error_response(request_id_of(decoded), ErrorCode.INVALID_REQUEST)
             if isinstance(decoded, list):
                 reply = error_response(None, ErrorCode.INVALID_REQUEST, "Batching is not supported")
             await send_json(send, 400, reply)
-            return
-        version = single_ascii(headers.version)
-        if not headers.session and (
-            getattr(message, "method", None) == "server/discover"
-            or (version is not None and version not in HANDSHAKE_ERA_VERSIONS)
-        ):
-            # A probe from a newer, stateless era: refuse fast so dual-era clients fall back.
-            await send_json(send, 400, _transport_error("Unsupported protocol era"))
+        return message
+
+    async def _post(
+        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
+    ) -> None:
+        message = await self._read_message(headers, receive, send)
+        if message is None:
             return
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, headers, principal, send)
@@ -241,35 +260,56 @@ class McpEndpoint:
             return
         if isinstance(message, Notification | ClientReply):
             if isinstance(message, Notification):
-                _log.debug("notification method=%s", _loggable_method(message.method))
+                log_notification(message)
             await send_empty(send, 202)
             return
-        started = time.perf_counter()
-        if message.method == "tools/call":
-            _log.info(
-                "request id=%s method=tools/call tool=%s",
-                _loggable_id(message.id),
-                self._loggable_tool(message.params),
-            )
-        else:
-            _log.info(
-                "request id=%s method=%s",
-                _loggable_id(message.id),
-                _loggable_method(message.method),
-            )
+        started = self._dispatcher.log_request(message)
         caller = Caller(principal, session.id, session.url_elicitation)
         answer = await self._dispatcher.dispatch(message, caller)
         if isinstance(answer, StepUpRequired):
-            refusal = error_response(
-                answer.request_id,
-                ErrorCode.INVALID_REQUEST,
-                "Insufficient scope: the access token needs more scopes for this call",
-            )
-            _log_response(message, refusal, started)
-            await send_json(send, 403, refusal, self._authenticator.step_up_headers(answer.scopes))
+            await self._refuse_scope(message, answer.scopes, started, send)
             return
-        _log_response(message, answer, started)
-        await send_encoded(send, 200, _encoded(message, answer)[0])
+        log_response(message, answer, started)
+        await send_encoded(send, 200, encode_reply(message, answer)[0])
+
+    async def _refuse_scope(
+        self, request: Request, scopes: frozenset[str], started: float, send: Send
+    ) -> None:
+        """403 with the challenge naming the scopes a retried call needs (both eras)."""
+        refusal = error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
+        log_response(request, refusal, started)
+        await send_json(send, 403, refusal, self._authenticator.step_up_headers(scopes))
+
+    async def _stateless_post(
+        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
+    ) -> None:
+        """A stateless-era POST: one self-contained request, never a session."""
+        message = await self._read_message(headers, receive, send)
+        if message is None:
+            return
+        if isinstance(message, ClientReply):
+            refusal = "Clients send no responses in this protocol revision"
+            await send_json(send, 400, _transport_error(refusal))
+            return
+        if isinstance(message, Notification):
+            # The revision defines no client notifications over HTTP: accepted, dropped.
+            version = headers.version
+            if len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS:
+                log_notification(message)
+                await send_empty(send, 202)
+            else:
+                data = {"supported": list(ADVERTISED_VERSIONS), "requested": ", ".join(version)}
+                reply = error_response(None, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+                await send_json(send, 400, reply)
+            return
+        started = self._dispatcher.log_request(message)
+        answer = await self._stateless.answer(message, principal, headers)
+        if answer.step_up is not None:
+            await self._refuse_scope(message, answer.step_up, started, send)
+            return
+        log_response(message, answer.reply, started)
+        body, encodable = self._stateless.encode(message, answer)
+        await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
 
     async def _initialize(
         self, request: Request, headers: RequestHeaders, principal: Principal, send: Send
@@ -280,11 +320,10 @@ class McpEndpoint:
         if single_ascii(headers.version) is MALFORMED:
             await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
             return
-        started = time.perf_counter()
-        _log.info("request id=%s method=initialize", _loggable_id(request.id))
+        started = self._dispatcher.log_request(request)
         reply, version = self._dispatcher.initialize(request)
-        _log_response(request, reply, started)
-        body, encodable = _encoded(request, reply)
+        log_response(request, reply, started)
+        body, encodable = encode_reply(request, reply)
         if version is None or not encodable:
             await send_encoded(send, 200, body)
             return
@@ -294,27 +333,14 @@ class McpEndpoint:
             principal.principal_id,
             self._runtime.generation,
             version,
-            url_elicitation=_declares_url_elicitation(request.params),
+            url_elicitation=declares_url_elicitation(_capabilities(request.params)),
         )
         self._record_session("session_open", principal, session.id)
         await send_encoded(send, 200, body, {"mcp-session-id": session.id})
 
-    def _loggable_tool(self, params: object) -> str:
-        """The public name of the called tool, when it is one this runtime serves; any
-        other name is client text and stays out of the log."""
-        name = params.get("name") if isinstance(params, Mapping) else None
-        if isinstance(name, str) and self._runtime.registry.get(name) is not None:
-            return name
-        return "<unknown>"
 
-
-def _declares_url_elicitation(params: object) -> bool:
-    """Whether `initialize` declared `capabilities.elicitation.url`."""
-    if not isinstance(params, Mapping):
-        return False
-    capabilities = params.get("capabilities")
-    elicitation = capabilities.get("elicitation") if isinstance(capabilities, Mapping) else None
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
+def _capabilities(params: object) -> object:
+    return params.get("capabilities") if isinstance(params, Mapping) else None
 
 
 def _transport_error(message: str) -> dict[str, Any]:
@@ -329,53 +355,3 @@ def _undecodable(reason: StrictJsonReason) -> dict[str, Any]:
             None, ErrorCode.PARSE_ERROR, "Parse error: the body is not valid UTF-8 text"
         )
     return error_response(None, ErrorCode.PARSE_ERROR)
-
-
-def _encoded(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
-    """The reply's bytes and whether they are that reply: one that cannot be JSON (a
-    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
-    try:
-        return encode_json(reply), True
-    except (TypeError, ValueError, RecursionError) as exc:
-        _log.error(
-            "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
-            new_failure_id(),
-            _loggable_id(request.id),
-            _loggable_method(request.method),
-            type(exc).__name__,
-        )
-        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
-
-
-def _loggable_method(method: str) -> str:
-    if len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method):
-        return method
-    return "<other>"
-
-
-def _loggable_id(request_id: object) -> str:
-    text = str(request_id)
-    if len(text) <= 64 and _LOGGABLE_ID.fullmatch(text):
-        return text
-    return "<opaque>"
-
-
-def _log_response(request: Request, reply: Mapping[str, Any], started: float) -> None:
-    duration = (time.perf_counter() - started) * 1000
-    error = reply.get("error")
-    method = _loggable_method(request.method)
-    if isinstance(error, dict):
-        _log.warning(
-            "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
-            _loggable_id(request.id),
-            method,
-            error.get("code"),
-            duration,
-        )
-    else:
-        _log.info(
-            "response id=%s method=%s outcome=ok duration_ms=%.2f",
-            _loggable_id(request.id),
-            method,
-            duration,
-        )

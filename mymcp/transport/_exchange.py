@@ -44,8 +44,14 @@ class RequestHeaders:
     content_length: list[str] = field(default_factory=list)
     session: list[str] = field(default_factory=list)
     version: list[str] = field(default_factory=list)
+    # The stateless era mirrors body fields into these; the server cross-checks them.
+    method: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    params: list[tuple[str, str]] = field(default_factory=list)
+    """`Mcp-Param-<token>` headers as (lowercase token, value)."""
 
 
+_PARAM_PREFIX = b"mcp-param-"
 _HEADER_SLOTS = {
     b"origin": "origin",
     b"host": "host",
@@ -55,15 +61,22 @@ _HEADER_SLOTS = {
     b"content-length": "content_length",
     b"mcp-session-id": "session",
     b"mcp-protocol-version": "version",
+    b"mcp-method": "method",
+    b"mcp-name": "name",
 }
 
 
 def read_headers(scope: Scope) -> RequestHeaders:
+    """The headers this endpoint reads. Leading and trailing spaces and tabs are not part
+    of a field value (RFC 9110), so they are dropped here, once, for every reader."""
     headers = RequestHeaders()
     for name, value in scope["headers"]:
         slot = _HEADER_SLOTS.get(name)
         if slot is not None:
-            getattr(headers, slot).append(value.decode("latin-1"))
+            getattr(headers, slot).append(value.decode("latin-1").strip(" \t"))
+        elif name.startswith(_PARAM_PREFIX):
+            token = name[len(_PARAM_PREFIX) :].decode("latin-1")
+            headers.params.append((token, value.decode("latin-1").strip(" \t")))
     return headers
 
 

@@ -1,11 +1,18 @@
-"""JSON-RPC 2.0 envelope: message classification, error codes and response builders."""
+"""JSON-RPC 2.0 envelope: message classification, error codes, response builders, and
+the one way a reply is encoded and each request logged, whatever the transport."""
 
 from __future__ import annotations
 
 import enum
+import logging
+import re
+import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from mymcp.transport._exchange import encode_json
 
 __all__ = [
     "ClientReply",
@@ -13,15 +20,30 @@ __all__ = [
     "Notification",
     "Request",
     "classify",
+    "encode_reply",
     "error_response",
+    "log_notification",
+    "log_request",
+    "log_response",
+    "new_failure_id",
     "result_response",
 ]
+
+_log = logging.getLogger("mcp")
+# Only protocol-shaped method names and ids are logged; anything else is client text.
+_LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
+_LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
 
 RequestId = str | int
 
 
 class ErrorCode(enum.IntEnum):
-    """The JSON-RPC codes MyMCP emits on the 2025-11-25 wire (never -32020..-32099)."""
+    """The JSON-RPC codes MyMCP emits.
+
+    -32042 belongs to the handshake era only; -32020 and -32022 to the stateless era
+    only: a dual-era client reads them as "this server speaks the stateless revision",
+    so the handshake wire never uses them.
+    """
 
     PARSE_ERROR = -32700
     INVALID_REQUEST = -32600
@@ -29,6 +51,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
     URL_ELICITATION_REQUIRED = -32042
+    HEADER_MISMATCH = -32020
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 _MESSAGES = {
@@ -38,6 +62,8 @@ _MESSAGES = {
     ErrorCode.INVALID_PARAMS: "Invalid params",
     ErrorCode.INTERNAL_ERROR: "Internal error",
     ErrorCode.URL_ELICITATION_REQUIRED: "URL elicitation required",
+    ErrorCode.HEADER_MISMATCH: "Header mismatch",
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: "Unsupported protocol version",
 }
 
 
@@ -114,3 +140,79 @@ def error_response(
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def new_failure_id() -> str:
+    """An opaque id tying one logged failure to the reply the client got."""
+    return secrets.token_hex(6)
+
+
+def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
+    """The reply's bytes and whether they are that reply: one that cannot be JSON (a
+    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
+    try:
+        return encode_json(reply), True
+    except (TypeError, ValueError, RecursionError) as exc:
+        _log.error(
+            "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
+            new_failure_id(),
+            _loggable_id(request.id),
+            _loggable_method(request.method),
+            type(exc).__name__,
+        )
+        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
+
+
+def _loggable_method(method: str) -> str:
+    if len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method):
+        return method
+    return "<other>"
+
+
+def _loggable_id(request_id: object) -> str:
+    text = str(request_id)
+    if len(text) <= 64 and _LOGGABLE_ID.fullmatch(text):
+        return text
+    return "<opaque>"
+
+
+def log_notification(notification: Notification) -> None:
+    _log.debug("notification method=%s", _loggable_method(notification.method))
+
+
+def log_request(request: Request, tool: str | None = None) -> float:
+    """Log the request line (with the public tool name of a `tools/call`, when the caller
+    knows it is a tool it serves); returns when it started, for its response line."""
+    if tool is None:
+        _log.info(
+            "request id=%s method=%s", _loggable_id(request.id), _loggable_method(request.method)
+        )
+    else:
+        _log.info(
+            "request id=%s method=%s tool=%s",
+            _loggable_id(request.id),
+            _loggable_method(request.method),
+            tool,
+        )
+    return time.perf_counter()
+
+
+def log_response(request: Request, reply: Mapping[str, Any], started: float) -> None:
+    duration = (time.perf_counter() - started) * 1000
+    error = reply.get("error")
+    method = _loggable_method(request.method)
+    if isinstance(error, dict):
+        _log.warning(
+            "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
+            _loggable_id(request.id),
+            method,
+            error.get("code"),
+            duration,
+        )
+    else:
+        _log.info(
+            "response id=%s method=%s outcome=ok duration_ms=%.2f",
+            _loggable_id(request.id),
+            method,
+            duration,
+        )

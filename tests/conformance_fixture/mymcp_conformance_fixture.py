@@ -11,10 +11,12 @@ tool-level error (`isError: true`), and `json_schema_2020_12_tool` publishes a J
 2020-12 input schema that the host must pass through untouched. Names and results follow
 the suite's scenarios `tools-call-simple-text`, `tools-call-image`, `tools-call-audio`,
 `tools-call-embedded-resource`, `tools-call-mixed-content`, `tools-call-error` and
-`json-schema-2020-12`.
+`json-schema-2020-12`. `test_mirrored_header` annotates one argument with
+`x-mcp-header`, so that stateless-era clients mirror it into `Mcp-Param-Region` and the
+suite's custom-header scenario can check that the server compares the two.
 
-Under the production binding the tools are published as `conformance__<tool>`; the
-suite's exact names come only from the test entry point `tests.conformance_fixture.serve`.
+By default the tools are published as `conformance__<tool>`; `scripts/conformance`
+declares the plugin with `binding = "local"` so they keep the names the suite calls.
 """
 
 from __future__ import annotations
@@ -171,6 +173,21 @@ def json_schema_tool(arguments: dict[str, Any]) -> ToolResult:
     return {"content": [{"type": "text", "text": f"Received arguments: {names}"}]}
 
 
+MIRRORED_HEADER_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "note": {"type": "string"},
+    },
+    "required": ["region"],
+    "additionalProperties": False,
+}
+
+
+def mirrored_header(arguments: dict[str, Any]) -> ToolResult:
+    return {"content": [{"type": "text", "text": f"region: {arguments['region']}"}]}
+
+
 def error_handling(arguments: dict[str, Any]) -> ToolResult:
     return {
         "isError": True,
@@ -205,6 +222,15 @@ _TOOLS: dict[str, tuple[str, str, Any]] = {
         "Always fails with a tool-level error (isError: true).",
         error_handling,
     ),
+    "test_mirrored_header": (
+        "Mirrored header",
+        "Echoes its region, an argument clients mirror into the Mcp-Param-Region header.",
+        mirrored_header,
+    ),
+}
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "json_schema_2020_12_tool": JSON_SCHEMA_2020_12_INPUT,
+    "test_mirrored_header": MIRRORED_HEADER_INPUT,
 }
 
 
@@ -214,11 +240,7 @@ def mymcp_plugin_v1() -> PluginAdapter:
     tools = []
     for declaration in definition.capabilities:  # keep the manifest's order
         title, description, handler = _TOOLS[declaration.local_id]
-        schema = (
-            JSON_SCHEMA_2020_12_INPUT
-            if declaration.local_id == "json_schema_2020_12_tool"
-            else _NO_ARGUMENTS
-        )
+        schema = _SCHEMAS.get(declaration.local_id, _NO_ARGUMENTS)
         tools.append(
             ActivatedTool(
                 capability=QualifiedCapabilityId(

@@ -1,9 +1,10 @@
 """The conformance fixture plugin: every MCP content type through the public plugin API.
 
-The first test drives the real `mymcp` server (production bindings, `conformance__<tool>`)
+The first test drives the real `mymcp` server (namespaced bindings, `conformance__<tool>`)
 with the official SDK client, which parses each content block into its typed model. The
-second checks the test-only entry point used by `scripts/conformance`: the same host, with
-only the fixture's tools bound to the exact names the conformance suite calls.
+others check what `scripts/conformance` relies on: the plugin declared with
+`binding = "local"` publishes its tools under the exact names the suite calls, on both
+protocol eras, while everything else keeps its usual name.
 """
 
 from __future__ import annotations
@@ -29,19 +30,7 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
 )
-from starlette.testclient import TestClient
 
-from mymcp.app import create_app
-from mymcp.auth import build_authenticator
-from mymcp.config import (
-    AuthenticationSettings,
-    HostConfiguration,
-    PluginDeclaration,
-    ServerSettings,
-)
-from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import build_runtime
-from tests.conformance_fixture.serve import conformance_binding
 from tests.e2e.server import RunningServer, make_sandbox, serve
 
 FIXTURE_DIR = Path(__file__).resolve().parent
@@ -56,15 +45,18 @@ SUITE_TOOLS = (
     "test_multiple_content_types",
     "test_error_handling",
     "json_schema_2020_12_tool",
+    "test_mirrored_header",
 )
 
 
-def _fixture_config(port: int) -> str:
+def _fixture_config(port: int, binding: str | None = None) -> str:
+    schema = 2 if binding is None else 8
+    extra = "" if binding is None else f'binding = "{binding}"\n[audit]\nenabled = false\n'
     return (
-        "schema_version = 2\n"
+        f"schema_version = {schema}\n"
         f'[server]\naddress = "127.0.0.1"\nport = {port}\n'
         f'[[plugins]]\nid = "conformance"\nenabled = true\nmanifest_path = "{MANIFEST}"\n'
-        f'module = "{MODULE}"\n'
+        f'module = "{MODULE}"\n{extra}'
     )
 
 
@@ -76,16 +68,22 @@ def fixture_server(tmp_path: Path) -> Iterator[RunningServer]:
         yield server
 
 
-async def _call_all(url: str) -> dict[str, Any]:
+async def _call_all(
+    url: str, prefix: str = "conformance__", mode: str = "legacy"
+) -> dict[str, Any]:
     async with (
         httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         listed = await client.list_tools()
-        results: dict[str, Any] = {"tools": {tool.name: tool for tool in listed.tools}}
+        results: dict[str, Any] = {
+            "tools": {tool.name: tool for tool in listed.tools},
+            "version": client.protocol_version,
+        }
         for name in SUITE_TOOLS:
             if name.startswith("test_"):
-                results[name] = await client.call_tool(f"conformance__{name}", {})
+                arguments = {"region": "eu-west"} if name == "test_mirrored_header" else {}
+                results[name] = await client.call_tool(f"{prefix}{name}", arguments)
         return results
 
 
@@ -148,68 +146,25 @@ def test_every_content_type_through_the_real_server(fixture_server: RunningServe
     assert failed.content[0].text
 
 
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-def _rpc(client: TestClient, headers: dict[str, str], method: str, **params: Any) -> Any:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    reply = client.post("/mcp", json=body, headers=headers)
-    assert reply.status_code == 200
-    return reply.json()["result"]
-
-
-def test_conformance_entry_point_pins_only_the_fixture_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "revision"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_local_binding_serves_the_suite_names_on_both_eras(
+    tmp_path: Path, mode: str, revision: str
 ) -> None:
-    monkeypatch.syspath_prepend(str(FIXTURE_DIR))
-    (tmp_path / "home").mkdir()
-    server = ServerSettings("127.0.0.1", 8000)
-    configuration = HostConfiguration(
-        schema_version=2,
-        server=server,
-        plugins=(PluginDeclaration("conformance", True, MANIFEST, MODULE),),
-    )
-    runtime = build_runtime(
-        configuration,
-        create_mnemosyne(MnemosyneSettings(), environ={}, home=tmp_path / "home"),
-        binding=conformance_binding,
-    )
-    app = create_app(
-        runtime,
-        authenticator=build_authenticator(AuthenticationSettings(), server),
-        configuration=configuration,
-    )
-    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        init = client.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
-            },
-            headers=HEADERS,
-        )
-        headers = {
-            **HEADERS,
-            "mcp-session-id": init.headers["mcp-session-id"],
-            "mcp-protocol-version": "2025-11-25",
-        }
-        names = [tool["name"] for tool in _rpc(client, headers, "tools/list")["tools"]]
-        # The suite's exact names for the fixture; everything else keeps its production name.
-        assert names[0] == "list_tools"
-        assert "memory_recall" in names
-        assert names[-len(SUITE_TOOLS) :] == list(SUITE_TOOLS)
-        result = _rpc(client, headers, "tools/call", name="test_image_content")
-        assert result["content"][0]["type"] == "image"
-        unknown = client.post(
-            "/mcp",
-            json={
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "conformance__test_image_content"},
-            },
-            headers=headers,
-        )
-        assert unknown.json()["error"]["code"] == -32602
+    sandbox = make_sandbox(tmp_path)
+    sandbox.write_config(_fixture_config(sandbox.port, "local"))
+    with serve(sandbox, {"PYTHONPATH": str(FIXTURE_DIR)}) as server:
+        outcome = anyio.run(_call_all, server.url, "", mode)
+    assert outcome["version"] == revision
+    names = list(outcome["tools"])
+    # The suite's exact names for the fixture; everything else keeps its production name.
+    assert names[0] == "list_tools"
+    assert "memory_recall" in names
+    assert names[-len(SUITE_TOOLS) :] == list(SUITE_TOOLS)
+    assert not any(name.startswith("conformance__") for name in names)
+    image = _only(outcome["test_image_content"], ImageContent)
+    assert base64.b64decode(image.data).startswith(b"\x89PNG\r\n\x1a\n")
+    assert outcome["test_error_handling"].is_error is True
+    # In the stateless era the SDK mirrors `region` into Mcp-Param-Region; the server
+    # compares the two before it runs the tool.
+    assert _only(outcome["test_mirrored_header"], TextContent).text == "region: eu-west"

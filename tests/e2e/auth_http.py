@@ -43,15 +43,25 @@ class SdkOutcome:
     called: Any
 
 
+SDK_MODES = (("auto", "2026-07-28"), ("legacy", "2025-11-25"))
+"""Each SDK connect mode and the protocol revision it settles on with MyMCP: the default
+(auto) adopts the stateless era, legacy performs the handshake."""
+
+
 async def sdk_session(
-    url: str, token: str, *, call: str = "list_tools", arguments: dict[str, Any] | None = None
+    url: str,
+    token: str,
+    *,
+    call: str = "list_tools",
+    arguments: dict[str, Any] | None = None,
+    mode: str = "auto",
 ) -> SdkOutcome:
-    """Connect the official SDK client (auto mode) with a bearer token, list and call."""
+    """Connect the official SDK client with a bearer token, list and call."""
     async with (
         httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30.0)
         ) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         names: list[str] = []
         cursor = None

@@ -10,6 +10,7 @@ verified by MyMCP's own context against the test CA named by `SSL_CERT_FILE`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from mymcp.config import (
 )
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
-from tests.e2e.auth_http import open_session, request_json, sdk_session, send
+from tests.e2e.auth_http import SDK_MODES, open_session, request_json, sdk_session, send
 from tests.e2e.auth_issuer import (
     ISSUER,
     LocalIssuer,
@@ -133,9 +134,10 @@ def _bearer(token: str) -> list[str]:
     return [f"Bearer {token}"]
 
 
-def test_sdk_client_with_rs256_token(oauth: OAuthStack) -> None:
-    outcome = anyio.run(sdk_session, oauth.url, oauth.token())
-    assert outcome.protocol_version == "2025-11-25"
+@pytest.mark.parametrize(("mode", "revision"), SDK_MODES)
+def test_sdk_client_with_rs256_token(oauth: OAuthStack, mode: str, revision: str) -> None:
+    outcome = anyio.run(functools.partial(sdk_session, oauth.url, oauth.token(), mode=mode))
+    assert outcome.protocol_version == revision
     assert outcome.tool_names[0] == "list_tools"
     assert {"memory_recall", "memory_list", "memory_inspect"} <= set(outcome.tool_names)
     assert outcome.called.is_error is False

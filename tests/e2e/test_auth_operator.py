@@ -1,6 +1,6 @@
 """Operator bearer tokens end to end: CLI provisioning, the real server, SDK and raw HTTP.
 
-Also D13: an external plugin and operator-bearer authentication enabled together.
+Also: an external plugin and operator-bearer authentication enabled together.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.e2e.auth_http import open_session, request_json, sdk_session, send
+from tests.e2e.auth_http import SDK_MODES, open_session, request_json, sdk_session, send
 from tests.e2e.auth_sandbox import (
     CLI_TIMEOUT,
     bearer_config,
@@ -87,12 +87,13 @@ def test_cli_provisioning_stores_only_digests(
 def test_operator_bearer_end_to_end(sandbox: Sandbox, provisioned: tuple[Path, str, str]) -> None:
     _, alice, bob = provisioned
     with serve(sandbox) as server:
-        outcome = anyio.run(sdk_session, server.url, alice)
-        assert outcome.protocol_version == "2025-11-25"
-        assert outcome.tool_names[0] == "list_tools"
-        assert {"memory_recall", "memory_list", "memory_inspect"} <= set(outcome.tool_names)
-        assert outcome.called.is_error is False
-        assert outcome.called.structured_content["tools"] == outcome.tool_names
+        for mode, revision in SDK_MODES:
+            outcome = anyio.run(functools.partial(sdk_session, server.url, alice, mode=mode))
+            assert outcome.protocol_version == revision
+            assert outcome.tool_names[0] == "list_tools"
+            assert {"memory_recall", "memory_list", "memory_inspect"} <= set(outcome.tool_names)
+            assert outcome.called.is_error is False
+            assert outcome.called.structured_content["tools"] == outcome.tool_names
 
         with httpx.Client(timeout=10) as http:
             _check_rejections(http, server, alice)
@@ -171,7 +172,7 @@ def _check_cross_principal(http: httpx.Client, server: RunningServer, alice: str
 
 
 def test_external_plugin_with_operator_bearer(sandbox: Sandbox) -> None:
-    """D13: an external plugin and an enabled authentication adapter start together."""
+    """An external plugin and an enabled authentication adapter start together."""
     manifest = EXAMPLE_PLUGIN_DIR / "manifest.json"
     plugins = (
         "\n[[plugins]]\n"

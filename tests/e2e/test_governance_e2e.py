@@ -70,11 +70,13 @@ def _policy_config(sandbox: Sandbox, verifier: Path) -> str:
     )
 
 
-async def _sdk(url: str, token: str | None, call: str, arguments: dict[str, Any]) -> Any:
+async def _sdk(
+    url: str, token: str | None, call: str, arguments: dict[str, Any], mode: str = "auto"
+) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         names = [tool.name for tool in (await client.list_tools()).tools]
         try:
@@ -115,22 +117,25 @@ def _audit_cli(sandbox: Sandbox, *args: str) -> Any:
     return run_cli(["audit", *args], sandbox.environ(GATES), timeout=CLI_TIMEOUT)
 
 
-def test_each_principal_sees_and_calls_only_what_policy_allows(governed: Governed) -> None:
-    names, called = anyio.run(_sdk, governed.url, None, "memory_remember", {})
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the stateless and handshake eras
+def test_each_principal_sees_and_calls_only_what_policy_allows(
+    governed: Governed, mode: str
+) -> None:
+    names, called = anyio.run(_sdk, governed.url, None, "memory_remember", {}, mode)
     assert names == READ_TOOLS
     assert isinstance(called, MCPError)
     assert (called.error.code, called.error.message) == (-32602, "Unknown tool: memory_remember")
 
-    names, called = anyio.run(_sdk, governed.url, governed.alice, "memory_forget", {})
+    names, called = anyio.run(_sdk, governed.url, governed.alice, "memory_forget", {}, mode)
     assert names == [*READ_TOOLS, "memory_remember"]
     assert isinstance(called, MCPError)
     assert called.error.message == "Unknown tool: memory_forget"
 
-    names, called = anyio.run(_sdk, governed.url, governed.bob, "list_tools", {})
+    names, called = anyio.run(_sdk, governed.url, governed.bob, "list_tools", {}, mode)
     assert names == ["list_tools"]  # no rule speaks for bob: default deny
     assert called.structured_content["tools"] == ["list_tools"]
 
-    _, absent = anyio.run(_sdk, governed.url, governed.alice, "memory_nothing", {})
+    _, absent = anyio.run(_sdk, governed.url, governed.alice, "memory_nothing", {}, mode)
     assert isinstance(absent, MCPError)
     assert (absent.error.code, absent.error.message) == (-32602, "Unknown tool: memory_nothing")
 
@@ -175,12 +180,12 @@ def test_verify_names_the_first_tampered_record(governed: Governed) -> None:
     assert verified.returncode == 0, verified.stderr
     segment = audit_dir / "segment-000001.jsonl"
     lines = segment.read_bytes().splitlines(keepends=True)
-    assert b'"principal":"operator:alice"' in lines[1]
-    lines[1] = lines[1].replace(b'"operator:alice"', b'"operator:mallory"')
+    first = next(i for i, line in enumerate(lines) if b'"principal":"operator:alice"' in line)
+    lines[first] = lines[first].replace(b'"operator:alice"', b'"operator:mallory"')
     segment.write_bytes(b"".join(lines))
     broken = _audit_cli(governed.sandbox, "verify")
     assert broken.returncode == 1
-    assert "segment-000001.jsonl line 2" in broken.stderr
+    assert f"segment-000001.jsonl line {first + 1}" in broken.stderr
 
 
 def test_policy_explain_reports_each_tool_and_its_rule(governed: Governed) -> None:

@@ -153,23 +153,15 @@ def test_negotiated_older_version_is_the_one_required(client) -> None:
     assert ok.status_code == 200
 
 
-def test_server_discover_probe_is_refused_fast_without_a_session(client) -> None:
-    probe = client.post(
-        "/mcp",
-        json=rpc("server/discover", {"_meta": {}}),
-        headers={**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"},
-    )
+def test_server_discover_without_a_version_header_stays_in_the_handshake_era(client) -> None:
+    # Without `MCP-Protocol-Version` a request belongs to the handshake era, where
+    # nothing but `initialize` is served outside a session.
+    probe = client.post("/mcp", json=rpc("server/discover", {"_meta": {}}), headers=HEADERS)
     assert probe.status_code == 400
     body = probe.json()
     assert body["id"] is None
     assert body["error"]["code"] == -32600
     assert "mcp-session-id" not in probe.headers
-    # A non-handshake version probe with any method is refused the same way.
-    other = client.post(
-        "/mcp", json=rpc("tools/list"), headers={**HEADERS, "mcp-protocol-version": "2026-07-28"}
-    )
-    assert other.status_code == 400
-    assert other.json()["error"]["code"] == -32600
 
 
 @pytest.mark.parametrize("method", ["post", "get", "delete"])
@@ -419,4 +411,5 @@ def test_health_and_version(client) -> None:
         "name": "mymcp",
         "version": "0.1.0",
         "protocolVersion": "2025-11-25",
+        "protocolVersions": ["2026-07-28", "2025-11-25", "2025-06-18"],
     }

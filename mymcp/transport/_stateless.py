@@ -1,0 +1,521 @@
+"""The stateless MCP era (revision 2026-07-28): every request stands alone.
+
+There is no `initialize` and no session. Each request carries, in `params._meta`, its
+protocol version, the client's capabilities for this request and (optionally) the
+client's identity. Over HTTP the version, the method and the tool name are mirrored in
+headers so that intermediaries can route without parsing bodies; the server checks
+that headers and body agree, because a proxy acting on one and this server on the
+other would be acting on two different requests. Every result says what kind it is
+(`resultType`) and names the server; lists say how long they may be cached and by whom.
+
+Calls are governed exactly as in the handshake era: the same dispatcher decides policy,
+step-up, argument validation, approval and audit. Only the wording differs. Where the
+handshake era answers a call that waits for approval with error -32042, this era
+answers an `InputRequiredResult` carrying the same URL-mode elicitation (to clients
+that declare URL elicitation in the request's capabilities); the client's retry after
+the person approved — or simply the identical call — runs it once. An approval made in
+this era is bound to the principal, the tool and the canonical arguments, with no
+session.
+
+Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and maps
+error codes to statuses (`http_status`), the stdio transport passes no headers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol
+
+import anyio
+
+from mymcp.auth import Principal
+from mymcp.plugin import structured_result
+from mymcp.runtime import BoundTool
+from mymcp.transport._dispatch import (
+    AwaitingApproval,
+    Caller,
+    CallRefused,
+    Dispatcher,
+    StepUpRequired,
+    declares_url_elicitation,
+)
+from mymcp.transport._exchange import encode_json
+from mymcp.transport._jsonrpc import (
+    ErrorCode,
+    Request,
+    encode_reply,
+    error_response,
+    result_response,
+)
+from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+__all__ = [
+    "APPROVAL_INPUT_KEY",
+    "LIST_TTL_MS",
+    "MirroredHeaders",
+    "StatelessAnswer",
+    "StatelessEra",
+    "carries_stateless_envelope",
+    "decode_mirrored_value",
+    "http_status",
+]
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+APPROVAL_INPUT_KEY: Final = "approval"
+"""The key of the approval elicitation in `inputRequests` (and of its response)."""
+LIST_TTL_MS: Final = 300_000
+"""How long clients may reuse `server/discover` and `tools/list`. The tool surface is
+frozen for the life of the process; only a restart (with a changed configuration)
+changes it, and five minutes bounds how long a client keeps a stale list after one."""
+APPROVAL_WAIT_SECONDS: Final = 45.0
+"""How long a retry that says the person went to the approval page waits for their
+decision before asking again. Below the 60 s request timeout of common clients."""
+_APPROVAL_POLL_SECONDS: Final = 0.2
+
+# Methods whose `Mcp-Name` header mirrors a body parameter, and which parameter.
+_NAME_BEARING: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_BAD_REQUEST: Final = frozenset(
+    {
+        ErrorCode.PARSE_ERROR,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.INVALID_PARAMS,
+        ErrorCode.HEADER_MISMATCH,
+        ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+    }
+)
+_ENVELOPE_MISSING: Final = (
+    f"params._meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
+)
+_APPROVAL_DECLINED: Final = {
+    "status": "approval_declined",
+    "code": "approval_declined",
+    "message": (
+        "The user declined to open the approval page, so the call was not run. Do not "
+        "repeat it unless the user asks; the approval stays open in the MyMCP console "
+        "until it expires."
+    ),
+}
+
+
+def http_status(reply: Mapping[str, Any]) -> int:
+    """The HTTP status of a stateless-era reply: the revision maps envelope, header and
+    version errors to 400 and an unknown method to 404; everything else is 200."""
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        return 200
+    code = error.get("code")
+    if code == ErrorCode.METHOD_NOT_FOUND:
+        return 404
+    return 400 if code in _BAD_REQUEST else 200
+
+
+def carries_stateless_envelope(params: object) -> bool:
+    """Whether a message's params carry the stateless era's `_meta` (its protocol
+    version): how a transport without headers (stdio) tells the eras apart."""
+    meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
+    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+
+
+_SENTINEL: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+_PRINTABLE: Final = re.compile(r"[ -~]*")
+
+
+def decode_mirrored_value(value: str) -> str | None:
+    """The text a mirrored header value stands for, or None when it is malformed.
+
+    Plain values must be printable ASCII (space included). A value that cannot be sent
+    that way travels as `=?base64?<base64 of its UTF-8>?=`; only canonical base64 of
+    valid UTF-8 decodes, so no two header values ever stand for the same text.
+    """
+    if not _PRINTABLE.fullmatch(value):
+        return None
+    wrapped = _SENTINEL.fullmatch(value)
+    if wrapped is None:
+        return value
+    payload = wrapped.group(1)
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(raw).decode("ascii") != payload:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class MirroredHeaders(Protocol):
+    """The request headers that mirror body fields, each as every value sent (the HTTP
+    endpoint's parsed headers are passed as they are: this is on every request's path)."""
+
+    @property
+    def version(self) -> Sequence[str]: ...
+
+    @property
+    def method(self) -> Sequence[str]: ...
+
+    @property
+    def name(self) -> Sequence[str]: ...
+
+    @property
+    def params(self) -> Sequence[tuple[str, str]]:
+        """`Mcp-Param-<token>` headers as (lowercase token, value)."""
+        ...
+
+
+class StatelessAnswer(NamedTuple):
+    """One JSON-RPC reply, or (`step_up` set) a call the token's scopes do not cover.
+
+    With `bare`, the reply's result still lacks the fields every final result carries
+    (`resultType` and the server's `_meta`): `StatelessEra.encode` appends them as
+    fixed bytes, and `StatelessEra.reply_of` gives the whole reply as a value.
+    """
+
+    reply: dict[str, Any]
+    step_up: frozenset[str] | None = None
+    bare: bool = False
+
+
+def _mirrors_text(sent: str, value: object) -> bool:
+    """Whether a header value stands for `value`: sent as it is (printable ASCII that
+    does not look base64-wrapped), or wrapped."""
+    if sent == value and sent.isascii() and sent.isprintable() and not sent.startswith("=?"):
+        return True  # the common case, without decoding anything
+    return decode_mirrored_value(sent) == value
+
+
+@dataclass(frozen=True, slots=True)
+class _ParamHeader:
+    """A tool argument its schema asks clients to mirror as `Mcp-Param-<token>`."""
+
+    path: tuple[str, ...]
+    token: str  # lowercase: header names compare without case
+    shown: str
+    integer: bool
+
+
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_DECIMAL: Final = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+# JSON Schema keywords whose values are schemas, by the shape of their value. Crossing
+# any of them leaves the chain of `properties` that mirroring may follow.
+_ONE_SCHEMA: Final = frozenset(
+    {
+        "items",
+        "contains",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
+_SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_MAPS: Final = frozenset({"$defs", "definitions", "patternProperties", "dependentSchemas"})
+
+
+def _schema_positions(root: object) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, Any]]]:
+    """Every schema in `root` with its `properties` path (None once off that chain)."""
+    stack: list[tuple[tuple[str, ...] | None, object]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, Mapping):
+            continue
+        yield path, node
+        for keyword, value in node.items():
+            if keyword == "properties" and isinstance(value, Mapping):
+                for name, inner in value.items():
+                    stack.append((None if path is None else (*path, str(name)), inner))
+            elif keyword in _ONE_SCHEMA:
+                stack.append((None, value))
+            elif keyword in _SCHEMA_LISTS and isinstance(value, list):
+                stack.extend((None, inner) for inner in value)
+            elif keyword in _SCHEMA_MAPS and isinstance(value, Mapping):
+                stack.extend((None, inner) for inner in value.values())
+
+
+def _param_headers(schema: object) -> tuple[_ParamHeader, ...] | None:
+    """The arguments a tool's input schema mirrors into headers, or None when an
+    annotation is invalid (clients then drop the tool and mirror nothing)."""
+    found: dict[str, _ParamHeader] = {}
+    for path, node in _schema_positions(schema):
+        if "x-mcp-header" not in node:
+            continue
+        token, kind = node["x-mcp-header"], node.get("type")
+        if not path or not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            return None
+        if kind not in ("string", "integer", "boolean") or token.lower() in found:
+            return None
+        found[token.lower()] = _ParamHeader(path, token.lower(), token, kind == "integer")
+    return tuple(found.values())
+
+
+def _argument_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> object:
+    node: object = arguments
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
+    """Whether a decoded header value mirrors the argument value."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if header.integer and isinstance(value, int | float) and float(value).is_integer():
+        # Integers compare as numbers: `42` and `42.0` are the same argument.
+        if not _DECIMAL.fullmatch(text):
+            return False
+        whole, _, fraction = text.partition(".")
+        return fraction.strip("0") == "" and int(whole) == int(value)
+    if isinstance(value, str | int):
+        return text == str(value)
+    return False
+
+
+def _approval_action(params: Mapping[str, Any]) -> str | None:
+    """What the client says the person did with the approval elicitation, if anything."""
+    responses = params.get("inputResponses")  # decoded JSON: objects are dicts
+    response = responses.get(APPROVAL_INPUT_KEY) if isinstance(responses, dict) else None
+    action = response.get("action") if isinstance(response, dict) else None
+    return action if isinstance(action, str) else None
+
+
+class StatelessEra:
+    """Answers stateless-era requests through the shared governed dispatcher."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        approval_wait_seconds: float = APPROVAL_WAIT_SECONDS,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._approval_wait = approval_wait_seconds
+        self._meta = {SERVER_INFO_KEY: dispatcher.server_info}
+        fixed = encode_json({"resultType": "complete", "_meta": self._meta})
+        self._completion = b"," + fixed[1:-1] + b"}}"
+        # The tools whose schemas ask for mirrored arguments, and which: fixed with the
+        # runtime. A tool with an invalid declaration mirrors nothing (clients drop it).
+        self._param_headers = {
+            tool.name: found
+            for tool in dispatcher.tools
+            if (found := _param_headers(tool.input_schema))
+        }
+        discover: dict[str, Any] = {
+            "supportedVersions": list(ADVERTISED_VERSIONS),
+            "capabilities": {"tools": {"listChanged": False}},
+        }
+        if dispatcher.instructions:
+            discover["instructions"] = dispatcher.instructions
+        # What the server says about itself is the same for everyone.
+        self._discover = {**discover, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+        # A tool list filtered by policy must not be shared between callers.
+        self._list_scope = "private" if dispatcher.listing_varies_by_caller else "public"
+
+    async def answer(
+        self, request: Request, principal: Principal, mirrored: MirroredHeaders | None
+    ) -> StatelessAnswer:
+        """The reply to one request (`mirrored` is None where no headers exist)."""
+        params = request.params
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if (
+            not isinstance(meta, dict)
+            or PROTOCOL_VERSION_KEY not in meta
+            or CLIENT_CAPABILITIES_KEY not in meta
+        ):
+            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
+        assert isinstance(params, dict)  # it holds `_meta`
+        version = meta[PROTOCOL_VERSION_KEY]
+        if mirrored is not None:
+            mismatch = self._header_mismatch(request, params, version, mirrored)
+            if mismatch is not None:
+                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
+        if not isinstance(version, str):
+            return self._error(
+                request, ErrorCode.INVALID_PARAMS, "The protocol version is no string"
+            )
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
+            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+        capabilities = meta[CLIENT_CAPABILITIES_KEY]
+        if not isinstance(capabilities, dict):
+            return self._error(
+                request, ErrorCode.INVALID_PARAMS, "The client capabilities are no object"
+            )
+        caller = Caller(principal, None, declares_url_elicitation(capabilities))
+        if request.method == "tools/call":
+            return await self._call(request, params, caller, mirrored)
+        if request.method == "tools/list":
+            page = self._dispatcher.list_page(caller, params)
+            if isinstance(page, CallRefused):
+                return self._error(request, ErrorCode.INVALID_PARAMS, page.message)
+            page["ttlMs"] = LIST_TTL_MS
+            page["cacheScope"] = self._list_scope
+            return self._complete(request, page)
+        if request.method == "server/discover":
+            return self._complete(request, dict(self._discover))
+        # `initialize`, `ping`, `logging/setLevel`, subscriptions and every other method
+        # do not exist in this era.
+        return self._error(request, ErrorCode.METHOD_NOT_FOUND)
+
+    def _header_mismatch(
+        self,
+        request: Request,
+        params: Mapping[str, Any],
+        version: object,
+        mirrored: MirroredHeaders,
+    ) -> str | None:
+        """Why the mirrored headers do not match the body, or None when they do."""
+        if len(mirrored.version) != 1 or mirrored.version[0] != version:
+            return "MCP-Protocol-Version does not match the request's protocol version"
+        if len(mirrored.method) != 1 or mirrored.method[0] != request.method:
+            return "Mcp-Method does not match the request's method"
+        key = _NAME_BEARING.get(request.method)
+        value = params.get(key) if key is not None else None
+        if value is None:
+            return None
+        names = mirrored.name
+        if len(names) != 1 or not _mirrors_text(names[0], value):
+            return f"Mcp-Name does not match the request's {key}"
+        return None
+
+    def _param_mismatch(
+        self, tool: BoundTool, arguments: object, sent: Sequence[tuple[str, str]]
+    ) -> str | None:
+        """Why the `Mcp-Param-*` headers do not mirror the arguments, or None."""
+        mirrored = self._param_headers.get(tool.name, ())
+        values = arguments if isinstance(arguments, dict) else {}
+        for header in mirrored:
+            found = [value for token, value in sent if token == header.token]
+            argument = _argument_at(values, header.path)
+            shown = f"Mcp-Param-{header.shown}"
+            if len(found) > 1:
+                return f"{shown} appears more than once"
+            if argument is None or isinstance(argument, list | dict):
+                if found:
+                    return f"{shown} is sent but the argument it mirrors is not"
+                continue
+            if not found:
+                return f"{shown} is missing"
+            text = decode_mirrored_value(found[0])
+            if text is None or not _mirrors(header, argument, text):
+                return f"{shown} does not match its argument"
+        return None
+
+    async def _call(
+        self,
+        request: Request,
+        params: dict[str, Any],
+        caller: Caller,
+        mirrored: MirroredHeaders | None,
+    ) -> StatelessAnswer:
+        dispatcher = self._dispatcher
+        name = params.get("name")
+        if mirrored is not None and (mirrored.params or name in self._param_headers):
+            # Only for a tool this caller may call: checking others would reveal them.
+            tool = dispatcher.visible_tool(caller, name)
+            mismatch = (
+                None
+                if tool is None
+                else self._param_mismatch(tool, params.get("arguments"), mirrored.params)
+            )
+            if mismatch is not None:
+                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
+        action = _approval_action(params)
+        outcome = await dispatcher.call_tool(caller, params)
+        if isinstance(outcome, dict):  # a tool result: by far the most common answer
+            return self._complete(request, outcome)
+        if (
+            isinstance(outcome, AwaitingApproval)
+            and action == "accept"
+            and await self._decided(outcome.approval_id)
+        ):
+            # The person decided while this retry waited: the same call again runs it
+            # (or reports the denial) exactly as an identical repeated call would.
+            outcome = await dispatcher.call_tool(caller, params)
+        if isinstance(outcome, CallRefused):
+            return self._error(request, ErrorCode.INVALID_PARAMS, outcome.message)
+        if isinstance(outcome, StepUpRequired):
+            refusal = error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
+            return StatelessAnswer(refusal, outcome.scopes)
+        if isinstance(outcome, AwaitingApproval):
+            if action in ("decline", "cancel"):
+                result = structured_result(
+                    {**_APPROVAL_DECLINED, "approval_url": outcome.url}, is_error=True
+                )
+            elif caller.url_elicitation:
+                ask = {"method": "elicitation/create", "params": outcome.elicitation()}
+                pending = {
+                    "resultType": "input_required",
+                    "inputRequests": {APPROVAL_INPUT_KEY: ask},
+                }
+                return StatelessAnswer(
+                    result_response(request.id, {**pending, "_meta": self._meta})
+                )
+            else:
+                result = dispatcher.approval_required_result(outcome)
+            return self._complete(request, result)
+        return self._complete(request, outcome)  # the decided retry's own result
+
+    async def _decided(self, approval_id: str) -> bool:
+        """Wait (bounded) until a person decided that approval; False on timeout."""
+        deadline = anyio.current_time() + self._approval_wait
+        while self._dispatcher.approval_pending(approval_id):
+            if anyio.current_time() >= deadline:
+                return False
+            await anyio.sleep(_APPROVAL_POLL_SECONDS)
+        return True
+
+    def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
+        """A final result: typed, and naming the server (next to any `_meta` of its own).
+
+        The two fields are the same bytes in every reply, so they are encoded once and
+        appended (`encode`), which costs a stateless call nothing a session call does
+        not also pay. A result with a `_meta` (or `resultType`) of its own is completed in
+        place instead, so no field is ever written twice:
+        `result` is this request's own fresh dict (the dispatcher never hands out shared
+        ones).
+        """
+        if not result or "_meta" in result or "resultType" in result:
+            own = result.get("_meta")
+            result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
+            result["resultType"] = "complete"
+            return StatelessAnswer(result_response(request.id, result))
+        return StatelessAnswer(result_response(request.id, result), bare=True)
+
+    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, bool]:
+        """The answer's bytes and whether they are that answer (see `encode_reply`)."""
+        body, encodable = encode_reply(request, answer.reply)
+        if encodable and answer.bare:
+            # The bytes end with the closing braces of the result and of the reply; the
+            # result is not empty, so the fixed fields follow its last one.
+            body = body[:-2] + self._completion
+        return body, encodable
+
+    def reply_of(self, answer: StatelessAnswer) -> dict[str, Any]:
+        """The whole reply as a JSON value."""
+        if not answer.bare:
+            return answer.reply
+        result = {**answer.reply["result"], "resultType": "complete", "_meta": self._meta}
+        return {**answer.reply, "result": result}
+
+    @staticmethod
+    def _error(
+        request: Request,
+        code: ErrorCode,
+        message: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> StatelessAnswer:
+        return StatelessAnswer(error_response(request.id, code, message, data))

@@ -1,0 +1,252 @@
+"""MCP over stdio: one JSON-RPC message per line on stdin, replies on stdout.
+
+For clients that spawn their servers (desktop apps, IDEs). The process serves the same
+runtime, dispatcher, policy, approvals and audit as the HTTP endpoint, as the principal
+`local`: whoever can start the process already is the local user, so there is nothing
+to authenticate.
+
+Both protocol eras work here too, chosen per message: a request whose params carry the
+stateless `_meta` envelope is answered statelessly; `initialize` opens the one
+handshake-era session this process has (a second one is refused), and later
+handshake-era requests belong to it. Requests run concurrently and are answered as
+they finish; `notifications/cancelled` stops one that is still running (its reply is
+never sent). At end of input the requests still running finish and `serve` returns.
+
+Lines are bounded (`MAX_LINE_BYTES`); a longer one is refused with an error and
+skipped, and reading goes on with the next line. Only replies are written to the sink:
+logs go to stderr, and the launcher makes sure nothing else reaches stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Final
+
+import anyio
+from anyio import from_thread, to_thread
+from anyio.abc import TaskGroup
+from anyio.lowlevel import EventLoopToken, current_token
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_json
+from mymcp.auth import LOCAL, Principal
+from mymcp.governance import AuditLog
+from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declares_url_elicitation
+from mymcp.transport._exchange import MAX_BODY_BYTES, encode_json
+from mymcp.transport._jsonrpc import (
+    ErrorCode,
+    Notification,
+    Request,
+    classify,
+    encode_reply,
+    error_response,
+    log_notification,
+    log_response,
+    request_id_of,
+    result_response,
+)
+from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
+
+__all__ = ["MAX_LINE_BYTES", "StdioServer"]
+
+MAX_LINE_BYTES: Final = MAX_BODY_BYTES
+"""The longest message line read, as the HTTP endpoint bounds a body."""
+_TOO_LONG: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """The handshake-era session of this process, once `initialize` opened it."""
+
+    id: str
+    url_elicitation: bool
+
+
+class _LineReader:
+    """Reads lines on a daemon thread and hands them to the event loop.
+
+    A blocking read of stdin cannot be cancelled; on a daemon thread it never keeps
+    the process from ending (anyio's worker threads would).
+    """
+
+    def __init__(self, source: BinaryIO, limit: int) -> None:
+        self._source = source
+        self._limit = limit
+
+    def start(self) -> MemoryObjectReceiveStream[object]:
+        send, receive = anyio.create_memory_object_stream[object](1)
+        token = current_token()
+        threading.Thread(
+            target=self._pump, args=(send, token), name="mymcp-stdin", daemon=True
+        ).start()
+        return receive
+
+    def _pump(self, send: MemoryObjectSendStream[object], token: EventLoopToken) -> None:
+        # Reading ends at end of input, when the input breaks or when the loop is gone
+        # (the server stopped); either way the loop learns the input is over.
+        with contextlib.suppress(Exception):
+            self._read_into(send, token)
+        with contextlib.suppress(Exception):
+            from_thread.run_sync(send.close, token=token)
+
+    def _read_into(self, send: MemoryObjectSendStream[object], token: EventLoopToken) -> None:
+        while line := self._source.readline(self._limit + 1):
+            item: object = line
+            if len(line) > self._limit and not line.endswith(b"\n"):
+                item = _TOO_LONG
+                while line and not line.endswith(b"\n"):  # skip the rest of it
+                    line = self._source.readline(self._limit)
+            from_thread.run(send.send, item, token=token)
+
+
+class StdioServer:
+    """Serves one stdio connection (this process's stdin and stdout)."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        stateless: StatelessEra,
+        *,
+        audit: AuditLog | None = None,
+        principal: Principal = LOCAL,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._stateless = stateless
+        self._audit = audit
+        self._principal = principal
+        self._max_line = max_line_bytes
+        self._session: _Session | None = None
+        self._running: dict[str | int, anyio.CancelScope] = {}
+        self._write_lock = anyio.Lock()
+        self._sink: BinaryIO | None = None
+
+    async def serve(self, source: BinaryIO, sink: BinaryIO) -> None:
+        """Answer every message until the input ends, then let running requests finish."""
+        self._sink = sink
+        lines = _LineReader(source, self._max_line).start()
+        try:
+            async with anyio.create_task_group() as group, lines:
+                async for item in lines:
+                    if item is _TOO_LONG:
+                        await self._refuse(None, ErrorCode.INVALID_REQUEST, "Message too long")
+                    elif isinstance(item, bytes):
+                        await self._receive(item, group)
+        finally:
+            if self._session is not None:
+                self._record_session("session_close", self._session.id)
+
+    async def _receive(self, line: bytes, group: TaskGroup) -> None:
+        line = line.rstrip(b"\r\n")
+        if not line.strip():
+            return
+        try:
+            decoded = load_message_json(line)
+        except StrictJsonError as exc:
+            if exc.reason is StrictJsonReason.TOO_DEEP:
+                await self._refuse(None, ErrorCode.INVALID_REQUEST, "Message nests too deeply")
+            else:
+                await self._refuse(None, ErrorCode.PARSE_ERROR)
+            return
+        message = classify(decoded)
+        if message is None:
+            if isinstance(decoded, list):
+                await self._refuse(None, ErrorCode.INVALID_REQUEST, "Batching is not supported")
+            else:
+                await self._refuse(request_id_of(decoded), ErrorCode.INVALID_REQUEST)
+        elif isinstance(message, Notification):
+            log_notification(message)
+            if message.method == "notifications/cancelled":
+                self._cancel(message.params)
+        elif isinstance(message, Request):
+            if message.id in self._running:
+                await self._refuse(message.id, ErrorCode.INVALID_REQUEST, "Request id in use")
+                return
+            scope = anyio.CancelScope()
+            self._running[message.id] = scope
+            group.start_soon(self._run, message, scope)
+        # A client's reply to a server request: this server sends none, so it is dropped.
+
+    def _cancel(self, params: object) -> None:
+        request_id = params.get("requestId") if isinstance(params, Mapping) else None
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            scope = self._running.get(request_id)
+            if scope is not None:
+                scope.cancel()
+
+    async def _run(self, request: Request, scope: anyio.CancelScope) -> None:
+        started = self._dispatcher.log_request(request)
+        try:
+            with scope:
+                reply = await self._answer(request)
+                log_response(request, reply, started)
+                await self._write(encode_reply(request, reply)[0])
+        finally:
+            del self._running[request.id]
+
+    async def _answer(self, request: Request) -> dict[str, Any]:
+        if carries_stateless_envelope(request.params):
+            answer = await self._stateless.answer(request, self._principal, None)
+            return self._stateless.reply_of(answer)
+        if request.method == "initialize":
+            return self._initialize(request)
+        session = self._session
+        if session is None:
+            if request.method == "ping":
+                return result_response(request.id, {})
+            return error_response(
+                request.id,
+                ErrorCode.INVALID_REQUEST,
+                "Send initialize first, or carry the stateless _meta envelope",
+            )
+        caller = Caller(self._principal, session.id, session.url_elicitation)
+        reply = await self._dispatcher.dispatch(request, caller)
+        if isinstance(reply, StepUpRequired):  # no scopes exist on stdio; kept total anyway
+            return error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
+        return reply
+
+    def _initialize(self, request: Request) -> dict[str, Any]:
+        if self._session is not None:
+            return error_response(
+                request.id, ErrorCode.INVALID_REQUEST, "This process's session is already open"
+            )
+        reply, version = self._dispatcher.initialize(request)
+        if version is not None:
+            params = request.params  # initialize answered: params is an object
+            url = declares_url_elicitation(params.get("capabilities"))
+            session = _Session(secrets.token_urlsafe(32), url)
+            self._session = session
+            self._record_session("session_open", session.id)
+        return reply
+
+    def _record_session(self, event: str, session_id: str) -> None:
+        if self._audit is not None:
+            self._audit.append(
+                event, principal=self._principal.name, session=self._audit.session_tag(session_id)
+            )
+
+    async def _refuse(
+        self, request_id: str | int | None, code: ErrorCode, message: str | None = None
+    ) -> None:
+        # Fixed text and a parsed id: always encodable.
+        await self._write(encode_json(error_response(request_id, code, message)))
+
+    async def _write(self, body: bytes) -> None:
+        """Write one line; a reader that went away is not an error of this request."""
+        sink = self._sink
+        if sink is None:
+            return
+        async with self._write_lock:
+            try:
+                await to_thread.run_sync(_write_line, sink, body)
+            except (OSError, ValueError):
+                self._sink = None
+
+
+def _write_line(sink: BinaryIO, body: bytes) -> None:
+    sink.write(body + b"\n")
+    sink.flush()

@@ -1,0 +1,123 @@
+"""`[[plugins]] binding = "local"` (schema 8): a trusted plugin's tools under their own ids.
+
+This is the production switch `scripts/conformance` uses to serve the suite's fixture
+tools by the names the suite calls. A local name may never shadow another tool or a
+name reserved for the host: such a configuration is refused at startup with one code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mymcp.config import HostConfiguration, PluginDeclaration, parse_host_configuration
+from mymcp.errors import ConfigurationError, ExternalPluginLoadError
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
+from mymcp.runtime.bootstrap import build_runtime
+from tests.runtime.test_external import Workspace, manifest_document
+
+COLLISION = "external_plugin_name_collision"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+    space = Workspace(tmp_path)
+    yield space
+    for name in space.created_modules:
+        sys.modules.pop(name, None)
+
+
+def _tools(plugin_id: str, *local_ids: str) -> dict[str, object]:
+    document = manifest_document(plugin_id, tools=len(local_ids))
+    capabilities = document["capabilities"]
+    assert isinstance(capabilities, list)
+    for capability, local_id in zip(capabilities, local_ids, strict=True):
+        capability["id"] = local_id
+    return document
+
+
+def _runtime(workspace: Workspace, *declarations: PluginDeclaration) -> list[str]:
+    configuration = HostConfiguration(schema_version=8, plugins=declarations)
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    runtime = build_runtime(configuration, mnemosyne)
+    return list(runtime.registry.names)
+
+
+def _local(declaration: PluginDeclaration) -> PluginDeclaration:
+    return dataclasses.replace(declaration, binding="local")
+
+
+def _config(binding: str | None, schema: int = 8) -> bytes:
+    line = "" if binding is None else f'binding = "{binding}"\n'
+    return (
+        f'schema_version = {schema}\n[[plugins]]\nid = "fixture"\nenabled = true\n'
+        f'manifest_path = "/opt/fixture/manifest.json"\nmodule = "fixture_module"\n{line}'
+    ).encode()
+
+
+def test_binding_is_read_from_schema_8_and_defaults_to_namespaced() -> None:
+    assert parse_host_configuration(_config("local")).plugins[0].binding == "local"
+    assert parse_host_configuration(_config("namespaced")).plugins[0].binding == "namespaced"
+    assert parse_host_configuration(_config(None)).plugins[0].binding == "namespaced"
+
+
+@pytest.mark.parametrize(
+    ("binding", "schema", "where"),
+    [
+        ("global", 8, "plugins[0].binding"),
+        ("Local", 8, "plugins[0].binding"),
+        ("local", 7, "plugins[0].binding"),  # no such key before schema 8
+    ],
+)
+def test_other_binding_values_are_refused(binding: str, schema: int, where: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_host_configuration(_config(binding, schema))
+    assert caught.value.code == "invalid_schema"
+    assert f"{where}:" in str(caught.value)
+
+
+def test_local_plugin_tools_keep_their_ids_and_others_stay_namespaced(
+    workspace: Workspace,
+) -> None:
+    local = _local(workspace.plugin("fixed", manifest=_tools("fixed", "test_simple_text")))
+    other = workspace.plugin("other", manifest=_tools("other", "test_simple_text"))
+    names = _runtime(workspace, local, other)
+    assert names[0] == "list_tools"
+    assert "memory_recall" in names
+    assert names[-2:] == ["test_simple_text", "other__test_simple_text"]
+
+
+@pytest.mark.parametrize(
+    "local_id",
+    [
+        "memory_recall",  # a Mnemosyne tool
+        "memory_forget",  # a Mnemosyne tool whose gate is off: still refused
+        "list_tools",  # the host's own tool
+        "mymcp_status",  # reserved for the host
+    ],
+)
+def test_a_local_name_that_collides_is_refused(workspace: Workspace, local_id: str) -> None:
+    declaration = _local(workspace.plugin("fixed", manifest=_tools("fixed", local_id)))
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        _runtime(workspace, declaration)
+    assert caught.value.code == COLLISION
+
+
+def test_two_local_plugins_with_one_tool_id_are_refused(workspace: Workspace) -> None:
+    first = _local(workspace.plugin("first", manifest=_tools("first", "shared")))
+    second = _local(workspace.plugin("second", manifest=_tools("second", "shared")))
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        _runtime(workspace, first, second)
+    assert caught.value.code == COLLISION
+
+
+def test_a_namespaced_plugin_may_use_a_mnemosyne_tool_id(workspace: Workspace) -> None:
+    declaration = workspace.plugin("alpha", manifest=_tools("alpha", "memory_recall"))
+    assert "alpha__memory_recall" in _runtime(workspace, declaration)

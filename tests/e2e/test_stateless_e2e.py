@@ -1,0 +1,224 @@
+"""The stateless era end to end: approval as an `InputRequiredResult` with the official
+SDK client, and OAuth scope step-up and policy on the stateless wire over raw HTTP.
+
+The server runs in-process under real uvicorn (as the approval and OAuth tests do), so
+the test can hold the approvals store, standing in for the person in the console.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ElicitRequestParams, ElicitResult
+
+from mymcp.app import create_host_app
+from mymcp.auth import Authenticator
+from mymcp.auth._router import RoutedAdapter
+from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
+from mymcp.governance import (
+    Approvals,
+    AuditLog,
+    Governance,
+    Policy,
+    approval_required_tools,
+    open_audit,
+    read_records,
+)
+from mymcp.plugin import Consent, structured_result
+from mymcp.runtime import compose_runtime
+from mymcp.runtime.bootstrap import Host
+from tests.config.helpers import to_toml
+from tests.e2e.inprocess import serving
+from tests.e2e.server import free_port
+from tests.e2e.test_approval_e2e import NameIsToken
+from tests.e2e.test_governance_e2e import (  # noqa: F401 - the fixture is used by name
+    READ_TOOLS,
+    OAuthGoverned,
+    oauth_governed,
+)
+from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
+
+pytestmark = pytest.mark.slow
+
+ARGUMENTS = {"text": "remember the milk"}
+VERSION = "2026-07-28"
+
+
+@dataclass
+class Stack:
+    url: str
+    approvals: Approvals
+    audit: AuditLog
+    audit_dir: Path
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    runs: list[dict[str, Any]] = []
+
+    def write(arguments: dict[str, Any]) -> dict[str, Any]:
+        runs.append(arguments)
+        return structured_result({"status": "written"})
+
+    notes = contribution(
+        "notes",
+        tool(
+            "notes",
+            "write",
+            write,
+            effects=DESTRUCTIVE,
+            consent=Consent.PER_CALL,
+            input_schema=schema(text={"type": "string"}),
+        ),
+    )
+    runtime = compose_runtime([notes], external_bindings(notes), server_version="0.1.0")
+    port = free_port()
+    document = {
+        "schema_version": 8,
+        "server": {"address": "127.0.0.1", "port": port},
+        "approval": {"tools": ["@consent_required"]},
+        "audit": {"directory": str(tmp_path / "audit")},
+    }
+    configuration = parse_host_configuration(to_toml(document).encode())
+    audit = open_audit(configuration)
+    assert audit is not None
+    approvals = Approvals(
+        approval_required_tools(configuration.approval, runtime), 300, audit=audit
+    )
+    authenticator = Authenticator(
+        adapter=RoutedAdapter("op", NameIsToken()),
+        anonymous_enabled=False,
+    )
+    host = Host(
+        HostConfiguration(server=ServerSettings("127.0.0.1", port)),
+        runtime,
+        authenticator,
+        Governance(Policy(None, runtime), audit, approvals),
+    )
+    with serving(create_host_app(host), port):
+        yield Stack(f"http://127.0.0.1:{port}/mcp", approvals, audit, tmp_path / "audit", runs)
+
+
+async def _call(stack: Stack, elicit: Any = None, operator: str = "alice") -> Any:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {operator}"}) as http,
+        Client(
+            streamable_http_client(stack.url, http_client=http), elicitation_callback=elicit
+        ) as client,
+    ):
+        assert client.protocol_version == VERSION
+        return await client.call_tool("notes__write", ARGUMENTS)
+
+
+def test_the_sdk_opens_the_approval_page_and_its_retry_runs_once(stack: Stack) -> None:
+    asked: list[str] = []
+
+    async def person_approves(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        assert params.mode == "url"
+        asked.append(params.url)  # type: ignore[union-attr]
+        (pending,) = stack.approvals.pending()
+        stack.approvals.decide(pending.id, approve=True)
+        return ElicitResult(action="accept")
+
+    result = anyio.run(_call, stack, person_approves)
+    assert result.is_error is False
+    assert result.structured_content == {"status": "written"}
+    assert stack.runs == [ARGUMENTS]
+    (url,) = asked
+    assert url.startswith(stack.url.replace("/mcp", "/console/approvals/"))
+
+
+def test_a_client_that_cannot_open_urls_is_told_and_the_identical_call_runs(
+    stack: Stack,
+) -> None:
+    first = anyio.run(_call, stack)
+    assert first.structured_content["status"] == "approval_required"
+    assert stack.runs == []
+    (pending,) = stack.approvals.pending()
+    stack.approvals.decide(pending.id, approve=True)
+    # Another principal's identical call does not spend alice's approval.
+    other = anyio.run(_call, stack, None, "bob")
+    assert other.structured_content["status"] == "approval_required"
+    ran = anyio.run(_call, stack)
+    assert ran.structured_content == {"status": "written"}
+    assert stack.runs == [ARGUMENTS]
+
+
+def test_a_declined_approval_page_is_not_run(stack: Stack) -> None:
+    async def person_declines(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="decline")
+
+    result = anyio.run(_call, stack, person_declines)
+    assert result.is_error is True
+    assert result.structured_content["code"] == "approval_declined"
+    assert stack.runs == []
+
+
+def test_approval_steps_are_audited_without_a_session(stack: Stack) -> None:
+    async def person_approves(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        stack.approvals.decide(stack.approvals.pending()[0].id, approve=True)
+        return ElicitResult(action="accept")
+
+    anyio.run(_call, stack, person_approves)
+    with httpx.Client(timeout=10) as http:  # an unauthenticated request is audited too
+        refused = http.post(stack.url, headers={"mcp-protocol-version": VERSION})
+        assert refused.status_code == 401
+    stack.audit.commit()  # what the background writer does at least once a second
+    records = list(read_records(stack.audit_dir))
+    steps = [r["event"] for r in records if r["event"].startswith("approval_")]
+    assert steps == ["approval_requested", "approval_granted", "approval_spent"]
+    assert not any("session" in r for r in records)
+
+
+# --- OAuth scopes on the stateless wire --------------------------------------------------
+
+
+def _modern(
+    http: httpx.Client, stack: OAuthGoverned, token: str, method: str, **params: Any
+) -> Any:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": method,
+    }
+    if "name" in params:
+        headers["mcp-name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    return http.post(stack.url, json=body, headers=headers)
+
+
+def test_scopes_filter_the_stateless_list_and_step_up_is_the_same_403(
+    oauth_governed: OAuthGoverned,  # noqa: F811 - the imported fixture, by name
+) -> None:
+    metadata = f"{oauth_governed.base}/.well-known/oauth-protected-resource/mcp"
+    with httpx.Client(timeout=10) as http:
+        reader = oauth_governed.token(scope="memory.read openid")
+        listed = _modern(http, oauth_governed, reader, "tools/list").json()["result"]
+        assert [t["name"] for t in listed["tools"]] == READ_TOOLS
+        assert listed["cacheScope"] == "private"  # it depends on who asks
+        response = _modern(
+            http, oauth_governed, reader, "tools/call", name="memory_remember", arguments={}
+        )
+        assert response.status_code == 403
+        assert response.headers["www-authenticate"] == (
+            'Bearer error="insufficient_scope", scope="memory.read memory.write", '
+            f'resource_metadata="{metadata}"'
+        )
+        assert "mcp-session-id" not in response.headers
+        unauthenticated = _modern(http, oauth_governed, "not-a-jwt", "tools/list")
+        assert unauthenticated.status_code == 401

@@ -1,0 +1,247 @@
+"""Exact-call approval in the stateless era: an `InputRequiredResult` instead of -32042.
+
+The era is driven directly (no HTTP) so the test can hold the approvals store, standing
+in for the person in the console, and decide while a retry is waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio import wait_all_tasks_blocked
+
+from mymcp.auth import Principal
+from mymcp.auth._principal import registered_principal
+from mymcp.governance import Approvals, ApprovalState, AuditLog, Governance, Policy, read_records
+from mymcp.plugin import Consent, structured_result
+from mymcp.runtime import compose_runtime
+from mymcp.transport import Caller, Dispatcher
+from mymcp.transport._jsonrpc import Request
+from mymcp.transport._stateless import StatelessEra
+from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
+
+ALICE = registered_principal("op", "alice")
+BOB = registered_principal("op", "bob")
+ARGUMENTS = {"text": "remember the milk"}
+URL_CAPABLE = {"elicitation": {"form": {}, "url": {}}}
+
+
+@dataclass
+class Stage:
+    era: StatelessEra
+    dispatcher: Dispatcher
+    approvals: Approvals
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _stage(tmp_path: Path | None = None, *, wait: float = 5.0) -> Stage:
+    runs: list[dict[str, Any]] = []
+
+    def write(arguments: dict[str, Any]) -> dict[str, Any]:
+        runs.append(arguments)
+        return structured_result({"status": "written"})
+
+    notes = contribution(
+        "notes",
+        tool(
+            "notes",
+            "write",
+            write,
+            effects=DESTRUCTIVE,
+            consent=Consent.PER_CALL,
+            input_schema=schema(text={"type": "string"}),
+        ),
+    )
+    runtime = compose_runtime([notes], external_bindings(notes), server_version="0.1.0")
+    audit = None
+    if tmp_path is not None:
+        audit = AuditLog(tmp_path / "audit", max_segment_bytes=1 << 20, max_segments=4)
+    approvals = Approvals(frozenset({"notes__write"}), 300, audit=audit)
+    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime), audit, approvals))
+    return Stage(StatelessEra(dispatcher, approval_wait_seconds=wait), dispatcher, approvals, runs)
+
+
+def _call(
+    capabilities: dict[str, Any] | None = None,
+    *,
+    action: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    request_id: int = 1,
+) -> Request:
+    params: dict[str, Any] = {
+        "name": "notes__write",
+        "arguments": ARGUMENTS if arguments is None else arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        },
+    }
+    if action is not None:
+        params["inputResponses"] = {"approval": {"action": action}}
+    return Request(request_id, "tools/call", params)
+
+
+def _result(stage: Stage, request: Request, principal: Principal = ALICE) -> dict[str, Any]:
+    answer = anyio.run(stage.era.answer, request, principal, None)
+    assert answer.step_up is None
+    return stage.era.reply_of(answer)["result"]
+
+
+def test_a_url_capable_client_is_asked_with_an_input_required_result() -> None:
+    stage = _stage()
+    result = _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    assert result["resultType"] == "input_required"
+    assert result["_meta"] == {
+        "io.modelcontextprotocol/serverInfo": {"name": "mymcp", "version": "0.1.0"}
+    }
+    assert "ttlMs" not in result
+    assert result["inputRequests"] == {
+        "approval": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "url",
+                "url": f"http://127.0.0.1:8000/console/approvals/{pending.id}",
+                "message": (
+                    "MyMCP needs your approval before it runs notes__write with these exact "
+                    "arguments. Open the link, review the call and approve or deny it; then "
+                    "the agent repeats the same call."
+                ),
+            },
+        }
+    }
+    assert pending.session_id == ""  # bound to principal, tool and arguments only
+    assert stage.runs == []
+
+
+@pytest.mark.parametrize("capabilities", [{}, {"elicitation": {}}, {"elicitation": {"form": {}}}])
+def test_other_clients_get_the_approval_required_result(capabilities: dict[str, Any]) -> None:
+    stage = _stage()
+    result = _result(stage, _call(capabilities))
+    assert result["resultType"] == "complete"
+    assert result["isError"] is True
+    assert result["structuredContent"]["status"] == "approval_required"
+    assert result["structuredContent"]["approval_url"].endswith(stage.approvals.pending()[0].id)
+
+
+def test_the_retry_after_approval_runs_once() -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    stage.approvals.decide(pending.id, approve=True)
+    ran = _result(stage, _call(URL_CAPABLE, action="accept", request_id=2))
+    assert (ran["resultType"], ran["structuredContent"]) == ("complete", {"status": "written"})
+    assert stage.runs == [ARGUMENTS]
+    again = _result(stage, _call(URL_CAPABLE, action="accept", request_id=3))
+    assert again["resultType"] == "input_required"  # spent: a new approval is asked for
+    assert stage.runs == [ARGUMENTS]
+
+
+def test_the_identical_call_after_approval_runs_once_without_any_input_response() -> None:
+    stage = _stage()
+    _result(stage, _call())
+    stage.approvals.decide(stage.approvals.pending()[0].id, approve=True)
+    ran = _result(stage, _call(request_id=2))
+    assert ran["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
+
+
+def test_a_retry_waits_for_the_decision_and_then_runs() -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    outcome: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async def retry() -> None:
+            answer = await stage.era.answer(_call(URL_CAPABLE, action="accept"), ALICE, None)
+            outcome.update(stage.era.reply_of(answer)["result"])
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(retry)
+            await wait_all_tasks_blocked()  # the retry now waits for a decision
+            assert outcome == {}
+            assert stage.runs == []
+            stage.approvals.decide(pending.id, approve=True)
+
+    anyio.run(scenario)
+    assert outcome["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
+
+
+def test_a_retry_that_waited_in_vain_asks_again() -> None:
+    stage = _stage(wait=0.0)
+    _result(stage, _call(URL_CAPABLE))
+    again = _result(stage, _call(URL_CAPABLE, action="accept", request_id=2))
+    assert again["resultType"] == "input_required"
+    assert len(stage.approvals.pending()) == 1  # the same approval, still open
+    assert stage.runs == []
+
+
+def test_a_denied_approval_is_reported_after_the_wait() -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    stage.approvals.decide(stage.approvals.pending()[0].id, approve=False)
+    denied = _result(stage, _call(URL_CAPABLE, action="accept", request_id=2))
+    assert denied["structuredContent"]["code"] == "approval_denied"
+    assert stage.runs == []
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_declined_elicitation_is_not_run_and_says_so(action: str) -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    declined = _result(stage, _call(URL_CAPABLE, action=action, request_id=2))
+    assert declined["resultType"] == "complete"
+    assert declined["isError"] is True
+    payload = declined["structuredContent"]
+    assert payload["code"] == "approval_declined"
+    assert payload["approval_url"].endswith(stage.approvals.pending()[0].id)
+    assert stage.runs == []
+
+
+def test_an_approval_binds_principal_tool_and_arguments() -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    stage.approvals.decide(stage.approvals.pending()[0].id, approve=True)
+    # Another principal, or other arguments, cannot spend alice's approval.
+    assert _result(stage, _call(URL_CAPABLE), BOB)["resultType"] == "input_required"
+    changed = _call(URL_CAPABLE, arguments={"text": "remember the eggs"})
+    assert _result(stage, changed)["resultType"] == "input_required"
+    assert stage.runs == []
+    # Neither can a call from a handshake-era session of the same principal.
+    legacy = anyio.run(
+        stage.dispatcher.call_tool,
+        Caller(ALICE, "session-1"),
+        {"name": "notes__write", "arguments": ARGUMENTS},
+    )
+    assert not isinstance(legacy, dict)
+    assert stage.runs == []
+    assert _result(stage, _call())["structuredContent"] == {"status": "written"}
+
+
+def test_approval_records_carry_no_session(tmp_path: Path) -> None:
+    stage = _stage(tmp_path)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    stage.approvals.decide(pending.id, approve=True)
+    _result(stage, _call(URL_CAPABLE, action="accept"))
+    assert pending.state is ApprovalState.SPENT
+    audit = stage.dispatcher._audit
+    assert audit is not None
+    audit.commit()
+    records = list(read_records(tmp_path / "audit"))
+    events = [(r["event"], r.get("decision")) for r in records]
+    assert events == [
+        ("approval_requested", None),
+        ("tool_call", "approval_required"),
+        ("approval_granted", None),
+        ("approval_spent", None),
+        ("tool_call", "allowed"),
+        ("tool_call", "allowed"),
+    ]
+    assert not any("session" in record for record in records)

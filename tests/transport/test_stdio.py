@@ -1,0 +1,352 @@
+"""`mymcp stdio`: the same runtime over newline-delimited JSON-RPC on stdin and stdout.
+
+The real command runs in a subprocess with a private HOME and is driven by the official
+SDK's stdio client in both connect modes, and by raw lines where the SDK would never
+send what is tested (overlong lines, garbage). Cancellation is tested in-process, with
+pipes, where the test controls when a tool finishes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import ElicitRequestParams, ElicitResult
+
+from mymcp.auth._principal import registered_principal
+from mymcp.governance import Governance, Policy, read_records
+from mymcp.plugin import structured_result
+from mymcp.runtime import compose_runtime
+from mymcp.transport import Dispatcher, StatelessEra, StdioServer
+from tests.console.conftest import csrf_of, remember_arguments
+from tests.e2e.server import Sandbox, make_sandbox, run_cli
+from tests.runtime.test_external import Workspace
+from tests.synthetic import contribution, external_bindings, tool
+
+pytestmark = pytest.mark.slow
+
+NOISY_PLUGIN = """
+print("noise at import")
+
+
+def _handler(arguments):
+    print("noise during a call")
+    return structured_result({"ok": True})
+"""
+
+
+def _params(sandbox: Sandbox, extra_env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mymcp.cli", "stdio"],
+        env=sandbox.environ(extra_env),
+        cwd=str(sandbox.root),
+    )
+
+
+async def _session(
+    params: StdioServerParameters,
+    mode: str,
+    call: str = "list_tools",
+    arguments: dict[str, Any] | None = None,
+    elicit: Any = None,
+) -> dict[str, Any]:
+    async with Client(params, mode=mode, elicitation_callback=elicit) as client:
+        listed = await client.list_tools()
+        try:
+            called: Any = await client.call_tool(call, arguments or {})
+        except MCPError as exc:
+            called = exc
+        return {
+            "version": client.protocol_version,
+            "names": [t.name for t in listed.tools],
+            "called": called,
+        }
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return make_sandbox(tmp_path)
+
+
+@pytest.mark.parametrize(("mode", "revision"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_the_sdk_stdio_client_lists_and_calls_in_both_eras(
+    sandbox: Sandbox, mode: str, revision: str
+) -> None:
+    outcome = anyio.run(_session, _params(sandbox), mode)
+    assert outcome["version"] == revision
+    assert outcome["names"][0] == "list_tools"
+    assert {"memory_recall", "memory_list", "memory_inspect"} <= set(outcome["names"])
+    called = outcome["called"]
+    assert called.is_error is False
+    assert called.structured_content["tools"] == outcome["names"]
+
+
+POLICY_CONFIG = """schema_version = 8
+[policy]
+default = "deny"
+[[policy.rules]]
+principals = ["local"]
+allow = ["memory_recall"]
+"""
+
+
+def test_policy_and_audit_see_the_local_principal(sandbox: Sandbox) -> None:
+    sandbox.write_config(POLICY_CONFIG)
+    for mode in ("auto", "legacy"):
+        outcome = anyio.run(functools.partial(_session, _params(sandbox), mode, "memory_list"))
+        assert outcome["names"] == ["list_tools", "memory_recall"]
+        assert isinstance(outcome["called"], MCPError)
+        assert outcome["called"].error.message == "Unknown tool: memory_list"
+    records = list(read_records(sandbox.home / ".local" / "state" / "mymcp" / "audit"))
+    assert {r["principal"] for r in records if "principal" in r} == {"local"}
+    denied = [r for r in records if r.get("event") == "tool_call"]
+    assert [(r["decision"], "session" in r) for r in denied] == [
+        ("denied", False),  # the stateless era has no session
+        ("denied", True),  # the handshake era's one session of that process
+    ]
+    events = [r["event"] for r in records if "session" in r]
+    assert events == ["session_open", "tool_call", "session_close"]
+
+
+def _raw(
+    sandbox: Sandbox, lines: list[bytes], env: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], str, int]:
+    finished = subprocess.run(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        input=b"".join(lines),
+        env=sandbox.environ(env),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    replies = [json.loads(line) for line in finished.stdout.splitlines()]
+    return replies, finished.stderr.decode(), finished.returncode
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
+}
+
+
+def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) -> None:
+    overlong = b'{"jsonrpc":"2.0","id":9,"method":"ping","pad":"' + b"x" * (1 << 21) + b'"}\n'
+    lines = [
+        b"not json\n",
+        overlong,
+        b'[{"jsonrpc":"2.0","id":3,"method":"ping"}]\n',
+        _line({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),  # before initialize
+        _line(INITIALIZE),
+        _line({**INITIALIZE, "id": 5}),  # one session per process
+        _line({"jsonrpc": "2.0", "id": 6, "method": "ping"}),
+    ]
+    replies, stderr, status = _raw(sandbox, lines)
+    assert status == 0, stderr
+    by_id = {reply["id"]: reply for reply in replies if reply["id"] is not None}
+    unnumbered = [reply["error"] for reply in replies if reply["id"] is None]
+    assert unnumbered == [
+        {"code": -32700, "message": "Parse error"},
+        {"code": -32600, "message": "Message too long"},
+        {"code": -32600, "message": "Batching is not supported"},
+    ]
+    assert by_id[4]["error"]["code"] == -32600
+    assert by_id[1]["result"]["protocolVersion"] == "2025-11-25"
+    assert by_id[5]["error"]["message"] == "This process's session is already open"
+    assert by_id[6]["result"] == {}
+    assert "x" * 64 not in stderr  # nothing of a message reaches the log
+
+
+def test_stdout_carries_only_replies_even_when_a_plugin_prints(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("noisy", extra=NOISY_PLUGIN)
+    sandbox.write_config(
+        'schema_version = 2\n[[plugins]]\nid = "noisy"\nenabled = true\n'
+        f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+    )
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    lines = [_line(INITIALIZE), _line({**call, "params": {"name": "noisy__tool_0"}})]
+    replies, stderr, status = _raw(sandbox, lines, {"PYTHONPATH": str(space.root / "modules")})
+    assert status == 0, stderr
+    # Every stdout line parsed as JSON (above); the prints went to stderr instead.
+    assert [reply["id"] for reply in replies] == [1, 2]
+    assert replies[1]["result"]["structuredContent"] == {"ok": True}
+    assert "noise at import" in stderr
+    assert "noise during a call" in stderr
+
+
+def test_a_startup_failure_is_reported_on_stderr_only(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 99\n")
+    replies, stderr, status = _raw(sandbox, [_line(INITIALIZE)])
+    assert (replies, status) == ([], 1)
+    assert "code=unsupported_schema_version" in stderr
+
+
+def test_end_of_input_ends_the_process_cleanly(sandbox: Sandbox) -> None:
+    replies, stderr, status = _raw(sandbox, [])
+    assert (replies, status) == ([], 0)
+    assert "Traceback" not in stderr
+
+
+# --- approval ----------------------------------------------------------------------------
+
+
+def _approval_config(port: int) -> str:
+    return (
+        f'schema_version = 8\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+        '[approval]\ntools = ["@consent_required"]\n'
+    )
+
+
+REMEMBER = remember_arguments("Stdio works")
+GATES = {"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true"}
+
+
+def _approve_in_console(sandbox: Sandbox, url: str) -> None:
+    """What the person does: sign in with `mymcp console` and approve the call."""
+    signed = run_cli(["console", "--no-browser"], sandbox.environ())
+    assert signed.returncode == 0, signed.stderr
+    link = signed.stdout.strip().splitlines()[-1]
+    origin = url.split("/console/")[0]
+    with httpx.Client(timeout=10, trust_env=False) as browser:
+        csrf = csrf_of(browser.get(link, follow_redirects=True).text)
+        page = browser.get(url)
+        assert "memory_remember" in page.text
+        decided = browser.post(
+            url,
+            data={"csrf": csrf, "decision": "approve"},
+            headers={"origin": origin},
+            follow_redirects=False,
+        )
+        assert decided.status_code == 303
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_approval_is_decided_in_the_console_this_process_serves(
+    sandbox: Sandbox, mode: str
+) -> None:
+    sandbox.write_config(_approval_config(sandbox.port))
+
+    async def steps() -> tuple[Any, Any]:
+        async with Client(_params(sandbox, GATES), mode=mode) as client:
+            first = await client.call_tool("memory_remember", REMEMBER)
+            url = first.structured_content["approval_url"]
+            await anyio.to_thread.run_sync(_approve_in_console, sandbox, url)
+            return first, await client.call_tool("memory_remember", REMEMBER)
+
+    first, second = anyio.run(steps)
+    payload = first.structured_content
+    assert payload["status"] == "approval_required"
+    assert payload["approval_url"].startswith(f"http://127.0.0.1:{sandbox.port}/console/approvals/")
+    assert second.is_error is False
+    assert second.structured_content["status"] == "remembered"
+
+
+def test_a_url_capable_client_is_sent_to_the_console_and_its_retry_runs(sandbox: Sandbox) -> None:
+    sandbox.write_config(_approval_config(sandbox.port))
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.url)  # type: ignore[union-attr]
+        await anyio.to_thread.run_sync(_approve_in_console, sandbox, params.url)  # type: ignore[union-attr]
+        return ElicitResult(action="accept")
+
+    outcome = anyio.run(
+        functools.partial(
+            _session, _params(sandbox, GATES), "auto", "memory_remember", REMEMBER, elicit
+        )
+    )
+    assert outcome["version"] == "2026-07-28"
+    assert len(asked) == 1
+    assert outcome["called"].structured_content["status"] == "remembered"
+
+
+def test_without_its_own_console_a_call_that_needs_approval_is_refused(sandbox: Sandbox) -> None:
+    sandbox.write_config(_approval_config(sandbox.port))
+    with socket.socket() as taken:  # another server holds the configured address
+        taken.bind(("127.0.0.1", sandbox.port))
+        taken.listen(1)
+        outcome = anyio.run(
+            functools.partial(
+                _session, _params(sandbox, GATES), "auto", "memory_remember", REMEMBER
+            )
+        )
+    payload = outcome["called"].structured_content
+    assert (payload["status"], payload["code"]) == ("approval_unavailable", "approval_unavailable")
+    assert not any((sandbox.memory_root / "project").rglob("*.json"))
+
+
+# --- in-process: cancellation ------------------------------------------------------------
+
+
+@pytest.fixture
+def pipes() -> Iterator[tuple[Any, Any, Any, Any]]:
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    files = (
+        os.fdopen(read_in, "rb"),
+        os.fdopen(write_in, "wb", buffering=0),
+        os.fdopen(read_out, "rb"),
+        os.fdopen(write_out, "wb", buffering=0),
+    )
+    yield files
+    for file in files:
+        if not file.closed:
+            file.close()
+
+
+def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any]) -> None:
+    source, to_server, from_server, sink = pipes
+    started = anyio.Event()
+
+    async def hang(arguments: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        return structured_result({})
+
+    slow = contribution("slow", tool("slow", "hang", hang))
+    runtime = compose_runtime([slow], external_bindings(slow), server_version="0.1.0")
+    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
+    server = StdioServer(
+        dispatcher, StatelessEra(dispatcher), principal=registered_principal("t", "t")
+    )
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            to_server.write(_line(INITIALIZE))
+            call = {"jsonrpc": "2.0", "id": "slow", "method": "tools/call"}
+            to_server.write(_line({**call, "params": {"name": "slow__hang"}}))
+            await started.wait()
+            cancel = {"requestId": "slow", "reason": "user"}
+            to_server.write(
+                _line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+            )
+            to_server.write(_line({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            to_server.close()  # end of input: serve returns once nothing runs
+
+    anyio.run(scenario)
+    sink.close()
+    replies = [json.loads(line) for line in from_server.read().splitlines()]
+    assert [reply["id"] for reply in replies] == [1, 2]
