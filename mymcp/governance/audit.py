@@ -415,6 +415,14 @@ class _ChainWriter:
         self.hash = tail.hash
         self._chunks: dict[int, list[bytes]] = {}
         self._created: list[int] = []
+        self._second = -1  # the records of one second share their time's prefix
+        self._prefix = ""
+
+    def _time(self, moment: float) -> str:
+        whole = int(moment // 1)
+        if whole != self._second:
+            self._second, self._prefix = whole, _timestamp(whole)[:-5]
+        return f"{self._prefix}.{int((moment - whole) * 1000):03d}Z"
 
     def new_segment(self) -> None:
         self.segment += 1
@@ -422,7 +430,7 @@ class _ChainWriter:
         self._created.append(self.segment)
 
     def add(self, moment: float, fields: AuditRecord) -> None:
-        record = {"seq": self.seq + 1, "time": _timestamp(moment), **fields, "prev": self.hash}
+        record = {"seq": self.seq + 1, "time": self._time(moment), **fields, "prev": self.hash}
         body = _canonical_record(record)
         digest = hashlib.sha256(body).hexdigest()
         line = _line(body, digest)
