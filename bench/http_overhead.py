@@ -380,6 +380,7 @@ _ORDER = [
     "mymcp tools/call list_tools",
     "mymcp stateless tools/call list_tools",
     "mymcp ping",
+    "mymcp governed tools/call list_tools",
 ]
 
 
@@ -417,6 +418,14 @@ def main() -> None:
         print(
             f"{name:48} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
         )
+    # Governance's own target compares the governed call with the same call audit-off.
+    for connections in sorted({name[name.rindex("(") :] for name in rows}):
+        governed = f"mymcp governed tools/call list_tools {connections}"
+        plain = f"mymcp tools/call list_tools {connections}"
+        if governed in rows and plain in rows:
+            speed = rows[governed]["rps"] / rows[plain]["rps"]
+            cost = min(cpu[plain]) / min(cpu[governed])
+            print(f"governed vs audit-off {connections}: {speed:.2f}x req/s, {cost:.2f}x cpu/req")
 
 
 if __name__ == "__main__":
