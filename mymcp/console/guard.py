@@ -11,14 +11,19 @@
   from `/console/static/`, nothing inline, no framing), `X-Frame-Options: DENY`,
   `Referrer-Policy: no-referrer`, `X-Content-Type-Options: nosniff` and
   `Cache-Control: no-store`, whatever produced it.
+- **The router's own refusals** (a console path asked with a method it does not take)
+  are answered with their status (405 and `Allow`), not treated as failures: any page
+  could send such requests, and they must not fill the log with errors.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
 from typing import Final
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["SECURITY_HEADERS", "ConsoleGuard", "is_same_origin_post", "trusted_authority"]
@@ -39,6 +44,7 @@ SECURITY_HEADERS: Final[tuple[tuple[bytes, bytes], ...]] = (
     (b"cross-origin-resource-policy", b"same-origin"),
 )
 _REPLACED: Final = frozenset(name for name, _ in SECURITY_HEADERS)
+_OWN_HEADERS: Final = _REPLACED | {b"content-type", b"content-length"}
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD"})
 _REFUSAL: Final = (
     b"<!doctype html><html lang=en><meta charset=utf-8><title>Forbidden</title>"
@@ -114,6 +120,9 @@ class ConsoleGuard:
 
         try:
             await self._app(scope, receive, send_secured)
+        except HTTPException as exc:
+            if not started:
+                await _answer(send, exc.status_code, _status_page(exc.status_code), exc.headers)
         except Exception as exc:
             # Answered here, so that even a failure carries the security headers; the
             # exception text may hold memory content, so only its type is logged.
@@ -126,10 +135,30 @@ async def _refuse(send: Send) -> None:
     await _answer(send, 403, _REFUSAL)
 
 
-async def _answer(send: Send, status: int, body: bytes) -> None:
+def _status_page(status: int) -> bytes:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{status} {phrase}</title>"
+        f"<h1>{status} {phrase}</h1><p>This MyMCP console page does not answer this kind "
+        "of request.</p></html>"
+    ).encode()
+
+
+async def _answer(
+    send: Send, status: int, body: bytes, extra: Mapping[str, str] | None = None
+) -> None:
+    """A fixed page; of `extra` (such as a 405's `Allow`) the security headers are kept ours."""
+    kept = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in (extra or {}).items()
+    ]
     headers = [
         (b"content-type", b"text/html; charset=utf-8"),
         (b"content-length", str(len(body)).encode()),
+        *((name, value) for name, value in kept if name not in _OWN_HEADERS),
         *SECURITY_HEADERS,
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given
@@ -218,6 +220,33 @@ def test_every_response_carries_the_security_headers(stack: Stack) -> None:
     ]:
         _assert_secured(stack.post(path, form))
     _assert_secured(stack.client.delete("/console/approvals"))
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/console/sign-out", "POST"),
+        ("POST", "/console/memory", "GET, HEAD"),
+        ("PUT", "/console/approvals", "GET, HEAD"),
+        ("DELETE", "/console/approvals", "GET, HEAD"),
+        ("PATCH", "/console/memory/record", "GET, HEAD"),
+    ],
+)
+def test_a_method_a_page_does_not_take_is_answered_405_quietly(
+    stack: Stack, caplog: pytest.LogCaptureFixture, method: str, path: str, allow: str
+) -> None:
+    csrf = stack.sign_in()
+    caplog.set_level(logging.DEBUG, logger="mymcp.console")
+    caplog.clear()
+    response = stack.client.request(
+        method, path, data={"csrf": csrf}, headers=ORIGIN, follow_redirects=False
+    )
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == set(allow.split(", "))
+    assert "405 Method Not Allowed" in response.text
+    _assert_secured(response)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert stack.client.get("/console/approvals").status_code == 200  # still signed in
 
 
 def test_static_files_have_their_types_and_no_inline_code_exists(stack: Stack) -> None:
