@@ -53,15 +53,13 @@ def pretty_arguments(arguments: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ComparedField:
-    """One field of a revision: what is stored, what is proposed, and whether it differs."""
+    """One field of a revision: what is stored, what is proposed (both as shown), and
+    whether the values themselves differ."""
 
     name: str
     stored: str
     proposed: str
-
-    @property
-    def changed(self) -> bool:
-        return self.stored != self.proposed
+    changed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +78,8 @@ def _shown(value: object) -> str:
     if value is None:
         return "(none)"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value) if value else "(no tags)"
+        # As a JSON list, so that ["a, b"] and ["a", "b"] cannot look alike.
+        return visible(json.dumps(value, ensure_ascii=False)) if value else "(no tags)"
     return visible(str(value))
 
 
@@ -98,7 +97,9 @@ def _comparison(
         ("Content", stored.get("content"), proposed.get("content")),
         ("Tags", stored.get("tags"), proposed.get("tags")),
     ]
-    return tuple(ComparedField(name, _shown(old), _shown(new)) for name, old, new in rows)
+    return tuple(
+        ComparedField(name, _shown(old), _shown(new), old != new) for name, old, new in rows
+    )
 
 
 def _revision_note(stored: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:

@@ -44,6 +44,17 @@ def _text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
+def _compared(page: str) -> dict[str, tuple[bool, list[str]]]:
+    """The revision comparison: per field, whether it is marked changed, and its cells."""
+    return {
+        _text(match.group(1)).removesuffix(" changed"): (
+            "changed" in match.group(0),
+            [_text(cell) for cell in re.findall(r"<td>(.*?)</td>", match.group(0), re.S)],
+        )
+        for match in re.finditer(r"<tr[^>]*>\s*<th scope=\"row\">(.*?)</th>.*?</tr>", page, re.S)
+    }
+
+
 def _console_calls(stack: Stack) -> list[tuple[str, str]]:
     audit = stack.host.governance.audit
     assert audit is not None
@@ -158,15 +169,9 @@ def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:
     }
     path = _approval_path(stack.mcp_call(session, "memory_revise", proposal))
     page = stack.client.get(path).text
-    rows = {
-        _text(match.group(1)).removesuffix(" changed"): (
-            "changed" in match.group(0),
-            [_text(cell) for cell in re.findall(r"<td>(.*?)</td>", match.group(0), re.S)],
-        )
-        for match in re.finditer(r"<tr[^>]*>\s*<th scope=\"row\">(.*?)</th>.*?</tr>", page, re.S)
-    }
+    rows = _compared(page)
     assert rows["Title"] == (True, ["Old title", "New title"])
-    assert rows["Tags"] == (True, ["keep", "keep, added"])
+    assert rows["Tags"] == (True, ['["keep"]', '["keep", "added"]'])
     assert rows["Content"] == (False, ["The content of Old title"] * 2)
     assert rows["Namespace label"] == (False, ["Mnemosyne", "Mnemosyne"])
     assert "revision_conflict" not in page
@@ -175,6 +180,32 @@ def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:
         stack.mcp_call(session, "memory_revise", {**proposal, "expected_revision": 7})
     )
     assert "expects revision 7, but the record is at revision 1" in stack.client.get(stale).text
+
+
+def test_revised_tags_are_shown_one_by_one_and_visibly(stack: Stack) -> None:
+    stack.sign_in()
+    reference = stack.remember("Tagged", tags=["a", "b"])
+    session = stack.mcp_session()
+    proposal = {
+        "reference": reference,
+        "expected_revision": 1,
+        "namespace_label": "Mnemosyne",
+        "collection_label": "Decisions",
+        "title": "Tagged",
+        "content": "The content of Tagged",
+    }
+    joined = _approval_path(
+        stack.mcp_call(session, "memory_revise", {**proposal, "tags": ["a, b"]})
+    )
+    rows = _compared(stack.client.get(joined).text)
+    assert rows["Tags"] == (True, ['["a", "b"]', '["a, b"]'])
+
+    sneaky = _approval_path(
+        stack.mcp_call(session, "memory_revise", {**proposal, "tags": ["a", "b\u202egnp"]})
+    )
+    page = stack.client.get(sneaky).text
+    assert "\u202e" not in page
+    assert _compared(page)["Tags"] == (True, ['["a", "b"]', '["a", "b\\u202egnp"]'])
 
 
 def test_invisible_characters_in_arguments_are_shown(stack: Stack) -> None:
