@@ -8,9 +8,12 @@ identical call after the grant runs, and spends it; the next identical call need
 approval, and a call that differs in anything needs its own.
 
 Approvals live in this process only (a restart drops them) and are bounded: at most
-`MAX_PENDING_PER_PRINCIPAL` pending per principal (the oldest pending is dropped first)
-and `MAX_PENDING` overall. Every step is recorded in the audit: `approval_requested`,
-`approval_granted`, `approval_denied`, `approval_spent` and `approval_expired`.
+`MAX_PENDING_PER_PRINCIPAL` pending per principal (that principal's oldest pending is
+dropped first) and, as a last resort against many principals at once, `MAX_PENDING`
+overall. The overall bound takes from whoever holds the most pending approvals, so
+that one principal's flood never drops another principal's approval. Every step is
+recorded in the audit: `approval_requested`, `approval_granted`, `approval_denied`,
+`approval_spent` and `approval_expired`.
 
 The store is used from the event loop only (the transport and the console both run
 there), so it needs no lock.
@@ -130,7 +133,8 @@ class Approvals:
 
     `_tracked` holds every approval a call may still meet: pending, granted, and denied
     or expired ones not yet reported to the caller. Once spent or reported, an approval
-    moves to the bounded `_finished` history the console shows.
+    moves to the bounded `_finished` history the console shows. `per_principal_limit`
+    and `limit` bound the pending approvals (see the module's description).
     """
 
     def __init__(
@@ -140,8 +144,12 @@ class Approvals:
         *,
         audit: AuditLog | None = None,
         clock: Callable[[], float] = time.time,
+        per_principal_limit: int = MAX_PENDING_PER_PRINCIPAL,
+        limit: int = MAX_PENDING,
     ) -> None:
         self._required = required
+        self._per_principal_limit = per_principal_limit
+        self._limit = limit
         self._ttl = ttl_seconds
         self._audit = audit
         self._clock = clock
@@ -205,12 +213,7 @@ class Approvals:
     def _request(
         self, principal: str, principal_id: str, session_id: str, tool: str, canonical: bytes
     ) -> Approval:
-        pending = [a for a in self._tracked.values() if a.state is ApprovalState.PENDING]
-        mine = [a for a in pending if a.principal_id == principal_id]
-        if len(mine) >= MAX_PENDING_PER_PRINCIPAL:
-            self._drop(mine[0])
-        elif len(pending) >= MAX_PENDING:
-            self._drop(pending[0])
+        self._make_room(principal_id)
         now = self._clock()
         approval = Approval(
             id=secrets.token_urlsafe(16),
@@ -228,6 +231,24 @@ class Approvals:
         self._by_key[approval.key] = approval
         self._version += 1
         return approval
+
+    def _make_room(self, principal_id: str) -> None:
+        """Drop one pending approval if a new one of `principal_id` would exceed a bound."""
+        held: dict[str, list[Approval]] = {}  # pending by principal, each oldest first
+        for approval in self._tracked.values():
+            if approval.state is ApprovalState.PENDING:
+                held.setdefault(approval.principal_id, []).append(approval)
+        mine = held.get(principal_id, [])
+        if len(mine) >= self._per_principal_limit:
+            self._drop(mine[0])
+            return
+        if sum(map(len, held.values())) < self._limit:
+            return
+        # The largest holder gives up its oldest: the caller itself when it is one of
+        # them, otherwise the one that has waited longest (`held` is in that order).
+        most = max(map(len, held.values()))
+        victim = mine if len(mine) == most else next(a for a in held.values() if len(a) == most)
+        self._drop(victim[0])
 
     def _retire(self, approval: Approval) -> None:
         """Stop tracking: no later call can meet this approval again."""

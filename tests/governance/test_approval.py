@@ -19,7 +19,7 @@ from mymcp.governance import (
     AuditLog,
     read_records,
 )
-from mymcp.governance.approval import MAX_PENDING_PER_PRINCIPAL
+from mymcp.governance.approval import MAX_PENDING, MAX_PENDING_PER_PRINCIPAL
 
 TTL = 60
 CALLERS = [("alice", "s1"), ("alice", "s2"), ("bob", "s3")]
@@ -174,6 +174,101 @@ def test_pending_approvals_are_bounded_per_principal_oldest_dropped_first(tmp_pa
     dropped = [r for r in read_records(tmp_path) if r.get("reason") == "capacity"]
     assert len(dropped) == 3
     assert all(r["event"] == "approval_expired" for r in dropped)
+
+
+def _ask(store: Approvals, principal: str, n: int) -> str:
+    verdict = store.check(
+        principal=f"operator:{principal}",
+        principal_id=principal,
+        session_id=f"s-{principal}",
+        tool="notes__write",
+        arguments={"n": n},
+        args_digest=None,
+    )
+    assert verdict.approval is not None
+    return verdict.approval.id
+
+
+def test_other_principals_flooding_never_drop_ones_approval() -> None:
+    store = Approvals(frozenset({"notes__write"}), TTL)
+    alices = _ask(store, "alice", 0)
+    flooders = ["bob", "carol", "dave", "erin"]
+    for principal in flooders:
+        for n in range(MAX_PENDING_PER_PRINCIPAL):
+            _ask(store, principal, n)
+    pending = store.pending()
+    assert alices in {a.id for a in pending}
+    assert len(pending) == MAX_PENDING
+    counts = {p: sum(a.principal_id == p for a in pending) for p in ["alice", *flooders]}
+    # The overall bound took from the largest holders, never from alice.
+    assert counts["alice"] == 1
+    assert sum(counts.values()) == MAX_PENDING
+    assert max(counts.values()) - min(counts[p] for p in flooders) <= 1
+
+
+PRINCIPALS = ["alice", "bob", "carol", "dave"]
+
+
+class CapacityMachine(RuleBasedStateMachine):
+    """Small bounds, many principals: what is dropped, and from whom."""
+
+    PER_PRINCIPAL, OVERALL = 3, 7
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = Approvals(
+            frozenset({"notes__write"}),
+            TTL,
+            per_principal_limit=self.PER_PRINCIPAL,
+            limit=self.OVERALL,
+        )
+        self.asked = 0
+
+    def _held(self) -> dict[str, list[str]]:
+        held: dict[str, list[str]] = {p: [] for p in PRINCIPALS}
+        for approval in reversed(self.store.pending()):  # oldest first
+            held[approval.principal_id].append(approval.id)
+        return held
+
+    @rule(principal=st.sampled_from(PRINCIPALS))
+    def ask(self, principal: str) -> None:
+        before = self._held()
+        self.asked += 1
+        new = _ask(self.store, principal, self.asked)
+        after = self._held()
+        assert after[principal][-1] == new
+        dropped = {p: [i for i in before[p] if i not in after[p]] for p in PRINCIPALS}
+        losers = [p for p, ids in dropped.items() if ids]
+        total = sum(map(len, before.values()))
+        if len(before[principal]) >= self.PER_PRINCIPAL:
+            assert losers == [principal]  # its own oldest makes room
+        elif total >= self.OVERALL:
+            (loser,) = losers
+            most = max(map(len, before.values()))
+            assert len(before[loser]) == most  # only the largest holder loses one
+            if loser != principal:
+                assert len(before[principal]) < most
+        else:
+            assert losers == []
+        for p in losers:
+            assert dropped[p] == before[p][:1]  # exactly its oldest pending
+
+    @rule(data=st.data(), approve=st.booleans())
+    def decide(self, data: Any, approve: bool) -> None:
+        pending = self.store.pending()
+        if pending:
+            chosen = data.draw(st.sampled_from(pending))
+            self.store.decide(chosen.id, approve=approve)
+
+    @invariant()
+    def bounds_hold(self) -> None:
+        held = self._held()
+        assert all(len(ids) <= self.PER_PRINCIPAL for ids in held.values())
+        assert sum(map(len, held.values())) <= self.OVERALL
+
+
+TestCapacityMachine = CapacityMachine.TestCase
+TestCapacityMachine.settings = settings(max_examples=100, stateful_step_count=50, deadline=None)
 
 
 def test_the_arguments_a_person_sees_are_the_canonical_ones() -> None:
