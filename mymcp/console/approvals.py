@@ -67,8 +67,8 @@ class ApprovalDetail:
     approval: Approval
     arguments: str
     state_text: str
-    created: str
-    expires: str
+    times: tuple[tuple[str, str], ...]
+    """What happened when, labelled as fits the state: `("Expires at", …)` and so on."""
     target: Outcome | None = None
     comparison: tuple[ComparedField, ...] = ()
     revision_note: str | None = None
@@ -81,6 +81,22 @@ def _shown(value: object) -> str:
         # As a JSON list, so that ["a, b"] and ["a", "b"] cannot look alike.
         return visible(json.dumps(value, ensure_ascii=False)) if value else "(no tags)"
     return visible(str(value))
+
+
+def _times(approval: Approval) -> tuple[tuple[str, str], ...]:
+    state = approval.state
+    times = [("Requested at", approval.created_at)]
+    if approval.decided_at is not None:
+        decision = "Denied at" if state is ApprovalState.DENIED else "Approved at"
+        times.append((decision, approval.decided_at))
+    if state is ApprovalState.PENDING:
+        times.append(("Expires at", approval.expires_at))
+    elif state is ApprovalState.GRANTED:
+        times.append(("Valid until", approval.expires_at))
+    elif approval.ended_at is not None:  # spent or expired
+        ended = "Used at" if state is ApprovalState.SPENT else "Expired at"
+        times.append((ended, approval.ended_at))
+    return tuple((label, rfc3339(moment)) for label, moment in times)
 
 
 def _label(container: object) -> object:
@@ -121,8 +137,7 @@ async def describe(approval: Approval, memory: MemoryBrowser) -> ApprovalDetail:
         approval=approval,
         arguments=pretty_arguments(arguments),
         state_text=STATE_TEXT[approval.state],
-        created=rfc3339(approval.created_at),
-        expires=rfc3339(approval.expires_at),
+        times=_times(approval),
     )
     tool = memory.memory_tool(approval.tool)
     if tool not in _TARGETING or "reference" not in arguments:

@@ -95,6 +95,8 @@ class Approval:
     expires_at: float
     state: ApprovalState = ApprovalState.PENDING
     decided_at: float | None = None
+    ended_at: float | None = None
+    """When it was spent or expired."""
 
     @property
     def key(self) -> tuple[str, str, str, bytes]:
@@ -202,6 +204,7 @@ class Approvals:
             return Verdict(False, approval)
         if approval.state is ApprovalState.GRANTED:
             approval.state = ApprovalState.SPENT
+            approval.ended_at = self._clock()
             self._retire(approval)
             self._record("approval_spent", approval)
             return Verdict(True, approval)
@@ -260,6 +263,7 @@ class Approvals:
 
     def _drop(self, approval: Approval) -> None:
         approval.state = ApprovalState.EXPIRED
+        approval.ended_at = self._clock()
         self._retire(approval)
         self._record("approval_expired", approval, reason="capacity")
 
@@ -267,6 +271,7 @@ class Approvals:
         for approval in [a for a in self._tracked.values() if a.expires_at <= now]:
             if approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
                 approval.state = ApprovalState.EXPIRED
+                approval.ended_at = approval.expires_at
                 approval.expires_at = now + self._ttl  # reported to a caller for one ttl
                 self._version += 1
                 self._record("approval_expired", approval, reason="ttl")

@@ -14,7 +14,7 @@ from hypothesis import given
 
 from mymcp.console.approvals import visible
 from mymcp.console.memory import reference_from_query, reference_query
-from mymcp.governance import read_records
+from mymcp.governance import read_records, rfc3339
 from tests.console.conftest import GATES, Stack, remember_arguments, running
 
 XSS_TITLE = "<script>alert(1)</script>"
@@ -136,6 +136,56 @@ def test_a_decision_cannot_be_made_twice_or_after_expiry(stack: Stack) -> None:
     assert unknown.status_code == 404
     bad = stack.post(first, {"decision": "maybe", "csrf": csrf})
     assert bad.status_code == 400
+
+
+def _times(page: str) -> dict[str, str]:
+    """The approval page's timeline: label to time."""
+    fields = re.search(r'<dl class="fields">(.*?)</dl>', page, re.S)
+    assert fields is not None
+    pairs = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", fields.group(1))
+    return {label: moment for label, moment in pairs if label.endswith((" at", " until"))}
+
+
+def test_the_approval_page_labels_its_times_by_state(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    session = stack.mcp_session()
+    start = stack.clock.now
+    at = rfc3339
+    arguments = remember_arguments("timeline")
+    path = _approval_path(stack.mcp_call(session, "memory_remember", arguments))
+    assert _times(stack.client.get(path).text) == {
+        "Requested at": at(start),
+        "Expires at": at(start + 300),
+    }
+    stack.clock.now += 10
+    stack.post(path, {"decision": "approve", "csrf": csrf})
+    assert _times(stack.client.get(path).text) == {
+        "Requested at": at(start),
+        "Approved at": at(start + 10),
+        "Valid until": at(start + 310),
+    }
+    stack.clock.now += 5
+    assert _status(stack.mcp_call(session, "memory_remember", arguments)) == "remembered"
+    assert _times(stack.client.get(path).text) == {
+        "Requested at": at(start),
+        "Approved at": at(start + 10),
+        "Used at": at(start + 15),
+    }
+
+    denied = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments("no")))
+    stack.clock.now += 20
+    stack.post(denied, {"decision": "deny", "csrf": csrf})
+    assert _times(stack.client.get(denied).text) == {
+        "Requested at": at(start + 15),
+        "Denied at": at(start + 35),
+    }
+
+    late = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments("late")))
+    stack.clock.now += 1000
+    assert _times(stack.client.get(late).text) == {
+        "Requested at": at(start + 35),
+        "Expired at": at(start + 335),
+    }
 
 
 def test_the_live_feed_changes_version_with_every_new_request(stack: Stack) -> None:
