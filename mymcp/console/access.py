@@ -357,14 +357,19 @@ class ConsoleSessions:
         return cookie, session
 
     def lookup(self, cookie: str | None, epoch: str | None) -> ConsoleSession | None:
-        """The live session of `cookie`; expired sessions and those of an older epoch end."""
-        if not cookie or len(cookie) > 128 or not cookie.isascii():
+        """The live session of `cookie`; expired sessions and those of an older epoch end.
+
+        Without an epoch (the state directory is unusable right now) no session is valid,
+        but none ends either: each resumes once the directory can be read again, unless
+        that shows a sign-out-all in between.
+        """
+        if epoch is None or not cookie or len(cookie) > 128 or not cookie.isascii():
             return None
         key = _digest(cookie)
         session = self._sessions.get(key)
         if session is None:
             return None
-        if epoch is None or session.epoch != epoch or session.expires_at <= self._clock():
+        if session.epoch != epoch or session.expires_at <= self._clock():
             del self._sessions[key]
             return None
         return session

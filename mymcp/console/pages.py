@@ -224,6 +224,11 @@ class ConsolePages:
         return self._sessions.lookup(cookie, read_session_epoch(self._directory))
 
     def _sign_in_required(self, request: Request) -> Response:
+        if read_session_epoch(self._directory) is None:
+            heading, line = _SIGN_IN_REFUSALS[Redemption.UNAVAILABLE]
+            return self._message(
+                503, heading, line, "A console session already open resumes once it is fixed."
+            )
         again = request.url.path if request.method == "GET" else None
         if again is not None and request.url.query:
             again += "?" + request.url.query

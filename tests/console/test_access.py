@@ -214,6 +214,28 @@ def test_a_session_ends_after_eight_hours(stack: Stack) -> None:
     assert "mymcp console" in ended.text
 
 
+def test_a_briefly_unusable_state_directory_suspends_sessions_without_ending_them(
+    stack: Stack,
+) -> None:
+    stack.sign_in()
+    with stack.another_browser() as second:
+        stack.sign_in(second)
+        stack.state.chmod(0o755)  # not private: the server refuses to trust it
+        for client in (stack.client, second):
+            refused = client.get("/console/approvals")
+            assert refused.status_code == 503
+            assert "Sign-in is unavailable" in refused.text
+            assert client.get("/console/approvals.json").status_code == 403
+        stack.state.chmod(0o700)
+        assert stack.client.get("/console/approvals").status_code == 200
+        stack.state.chmod(0o755)
+        assert second.get("/console/approvals").status_code == 503
+        stack.state.chmod(0o700)
+        sign_out_all(stack.state)  # signed out meanwhile: that still ends every session
+        assert second.get("/console/approvals").status_code == 403
+        assert stack.client.get("/console/approvals").status_code == 403
+
+
 def test_sign_out_all_ends_every_session_and_every_unused_link(stack: Stack) -> None:
     stack.sign_in()
     with stack.another_browser() as second:
