@@ -29,6 +29,7 @@ from mymcp.config import HostConfiguration, ServerSettings, parse_host_configura
 from mymcp.governance import (
     Approvals,
     ApprovalState,
+    AuditLog,
     Governance,
     Policy,
     approval_required_tools,
@@ -72,6 +73,7 @@ class Stack:
     url: str
     approvals: Approvals
     clock: Clock
+    audit: AuditLog
     audit_dir: Path
 
 
@@ -103,6 +105,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     configuration = parse_host_configuration(to_toml(document).encode())
     clock = Clock()
     audit = open_audit(configuration)
+    assert audit is not None
     approvals = Approvals(
         approval_required_tools(configuration.approval, runtime),
         configuration.approval.ttl_seconds,
@@ -120,7 +123,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         Governance(Policy(None, runtime), audit, approvals),
     )
     with serving(create_host_app(host), port):
-        yield Stack(f"http://127.0.0.1:{port}/mcp", approvals, clock, root / "audit")
+        yield Stack(f"http://127.0.0.1:{port}/mcp", approvals, clock, audit, root / "audit")
 
 
 def _approve_next(stack: Stack, *, approve: bool = True) -> str:
@@ -311,3 +314,54 @@ def test_read_only_tools_need_no_approval_and_every_step_is_audited(stack: Stack
     assert ("tool_call", "allowed") in events
     states = {a.state for a in stack.approvals.recent()}
     assert ApprovalState.SPENT in states
+
+
+def test_denials_and_expiries_are_audited_with_the_arguments_digest(stack: Stack) -> None:
+    RUNS.clear()
+    denied_arguments = {"text": "audited denial", "tags": ["d"]}
+    expired_arguments = {"text": "audited expiry"}
+
+    async def steps(client: Client) -> None:
+        await client.call_tool("notes__write", denied_arguments)
+        _approve_next(stack, approve=False)
+        denied = await client.call_tool("notes__write", denied_arguments)
+        assert denied.structured_content["code"] == "approval_denied"
+        await client.call_tool("notes__write", expired_arguments)
+        stack.clock.now += 61
+        expired = await client.call_tool("notes__write", expired_arguments)
+        assert expired.structured_content["code"] == "approval_expired"
+
+    anyio.run(functools.partial(_session, stack, steps, operator="carol"))
+    assert RUNS == []
+    stack.audit.commit()
+    records = [r for r in read_records(stack.audit_dir) if r.get("principal") == "operator:carol"]
+    denied_digest = stack.audit.digest(denied_arguments)
+    expired_digest = stack.audit.digest(expired_arguments)
+    assert denied_digest != expired_digest
+
+    def approval_events(digest: str) -> list[tuple[str, str | None]]:
+        return [
+            (r["event"], r.get("reason"))
+            for r in records
+            if r["event"].startswith("approval_") and r.get("args_digest") == digest
+        ]
+
+    assert approval_events(denied_digest) == [
+        ("approval_requested", None),
+        ("approval_denied", None),
+    ]
+    assert approval_events(expired_digest) == [
+        ("approval_requested", None),
+        ("approval_expired", "ttl"),
+    ]
+    decisions = [
+        (r.get("decision"), r.get("args_digest")) for r in records if r["event"] == "tool_call"
+    ]
+    assert ("approval_denied", denied_digest) in decisions
+    assert ("approval_expired", expired_digest) in decisions
+    # Each approval's records name the same approval; the two approvals differ.
+    tags = {r["args_digest"]: r["approval"] for r in records if r["event"] == "approval_requested"}
+    for digest in (denied_digest, expired_digest):
+        assert {
+            r["approval"] for r in records if r.get("args_digest") == digest and "approval" in r
+        } == {tags[digest]}
