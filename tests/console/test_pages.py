@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given
+from markupsafe import escape
 
 from mymcp.console.approvals import visible
 from mymcp.console.memory import reference_from_query, reference_query
@@ -19,6 +20,9 @@ from tests.console.conftest import GATES, Stack, remember_arguments, running
 
 XSS_TITLE = "<script>alert(1)</script>"
 XSS_CONTENT = '<img src=x onerror="alert(2)"> & </pre><b>bold</b>'
+XSS_TAG = "<svg onload=alert(3)>"
+XSS_NAMESPACE_LABEL = "<b>namespace</b><script>alert(4)</script>"
+XSS_COLLECTION_LABEL = "\"'><iframe src=javascript:alert(5)>"
 
 
 def _approval_path(result: dict[str, Any]) -> str:
@@ -49,7 +53,7 @@ def _compared(page: str) -> dict[str, tuple[bool, list[str]]]:
     return {
         _text(match.group(1)).removesuffix(" changed"): (
             "changed" in match.group(0),
-            [_text(cell) for cell in re.findall(r"<td>(.*?)</td>", match.group(0), re.S)],
+            [_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", match.group(0), re.S)],
         )
         for match in re.finditer(r"<tr[^>]*>\s*<th scope=\"row\">(.*?)</th>.*?</tr>", page, re.S)
     }
@@ -464,35 +468,52 @@ def test_switched_off_tools_have_no_buttons(tmp_path: Path) -> None:
 
 def test_memory_content_is_escaped_everywhere(stack: Stack) -> None:
     assert set(GATES) <= set(stack.env)
-    reference = stack.remember(XSS_TITLE, content=XSS_CONTENT)
+    reference = stack.remember(
+        XSS_TITLE,
+        content=XSS_CONTENT,
+        namespace={"kind": "project", "id": "xss", "label": XSS_NAMESPACE_LABEL},
+        collection={"id": "xsscol", "label": XSS_COLLECTION_LABEL},
+        tags=[XSS_TAG],
+    )
     stack.sign_in()
     session = stack.mcp_session()
     proposal = {
         "reference": reference,
         "expected_revision": 1,
-        "namespace_label": "Mnemosyne",
-        "collection_label": "Decisions",
+        "namespace_label": XSS_NAMESPACE_LABEL + " v2",
+        "collection_label": XSS_COLLECTION_LABEL + " v2",
         "title": XSS_TITLE + " v2",
         "content": XSS_CONTENT,
-        "tags": [],
+        "tags": [XSS_TAG, XSS_TAG + " v2"],
     }
     approval = _approval_path(stack.mcp_call(session, "memory_revise", proposal))
-    pages = [
-        "/console/memory/project",
-        "/console/memory/project/mnemosyne/decisions",
-        _record_path(reference),
-        _record_path(reference).replace("/record?", "/record/archive?"),
-        "/console/memory/search?scope=project&q=alert+bold",
-        approval,
-    ]
-    for path in pages:
+    everything = [XSS_TITLE, XSS_CONTENT, XSS_TAG, XSS_NAMESPACE_LABEL, XSS_COLLECTION_LABEL]
+    pages = {
+        "/console/memory/project": [],
+        "/console/memory/project/xss/xsscol": [XSS_TITLE],
+        _record_path(reference): everything,
+        _record_path(reference).replace("/record?", "/record/archive?"): everything,
+        "/console/memory/search?scope=project&q=alert+bold": [XSS_TITLE, XSS_CONTENT, XSS_TAG],
+        approval: everything,
+    }
+    for path, shown in pages.items():
         page = stack.client.get(path).text
-        assert "<script>alert" not in page, path
-        assert "<img src=x" not in page, path
-        assert "<b>bold" not in page, path
-        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, path
+        for raw in ("<script>alert", "<img src=x", "<b>bold", "<svg", "<b>namespace", "<iframe"):
+            assert raw not in page, (path, raw)
         assert page.count("<script") == 1, path  # the console's own, from /static/
-    assert XSS_TITLE in _text(stack.client.get(_record_path(reference)).text)
+        for value in shown:
+            assert str(escape(value)) in page, (path, value)
+    record = _text(stack.client.get(_record_path(reference)).text)
+    assert XSS_TITLE in record
+    assert f"Namespace xss ({XSS_NAMESPACE_LABEL})" in record
+    assert f"Collection xsscol ({XSS_COLLECTION_LABEL})" in record
+    assert _compared(stack.client.get(approval).text) == {
+        "Namespace label": (True, [XSS_NAMESPACE_LABEL, XSS_NAMESPACE_LABEL + " v2"]),
+        "Collection label": (True, [XSS_COLLECTION_LABEL, XSS_COLLECTION_LABEL + " v2"]),
+        "Title": (True, [XSS_TITLE, XSS_TITLE + " v2"]),
+        "Content": (False, [XSS_CONTENT, XSS_CONTENT]),
+        "Tags": (True, [f'["{XSS_TAG}"]', f'["{XSS_TAG}", "{XSS_TAG} v2"]']),
+    }
 
 
 # -- audit ------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ The real `mymcp` server runs with host approval on (`[approval] tools =
 ["@consent_required"]`) and every memory mutation switched on; people sign in with the
 link the real `mymcp console --no-browser` prints, and agents are the official MCP SDK
 client. Every page visited is saved as a screenshot under the test's tmp dir
-(`screenshots/`). Without `chromium` on PATH these tests are skipped; nothing else is.
-Playwright's own browser download is never used.
+(`screenshots/`). Without Debian's `chromium` on PATH these tests are skipped, saying
+so; Playwright itself is part of the test extra, and its own browser download is never
+used.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from playwright.async_api import async_playwright
 
 from mymcp.auth import CONSOLE
 from mymcp.runtime.bootstrap import build_host
@@ -35,13 +37,10 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         CHROMIUM is None,
-        reason="Debian's chromium is not installed (apt-get install chromium): "
+        reason="Debian's chromium is not installed (apt-get install -y chromium): "
         "the console browser tests need a real browser",
     ),
 ]
-playwright_api = pytest.importorskip(
-    "playwright.async_api", reason="playwright (the test extra) is not installed"
-)
 
 GATES = {
     "MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true",
@@ -52,6 +51,15 @@ GATES = {
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 XSS_TITLE = "<script>alert(1)</script>"
 XSS_CONTENT = '<img src=x onerror="alert(2)"><b>not bold</b>'
+XSS_TAG = "<svg onload=alert(3)>"
+XSS_NAMESPACE_LABEL = "<b>namespace</b><script>alert(4)</script>"
+XSS_COLLECTION_LABEL = "\"'><iframe src=javascript:alert(5)>"
+MARKUP = "main img, main b, main svg, main iframe"
+"""Elements that only an unescaped value could have put into a page's main part."""
+LONG_TEXT = (
+    "We decided to use PostgreSQL 16 for the event store, see https://example.com/adr/"
+    "0007-event-store-postgresql-decision-record-final-version for the ADR. "
+) * 3
 TIMEOUT_MS = 15_000
 
 
@@ -92,13 +100,19 @@ def _seed(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     dispatcher = Dispatcher(host.runtime, None)
     remember = host.runtime.registry.get("memory_remember")
     assert remember is not None
-    seeds = {
-        "browse": ("Browse target", "A record to browse to."),
-        "forget": ("Forget me", "A record to forget through the console."),
-        "xss": (XSS_TITLE, XSS_CONTENT),
+    xss_place = {
+        "namespace": {"kind": "project", "id": "xss", "label": XSS_NAMESPACE_LABEL},
+        "collection": {"id": "xsscol", "label": XSS_COLLECTION_LABEL},
+        "tags": [XSS_TAG],
+    }
+    seeds: dict[str, tuple[str, str, dict[str, Any]]] = {
+        "browse": ("Browse target", "A record to browse to.", {}),
+        "forget": ("Forget me", "A record to forget through the console.", {}),
+        "archive": ("Archive me without JavaScript", "A record to archive by plain forms.", {}),
+        "xss": (XSS_TITLE, XSS_CONTENT, xss_place),
     }
     references: dict[str, dict[str, Any]] = {}
-    for key, (title, content) in seeds.items():
+    for key, (title, content, place) in seeds.items():
         arguments = {
             "scope": "project",
             "namespace": {"kind": "project", "id": "mnemosyne", "label": "Mnemosyne"},
@@ -109,6 +123,7 @@ def _seed(env: dict[str, str]) -> dict[str, dict[str, Any]]:
             "content": content,
             "tags": ["browser"],
             "origin": "user_approved_proposal",
+            **place,
         }
         result = anyio.run(dispatcher.execute, Caller(CONSOLE), remember, arguments)
         assert result["structuredContent"]["status"] == "remembered", result
@@ -131,7 +146,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as driver:
+    async with async_playwright() as driver:
         browser = await driver.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
@@ -168,9 +183,13 @@ class Person:
     dialogs: list[str]
 
 
-async def _signed_in(browser: Any, console: Console, width: int = 1280) -> Person:
+async def _signed_in(
+    browser: Any, console: Console, width: int = 1280, *, javascript: bool = True
+) -> Person:
     """A new browser context signed in with a fresh one-time link."""
-    context = await browser.new_context(viewport={"width": width, "height": 900})
+    context = await browser.new_context(
+        viewport={"width": width, "height": 900}, java_script_enabled=javascript
+    )
     context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()
     dialogs: list[str] = []
@@ -233,6 +252,17 @@ def _remember_arguments(title: str) -> dict[str, Any]:
 async def _fits(page: Any, width: int) -> None:
     scroll = await page.evaluate("document.documentElement.scrollWidth")
     assert scroll <= width, (page.url, scroll)
+
+
+async def _widths(page: Any, selector: str) -> list[float]:
+    """The rendered widths of every element `selector` matches, in CSS pixels."""
+    return list(
+        await page.evaluate(
+            "(selector) => [...document.querySelectorAll(selector)]"
+            ".map(e => e.getBoundingClientRect().width)",
+            selector,
+        )
+    )
 
 
 # -- the tests ----------------------------------------------------------------------------------
@@ -334,6 +364,7 @@ def test_browsing_to_a_record(console: Console, shots: Shots) -> None:
                 page = (await _signed_in(browser, console, width)).page
                 await _fits(page, width)
                 await page.get_by_role("link", name="Audit", exact=True).click()
+                await page.wait_for_url("**/console/audit")  # loaded, with its stylesheet
                 await _fits(page, width)
                 await shots.take(page, f"audit-{width}")
                 await page.get_by_role("link", name="Memory", exact=True).click()
@@ -408,32 +439,45 @@ def test_memory_content_is_shown_as_text(console: Console, shots: Shots) -> None
             revise = {
                 "reference": reference,
                 "expected_revision": 1,
-                "namespace_label": "Mnemosyne",
-                "collection_label": "Decisions",
+                "namespace_label": XSS_NAMESPACE_LABEL + " (revised)",
+                "collection_label": XSS_COLLECTION_LABEL + " (revised)",
                 "title": XSS_TITLE + " (revised)",
                 "content": XSS_CONTENT,
-                "tags": ["browser"],
+                "tags": [XSS_TAG, "browser"],
             }
             asked = await _call(agent, "memory_revise", revise)
             record = (
-                f"{console.base}/console/memory/record?scope=project&namespace=mnemosyne"
-                f"&collection=decisions&id={reference['id']}"
+                f"{console.base}/console/memory/record?scope=project&namespace=xss"
+                f"&collection=xsscol&id={reference['id']}"
             )
+            everything = [XSS_TITLE, XSS_CONTENT, XSS_TAG, XSS_NAMESPACE_LABEL]
+            everything.append(XSS_COLLECTION_LABEL)
+            search = f"{console.base}/console/memory/search?scope=project&q=alert+bold"
             pages = {
-                "xss-collection": f"{console.base}/console/memory/project/mnemosyne/decisions",
-                "xss-record": record,
-                "xss-search": f"{console.base}/console/memory/search?scope=project&q=alert+bold",
-                "xss-approval": asked["approval_url"],
+                "xss-collection": (
+                    f"{console.base}/console/memory/project/xss/xsscol",
+                    [XSS_TITLE],
+                ),
+                "xss-record": (record, everything),
+                "xss-confirm": (record.replace("/record?", "/record/archive?"), everything),
+                "xss-search": (search, [XSS_TITLE, XSS_CONTENT, XSS_TAG]),
+                "xss-approval": (asked["approval_url"], everything),
             }
-            for name, url in pages.items():
+            for name, (url, shown) in pages.items():
                 await page.goto(url)
-                assert XSS_TITLE in await page.locator("main").inner_text(), name
+                text = await page.locator("main").inner_text()
+                for value in shown:
+                    assert value in text, (name, value)
                 scripts = await page.evaluate(
                     "[...document.scripts].map(s => s.src || s.textContent)"
                 )
                 assert scripts == [f"{console.base}/console/static/console.js"], name
-                assert await page.locator("main img, main b").count() == 0, name
+                assert await page.locator(MARKUP).count() == 0, name
                 await shots.take(page, name)
+            row = page.locator("table.compare tr", has=page.locator("th", has_text="Tags"))
+            tags = row.locator("pre")
+            stored, proposed = [json.loads(t) for t in await tags.all_inner_texts()]
+            assert (stored, proposed) == ([XSS_TAG], [XSS_TAG, "browser"])
             assert person.dialogs == []
 
     anyio.run(scenario)
@@ -487,5 +531,130 @@ def test_forged_posts_are_refused(console: Console, shots: Shots) -> None:
             still = await _call(agent, "memory_remember", _remember_arguments("Never approved"))
             assert still["status"] == "approval_required"
             assert still["approval_url"] == url
+
+    anyio.run(scenario)
+
+
+def test_approval_and_confirm_pages_fit_375_px(console: Console, shots: Shots) -> None:
+    browse = console.records["browse"]
+
+    async def scenario() -> None:
+        async with chromium() as browser, mcp_client(console) as agent:
+            page = (await _signed_in(browser, console, 375)).page
+            revise = {
+                "reference": browse,
+                "expected_revision": 1,
+                "namespace_label": "Mnemosyne",
+                "collection_label": "Decisions",
+                "title": "Browse target",
+                "content": LONG_TEXT,
+                "tags": ["browser", "database"],
+            }
+            revision = (await _call(agent, "memory_revise", revise))["approval_url"]
+            unbroken = _remember_arguments("Long " + "x" * 190)
+            unbroken["content"] = "y" * 3000 + LONG_TEXT
+            long_call = (await _call(agent, "memory_remember", unbroken))["approval_url"]
+            archive = (
+                await _call(agent, "memory_archive", {"reference": browse, "expected_revision": 1})
+            )["approval_url"]
+            record = (
+                f"{console.base}/console/memory/record?scope=project&namespace=mnemosyne"
+                f"&collection=decisions&id={browse['id']}"
+            )
+            pages = {
+                "approval-revise-375": revision,
+                "approval-long-375": long_call,
+                "approval-archive-375": archive,
+                "confirm-archive-375": record.replace("/record?", "/record/archive?"),
+            }
+            for name, url in pages.items():
+                response = await page.goto(url)
+                assert response is not None
+                assert response.status == 200, name
+                await _fits(page, 375)
+                await shots.take(page, name)
+            # The revision's columns stack: each field's name and both of its values take
+            # the whole width, instead of three columns squeezed to a few letters each.
+            await page.goto(revision)
+            main = (await _widths(page, "main"))[0]
+            for selector in ("table.compare th[scope=row]", "table.compare td pre"):
+                widths = await _widths(page, selector)
+                assert len(widths) >= 5, selector
+                assert min(widths) >= 0.75 * main, (selector, widths, main)
+            labels = await page.evaluate(
+                "[...document.querySelectorAll('table.compare tbody tr:first-child td')]"
+                ".map(e => getComputedStyle(e, '::before').content)"
+            )
+            assert labels == ['"Stored now"', '"Proposed"']  # each value says which it is
+            await page.set_viewport_size({"width": 1280, "height": 900})
+            wide = await _widths(page, "table.compare td pre")
+            assert max(wide) <= 0.5 * (await _widths(page, "main"))[0]  # side by side
+            await shots.take(page, "approval-revise-1280")
+
+    anyio.run(scenario)
+
+
+def test_the_console_works_without_javascript(console: Console, shots: Shots) -> None:
+    archive = console.records["archive"]
+
+    async def scenario() -> None:
+        async with chromium() as browser, mcp_client(console) as agent:
+            person = await _signed_in(browser, console, javascript=False)
+            context, page = person.context, person.page
+            probe = await context.new_page()
+            await probe.route(
+                "http://probe.invalid/",
+                lambda route: route.fulfill(
+                    body="<title>off</title><script>document.title = 'ran'</script>",
+                    content_type="text/html",
+                ),
+            )
+            await probe.goto("http://probe.invalid/")
+            assert await probe.title() == "off"  # scripts really do not run here
+            await probe.close()
+
+            for decision, expected in (("Approve", "remembered"), ("Deny", "approval_denied")):
+                arguments = _remember_arguments(f"{decision}d without JavaScript")
+                asked = await _call(agent, "memory_remember", arguments)
+                url = asked["approval_url"]
+                await page.goto(f"{console.base}/console/approvals")  # a reload, not live
+                await page.locator(f'#pending a[href="{url.removeprefix(console.base)}"]').click()
+                await page.wait_for_url(url)
+                shown = json.loads(await page.locator("pre.arguments").inner_text())
+                assert shown == arguments
+                await page.get_by_role("button", name=decision).click()
+                await page.wait_for_url(url)
+                state = await page.locator("p.state").inner_text()
+                assert state.startswith("Approved." if decision == "Approve" else "Denied.")
+                await shots.take(page, f"nojs-{decision.lower()}d")
+                assert (await _call(agent, "memory_remember", arguments))["status"] == expected
+
+            await page.get_by_role("link", name="Memory", exact=True).click()
+            for name in ("project", "mnemosyne", "decisions", "Browse target"):
+                await page.get_by_role("link", name=name, exact=True).first.click()
+                await page.wait_for_load_state()
+            assert "A record to browse to." in await page.locator("pre.content").inner_text()
+            await shots.take(page, "nojs-record")
+            await page.get_by_role("link", name="Memory", exact=True).first.click()
+            await page.get_by_label("Scope", exact=True).select_option("project")
+            await page.get_by_label("Words to look for").fill("browse")
+            await page.get_by_role("button", name="Search").click()
+            await page.wait_for_url("**/console/memory/search?**")
+            assert await page.locator("ol.cards a.title").all_inner_texts() == ["Browse target"]
+
+            await page.goto(
+                f"{console.base}/console/memory/record?scope=project&namespace=mnemosyne"
+                f"&collection=decisions&id={archive['id']}"
+            )
+            await page.get_by_role("link", name="Archive…").click()
+            await page.get_by_role("button", name="Archive").click()
+            await page.wait_for_url("**done=archived")
+            assert "Archived" in await page.locator("p.notice").inner_text()
+            await shots.take(page, "nojs-archived")
+
+            await page.get_by_role("button", name="Sign out").click()
+            assert await page.locator("h1").inner_text() == "Signed out"
+            await page.goto(f"{console.base}/console/approvals")
+            assert "Sign in" in await page.locator("h1").inner_text()
 
     anyio.run(scenario)
