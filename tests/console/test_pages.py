@@ -59,6 +59,22 @@ def _compared(page: str) -> dict[str, tuple[bool, list[str]]]:
     }
 
 
+def _revision(reference: dict[str, Any], stored_title: str, **changes: Any) -> dict[str, Any]:
+    """`memory_revise` arguments that keep what `remember_arguments(stored_title)` stored,
+    except `changes`."""
+    stored = remember_arguments(stored_title)
+    return {
+        "reference": reference,
+        "expected_revision": 1,
+        "namespace_label": stored["namespace"]["label"],
+        "collection_label": stored["collection"]["label"],
+        "title": stored_title,
+        "content": stored["content"],
+        "tags": stored["tags"],
+        **changes,
+    }
+
+
 def _console_calls(stack: Stack) -> list[tuple[str, str]]:
     audit = stack.host.governance.audit
     assert audit is not None
@@ -212,15 +228,7 @@ def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:
     stack.sign_in()
     reference = stack.remember("Old title", tags=["keep"])
     session = stack.mcp_session()
-    proposal = {
-        "reference": reference,
-        "expected_revision": 1,
-        "namespace_label": "Mnemosyne",
-        "collection_label": "Decisions",
-        "title": "New title",
-        "content": "The content of Old title",
-        "tags": ["keep", "added"],
-    }
+    proposal = _revision(reference, "Old title", title="New title", tags=["keep", "added"])
     path = _approval_path(stack.mcp_call(session, "memory_revise", proposal))
     page = stack.client.get(path).text
     rows = _compared(page)
@@ -236,18 +244,11 @@ def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:
     assert "expects revision 7, but the record is at revision 1" in stack.client.get(stale).text
 
 
-def test_revised_tags_are_shown_one_by_one_and_visibly(stack: Stack) -> None:
+def test_revised_tags_are_compared_as_json_lists_shown_visibly(stack: Stack) -> None:
     stack.sign_in()
     reference = stack.remember("Tagged", tags=["a", "b"])
     session = stack.mcp_session()
-    proposal = {
-        "reference": reference,
-        "expected_revision": 1,
-        "namespace_label": "Mnemosyne",
-        "collection_label": "Decisions",
-        "title": "Tagged",
-        "content": "The content of Tagged",
-    }
+    proposal = _revision(reference, "Tagged")
     joined = _approval_path(
         stack.mcp_call(session, "memory_revise", {**proposal, "tags": ["a, b"]})
     )
