@@ -9,10 +9,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
@@ -37,6 +37,7 @@ __all__ = ["dev_main", "main", "selftest_main", "serve", "stdio"]
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer its reader left
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -362,7 +363,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _check_memory(settings: MnemosyneSettings | None) -> int:
     """The memory root and its files, in summary: `mymcp memory check` has the detail."""
-    from mymcp.plugins.mnemosyne._commands import check_memory
+    from mymcp.plugins.mnemosyne._memory_check import check_memory
 
     if settings is None:
         print("mymcp: check OK")
@@ -714,6 +715,27 @@ def _console(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plugin(args: argparse.Namespace) -> int:
+    return _plugin_check(args.manifest, args.module)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from mymcp.plugins.mnemosyne._commands import run_memory_command
+
+    return run_memory_command(args)
+
+
+_COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
+    "check": _check,
+    "plugin": _plugin,
+    "policy": _policy_explain,
+    "audit": _audit,
+    "console": _console,
+    "memory": _memory,
+    "auth": _token,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
@@ -721,30 +743,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args=args)
     if args.command == "stdio":
         return stdio(args)
-    if args.command == "check":
-        return _check(args)
-    if args.command == "plugin":
-        return _plugin_check(args.manifest, args.module)
-    if args.command == "policy":
-        return _policy_explain(args)
-    if args.command == "audit":
-        return _audit(args)
-    if args.command == "console":
-        return _console(args)
-    if args.command == "memory":
-        return _memory(args)
-    return _token(args)
+    if args.command != "check":
+        # Every line comes out in the one format from the first on, before any file is
+        # read; these short commands log only warnings and errors (a broken configuration,
+        # a skipped memory file) unless the command line or the environment asks for more.
+        configure_logging(
+            log_settings(args.log_level, args.log_format, configured=LogSettings("warning"))
+        )
+    return _until_the_reader_leaves(_COMMANDS[args.command], args)
 
 
-def _memory(args: argparse.Namespace) -> int:
-    """`mymcp memory …`: only warnings are logged (a skipped file, a full scope) unless
-    the command line or the environment asks for more."""
-    from mymcp.plugins.mnemosyne._commands import run_memory_command
-
-    configure_logging(
-        log_settings(args.log_level, args.log_format, configured=LogSettings("warning"))
-    )
-    return run_memory_command(args)
+def _until_the_reader_leaves(command: Callable[[argparse.Namespace], int], args: Any) -> int:
+    """Run a command whose output may be piped into a reader that stops early
+    (`mymcp memory list project | head -1`): then it stops quietly, with the status of a
+    writer ended by SIGPIPE, instead of a traceback."""
+    try:
+        status = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The interpreter flushes stdout once more at exit; let that go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return status
 
 
 def dev_main(argv: Sequence[str] | None = None) -> int:
