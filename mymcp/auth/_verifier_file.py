@@ -20,7 +20,7 @@ from mymcp.auth._encoding import (
     b64url_encode,
 )
 from mymcp.auth._principal import is_valid_subject
-from mymcp.errors import NOWHERE, Location, MyMCPError
+from mymcp.errors import NOWHERE, Location, VerifierSourceError
 
 __all__ = [
     "MAX_CREDENTIALS",
@@ -40,20 +40,6 @@ FORMAT_VERSION = 1
 
 _ID = re.compile(r"[0-9a-f]{32}")
 _FORBIDDEN_PATH_CHARACTERS = ("\x00", "~", "$", "%")
-
-_CODES = (
-    *(reason.value for reason in SafeFileReason if reason is not SafeFileReason.MISSING),
-    "invalid_utf8",
-    "invalid_format",
-)
-
-
-class VerifierSourceError(MyMCPError):
-    """The verifier file is unsafe or invalid. `code` is a safe-file code (`unsafe_path`,
-    `not_regular`, `unsafe_permissions`, `unreadable`, `too_large`, `source_changed`),
-    `invalid_utf8` or `invalid_format`; startup reports each as `verifier_source`."""
-
-    MESSAGES = dict.fromkeys(_CODES, "MyMCP operator bearer verifier source is unusable")
 
 
 def _invalid(detail: str, where: Location = NOWHERE) -> VerifierSourceError:

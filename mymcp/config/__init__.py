@@ -19,7 +19,6 @@ from mymcp.config._grammar import (
     OAUTH_JWT_ADAPTER_TYPE,
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
-    config_error,
     is_issuer,
 )
 from mymcp.config._loader import (
@@ -70,7 +69,6 @@ __all__ = [
     "PrincipalSelector",
     "ServerSettings",
     "ToolSelector",
-    "config_error",
     "config_path",
     "home_directory",
     "is_issuer",

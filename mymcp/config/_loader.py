@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
-from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES, config_error
+from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES
 from mymcp.config._location import config_path
 from mymcp.config._model import HostConfiguration
 from mymcp.config._schema import host_configuration_from_document
@@ -203,21 +203,21 @@ def _semantic_error(config: HostConfiguration) -> ConfigurationError | None:
     for index, plugin in enumerate(config.plugins):
         where = f"plugins[{index}]"
         if plugin.id == BUNDLED_PLUGIN_ID:
-            return config_error("bundled_plugin_conflict", f"{where}.id")
+            return ConfigurationError.at("bundled_plugin_conflict", f"{where}.id")
         if plugin.id in seen:
-            return config_error("duplicate_plugin", f"{where}.id")
+            return ConfigurationError.at("duplicate_plugin", f"{where}.id")
         seen.add(plugin.id)
         if not plugin.enabled:
             continue
         if config.schema_version == 1:
-            return config_error(
+            return ConfigurationError.at(
                 "enabled_plugin_unsupported",
                 f"{where}.enabled",
                 "schema 1 may declare plugins but not enable them; use schema 2 or later "
                 "and add manifest_path and module",
             )
         if plugin.manifest_path is None or plugin.module is None:
-            return config_error(
+            return ConfigurationError.at(
                 "invalid_schema", where, "an enabled plugin needs manifest_path and module"
             )
     return None

@@ -391,8 +391,8 @@ def test_messages_never_carry_values() -> None:
     with pytest.raises(ManifestError) as caught:
         parse_manifest(encode(manifest(id="Secret-Value-XYZ")))
     assert "Secret-Value-XYZ" not in caught.value.message
-    assert len(ManifestError.MESSAGES) == 23
-    assert all(m.startswith("MyMCP plugin ") for m in ManifestError.MESSAGES.values())
+    assert len(ManifestError.messages()) == 28
+    assert all(m.startswith("MyMCP plugin ") for m in ManifestError.messages().values())
 
 
 def test_definition_is_frozen_against_the_source_mapping() -> None:
@@ -460,14 +460,14 @@ def test_load_manifest_reads_a_safe_file(plugin_dir: Path) -> None:
 def test_load_manifest_rejects_a_symlinked_file(plugin_dir: Path, tmp_path: Path) -> None:
     real = _write(tmp_path / "real.json", encode(manifest()))
     (plugin_dir / "manifest.json").symlink_to(real)
-    assert _load_code(plugin_dir / "manifest.json") == "manifest_resource_invalid"
+    assert _load_code(plugin_dir / "manifest.json") == "manifest_resource_unsafe_path"
 
 
 def test_load_manifest_rejects_a_symlinked_directory(plugin_dir: Path, tmp_path: Path) -> None:
     _write(plugin_dir / "manifest.json", encode(manifest()))
     link = tmp_path / "link"
     link.symlink_to(plugin_dir, target_is_directory=True)
-    assert _load_code(link / "manifest.json") == "manifest_resource_invalid"
+    assert _load_code(link / "manifest.json") == "manifest_resource_unsafe_path"
 
 
 @pytest.mark.parametrize(
@@ -478,7 +478,7 @@ def test_load_manifest_rejects_writable_sources(
 ) -> None:
     path = _write(plugin_dir / "manifest.json", encode(manifest()), file_mode)
     os.chmod(plugin_dir, dir_mode)
-    assert _load_code(path) == "manifest_resource_invalid"
+    assert _load_code(path) == "manifest_resource_unsafe_permissions"
 
 
 def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:
@@ -486,14 +486,25 @@ def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:
     assert _load_code(path) == "manifest_resource_too_large"
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "missing"])
-def test_load_manifest_rejects_non_regular_or_missing(plugin_dir: Path, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [
+        ("directory", "manifest_resource_not_regular"),
+        ("fifo", "manifest_resource_not_regular"),
+        ("missing", "manifest_resource_unreadable"),
+    ],
+)
+def test_load_manifest_rejects_non_regular_or_missing(
+    plugin_dir: Path, kind: str, code: str
+) -> None:
+    """The safe-file reason becomes the code exactly as the server's preflight names it
+    (`external_manifest_<reason>`), through the one mapping."""
     path = plugin_dir / "manifest.json"
     if kind == "directory":
         path.mkdir()
     elif kind == "fifo":
         os.mkfifo(path)
-    assert _load_code(path) == "manifest_resource_invalid"
+    assert _load_code(path) == code
 
 
 # --- SemVer ----------------------------------------------------------------------------

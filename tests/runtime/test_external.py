@@ -146,7 +146,7 @@ def _code(declarations: list[PluginDeclaration]) -> str:
     with pytest.raises(ExternalPluginLoadError) as caught:
         load_external_plugins(declarations)
     error = caught.value
-    assert error.message == ExternalPluginLoadError.MESSAGES[error.code]
+    assert error.message == ExternalPluginLoadError.messages()[error.code]
     assert error.__cause__ is None  # no exception text leaks through chaining
     assert error.__suppress_context__
     return error.code
