@@ -476,14 +476,12 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
 
 def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, Any], str]:
     """The values the host configuration gives this plugin, checked as the server checks
-    them, and where they come from (for the summary line)."""
+    them, and where they come from (for the summary line). A host configuration that
+    does not load fails the check: the server would not start with it either."""
     from mymcp.config import load_host_configuration
     from mymcp.runtime import check_plugin_configuration
 
-    try:
-        configuration = load_host_configuration()
-    except MyMCPError:
-        return {}, "none (the host configuration does not load)"
+    configuration = load_host_configuration()
     for index, declaration in enumerate(configuration.plugins):
         if declaration.id == definition.plugin_id:
             where = f"plugins[{index}]"
@@ -497,10 +495,22 @@ def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, 
 def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     """Errors (the server would refuse the plugin) fail the check, portability problems
     warn. Every mismatch is printed, not only the first."""
+    from mymcp.errors import ConfigurationError
     from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
 
     try:
         values, origin = _declared_configuration(definition)
+    except ConfigurationError as exc:
+        _fail(exc)
+        print(
+            "mymcp: note: --import gives the plugin the values of its [[plugins]] entry, "
+            "so the host configuration must load; the module was not imported",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    except MyMCPError as exc:
+        return _fail(exc)
+    try:
         adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return _fail(exc)
@@ -567,7 +577,7 @@ _PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
 
 
 def _policy_explain(args: argparse.Namespace) -> int:
-    from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
     from mymcp.governance import Policy
     from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
     from mymcp.runtime.bootstrap import build_runtime
@@ -587,8 +597,12 @@ def _policy_explain(args: argparse.Namespace) -> int:
         configuration = load_host_configuration()
         validate_semantics(configuration)
         runtime = build_runtime(configuration, create_mnemosyne(load_mnemosyne_settings()))
+    except MyMCPError as exc:
+        return _fail(exc)
+    try:
         policy = Policy(configuration.policy, runtime)
     except MyMCPError as exc:
+        locate_in_configuration(exc, configuration.source)
         return _fail(exc)
     view = policy.view(name, frozenset(args.scope))
     rows = [

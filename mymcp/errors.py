@@ -48,8 +48,16 @@ def shown(value: object) -> str:
 
 
 def kind(value: object) -> str:
-    """What a decoded TOML or JSON value is, in the words of those formats."""
-    return _KIND_NAMES.get(type(value), type(value).__name__)
+    """What a decoded TOML or JSON value is, in the words of those formats (a frozen
+    copy of one, too: a read-only mapping is a table, a tuple an array)."""
+    named = _KIND_NAMES.get(type(value))
+    if named is not None:
+        return named
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, tuple):
+        return "an array"
+    return type(value).__name__
 
 
 def found(value: object) -> str:

@@ -123,9 +123,16 @@ def load_verifier(path: Path, *, allow_missing: bool = False) -> tuple[Credentia
     try:
         data = read_safe_file(path, max_bytes=MAX_VERIFIER_BYTES, private=True)
     except SafeFileError as exc:
-        if allow_missing and exc.reason is SafeFileReason.MISSING:
+        if exc.reason is not SafeFileReason.MISSING:
+            raise as_error(exc, VerifierSourceError) from None
+        if allow_missing:
             return ()
-        raise as_error(exc, VerifierSourceError) from None
+        create = "`mymcp auth token create --subject NAME` creates the file"
+        if exc.location.source != str(path):
+            create = f"make the directory (mkdir -m 700 {path.parent}), then {create}"
+        raise VerifierSourceError(
+            "unreadable", location=exc.location, detail=f"no such file or directory; {create}"
+        ) from None
     try:
         return parse_verifier(data)
     except VerifierSourceError as exc:

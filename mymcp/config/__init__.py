@@ -24,6 +24,7 @@ from mymcp.config._grammar import (
 from mymcp.config._loader import (
     key_position,
     load_host_configuration,
+    locate_in_configuration,
     parse_host_configuration,
     toml_error_position,
     validate_semantics,
@@ -74,6 +75,7 @@ __all__ = [
     "is_issuer",
     "key_position",
     "load_host_configuration",
+    "locate_in_configuration",
     "parse_host_configuration",
     "parse_principal_selector",
     "parse_tool_selector",

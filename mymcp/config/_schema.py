@@ -9,6 +9,7 @@ was found, for the operator's terminal. The loader adds the file and line.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -64,12 +65,39 @@ def _table(value: object, where: str) -> dict[str, Any]:
     return value
 
 
+# Keys a later schema added to a table that older schemas already have, with the schema
+# that added them: such a key in an older file needs a raised schema_version, not a fix.
+_INTRODUCED: Final[Mapping[tuple[str, str], int]] = {
+    ("server", "log_level"): 8,
+    ("server", "log_format"): 8,
+    ("plugins", "manifest_path"): 2,
+    ("plugins", "module"): 2,
+    ("plugins", "configuration"): 8,
+    ("plugins", "binding"): 8,
+    ("authentication", "operator_bearer"): 4,
+    ("authentication", "oauth_jwt"): 5,
+    ("mcp", "session_inactivity_timeout_seconds"): 7,
+    ("mcp", "session_absolute_lifetime_seconds"): 7,
+    ("mcp", "max_sessions_per_principal"): 8,
+}
+_INDEX: Final = re.compile(r"\[\d+\]")
+
+
 def _exact(table: dict[str, Any], required: set[str], optional: set[str], where: str) -> None:
-    """Unknown keys are named with the keys the table takes; so are missing ones."""
+    """Unknown keys are named with the keys the table takes; so are missing ones. A key
+    that a later schema added says which schema_version it needs."""
     prefix = "" if where == "top level" else f"{where}."
     allowed = ", ".join(sorted(required | optional)) or "nothing"
     unknown = sorted(set(table) - required - optional)
     if unknown:
+        introduced = _INTRODUCED.get((_INDEX.sub("", where), unknown[0]))
+        if introduced is not None:
+            raise ConfigurationError.at(
+                "invalid_schema",
+                prefix + unknown[0],
+                f"{unknown[0]!r} needs schema_version = {introduced} or later; with this "
+                f"schema_version {_named(where)} takes {allowed}",
+            )
         raise ConfigurationError.at(
             "invalid_schema", prefix + unknown[0], f"unknown key; {_named(where)} takes {allowed}"
         )

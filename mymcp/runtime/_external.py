@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
-from mymcp.config import PluginDeclaration
+from mymcp.config import PluginDeclaration, locate_in_configuration
 from mymcp.errors import Diagnostic, ExternalPluginLoadError, Location, ManifestError
 from mymcp.plugin import (
     HOST_API_VERSION,
@@ -206,13 +206,13 @@ def check_plugin_configuration(
     problem = definition.configuration.violation(values)
     if problem is not None:
         key, detail = problem
-        raise ExternalPluginLoadError(
+        error = ExternalPluginLoadError(
             "external_plugin_configuration_invalid",
-            location=Location(
-                None if source is None else str(source), key=f"{where}.configuration.{key}"
-            ),
+            location=Location(key=f"{where}.configuration.{key}"),
             detail=detail,
-        ) from None
+        )
+        locate_in_configuration(error, source)
+        raise error
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import json
 import os
 import string
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from mymcp.errors import ManifestError
 from mymcp.plugin import (
     AuthorityDeclaration,
+    ConfigurationDeclaration,
     Consent,
     FilesystemClass,
     HostApiRange,
@@ -628,3 +630,48 @@ def test_a_json_syntax_error_names_line_and_column() -> None:
         "/p/manifest.json:3:3: MyMCP plugin manifest is not valid JSON: "
         "Expecting ',' delimiter (code=manifest_resource_invalid_json)"
     )
+
+
+# --- the operator's values against the declared configuration schema -------------------
+
+
+_GREETER_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "greeting": {"type": "string"},
+        "limits": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"max_items": {"type": "integer"}},
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"greeting": 42}, ("greeting", "expected a string, got 42 (an integer)")),
+        ({"greeting": True}, ("greeting", "expected a string, got True (a boolean)")),
+        ({"limits": "3"}, ("limits", "expected a table, got '3' (a string)")),
+        (
+            {"limits": {"max_items": 1.5}},
+            ("limits.max_items", "expected an integer, got 1.5 (a float)"),
+        ),
+        ({"tags": {"a": 1}}, ("tags", "expected an array, got {'a': 1} (a table)")),
+        ({"tags": ["a", None]}, ("tags[1]", "expected a string, got None (null)")),
+    ],
+)
+def test_a_configuration_value_of_the_wrong_type_is_worded_like_every_other_fault(
+    values: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    """`got 42 (an integer)`, as the host configuration says `got '8000' (a string)`; the
+    values arrive frozen, as the host hands them over, and are still named by their
+    TOML kinds."""
+    declaration = ConfigurationDeclaration(1, _GREETER_SCHEMA)
+    frozen = MappingProxyType(
+        {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+    )
+    assert declaration.violation(frozen) == expected
