@@ -97,7 +97,6 @@ def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> in
     if problem is not None:
         print(f"mymcp: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    memory: _Memory | None = None
     try:
         settings = load_mnemosyne_settings()
         command = args.memory_command
