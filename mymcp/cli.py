@@ -9,10 +9,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
@@ -37,6 +37,7 @@ __all__ = ["dev_main", "main", "selftest_main", "serve", "stdio"]
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer its reader left
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -64,6 +65,16 @@ def _logging_options(*, top_level: bool) -> argparse.ArgumentParser:
     return options
 
 
+def _command(
+    commands: Any, name: str, summary: str, description: str | None = None, **options: Any
+) -> argparse.ArgumentParser:
+    """A subcommand listed with `summary`, whose own --help opens with `description` (by
+    default the summary as a sentence)."""
+    if description is None:
+        description = summary[0].upper() + summary[1:] + "."
+    return commands.add_parser(name, help=summary, description=description, **options)  # type: ignore[no-any-return]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mymcp", description=_DESCRIPTION, parents=[_logging_options(top_level=True)]
@@ -71,56 +82,81 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     logging_options = _logging_options(top_level=False)
-    commands.add_parser(
+    _command(
+        commands,
         "serve",
-        help="serve MCP on the configured loopback address (default)",
+        "serve MCP on the configured loopback address (default)",
+        "Serve MCP over HTTP at http://<address>:<port>/mcp, with [server] address and port "
+        "from the host configuration (default 127.0.0.1:8000), until interrupted. The "
+        "configuration, plugins and credentials are checked first; a fault ends the start "
+        "with exit 1 before anything binds. `mymcp` without a command does the same.",
         parents=[logging_options],
     )
-    commands.add_parser(
+    _command(
+        commands,
         "stdio",
-        help="serve MCP on stdin/stdout, for clients that start their servers (principal local)",
-        description=(
-            "Serve the same tools, policy, approvals and audit over MCP's stdio transport: "
-            "one JSON-RPC message per line on stdin and stdout, logs on stderr. The caller "
-            "is the principal `local`. The process ends when stdin closes. With [approval] "
-            "it also serves the console at the configured address, where approvals are "
-            "decided."
-        ),
+        "serve MCP on stdin/stdout, for clients that start their servers (principal local)",
+        "Serve the same tools, policy, approvals and audit over MCP's stdio transport: "
+        "one JSON-RPC message per line on stdin and stdout, logs on stderr. The caller "
+        "is the principal `local`. The process ends when stdin closes. With [approval] "
+        "it also serves the console at the configured address, where approvals are "
+        "decided.",
         parents=[logging_options],
     )
-    commands.add_parser(
+    _command(
+        commands,
         "check",
-        help="validate configuration, plugins, credentials, Mnemosyne settings and the "
+        "validate configuration, plugins, credentials, Mnemosyne settings and the "
         "memory root; never serves",
+        "Compose everything the server would (host configuration, plugins and their "
+        "manifests, credentials, policy, Mnemosyne settings, the memory root and its "
+        "files) without serving and without creating any file, and print what was found. "
+        "A fault is printed with its file, key, line and cause, and exits 1.",
         parents=[logging_options],
     )
-    plugin = commands.add_parser("plugin", help="plugin tools").add_subparsers(
+    plugin = _command(commands, "plugin", "plugin tools").add_subparsers(
         dest="plugin_command", metavar="SUBCOMMAND", required=True
     )
-    plugin_check = plugin.add_parser("check", help="validate one plugin manifest file")
-    plugin_check.add_argument("manifest", type=Path, metavar="MANIFEST")
+    plugin_check = _command(
+        plugin,
+        "check",
+        "validate one plugin manifest file",
+        "Check a plugin manifest exactly as the server does before it imports anything; "
+        "with --import, also import the plugin and compare it with its manifest.",
+    )
+    plugin_check.add_argument(
+        "manifest", type=Path, metavar="MANIFEST", help="the plugin's manifest.json"
+    )
     plugin_check.add_argument(
         "--import",
         dest="module",
         metavar="MODULE",
-        help="also import MODULE as the server would, call its mymcp_plugin_v1(), report every "
-        "mismatch with the manifest and lint its tool schemas",
+        help="also import MODULE as the server would, call its mymcp_plugin_v1() with the "
+        "values of its [[plugins]] entry, report every mismatch with the manifest and lint "
+        "its tool schemas",
     )
-    auth = commands.add_parser("auth", help="operator credentials").add_subparsers(
+    auth = _command(commands, "auth", "operator credentials").add_subparsers(
         dest="auth_command", metavar="SUBCOMMAND", required=True
     )
-    token = auth.add_parser("token", help="operator bearer tokens").add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    create = token.add_parser("create", help="create a token, print it once, store its digest")
+    token = _command(
+        auth,
+        "token",
+        "operator bearer tokens",
+        "Create, list and revoke the bearer tokens of the operator-bearer-v1 adapter. The "
+        "verifier file keeps only digests; the server reads it when it starts.",
+    ).add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = _command(token, "create", "create a token, print it once, store its digest")
     create.add_argument("--subject", required=True, help="who the token authenticates")
-    token.add_parser("list", help="list credential ids and subjects (never secrets)")
-    revoke = token.add_parser("revoke", help="remove one credential by id")
-    revoke.add_argument("credential_id", metavar="ID")
-    for sub in (create, revoke, token.choices["list"]):
+    listing = _command(token, "list", "list credential ids and subjects (never secrets)")
+    revoke = _command(token, "revoke", "remove one credential by id")
+    revoke.add_argument(
+        "credential_id", metavar="ID", help="the credential id, as `mymcp auth token list` shows"
+    )
+    for sub in (create, listing, revoke):
         sub.add_argument(
             "--verifier-file",
             type=Path,
+            metavar="FILE",
             help="verifier file to use (default: authentication.operator_bearer.verifier_path)",
         )
     _governance_parsers(commands)
@@ -130,67 +166,91 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _SCOPE_HELP = "self, relationship, preference, practice, project, knowledge or agent"
+_IDENTIFIER_HELP = "an id of a-z, 0-9, '-' and '_'"
 
 
 def _memory_parser(commands: Any) -> None:
     """`mymcp memory …`; scope names are checked when the command runs, so building the
     parser never imports the memory package."""
-    memory = commands.add_parser(
+    memory = _command(
+        commands,
         "memory",
-        help="see, search, check, export and import memory (Mnemosyne)",
-        description=(
-            "Read the memory root the server uses ($MNEMOSYNE_MEMORY_ROOT or "
-            "~/.mnemosyne/memory) from the terminal. Paths are shown: they are yours."
-        ),
+        "see, search, check, export and import memory (Mnemosyne)",
+        "Read the memory root the server uses ($MNEMOSYNE_MEMORY_ROOT or "
+        "~/.mnemosyne/memory) from the terminal. Paths are shown: they are yours.",
     ).add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
-    listing = memory.add_parser("list", help="list the memories of a scope, without content")
+    listing = _command(memory, "list", "list the memories of a scope, without content")
     listing.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
-    listing.add_argument("--namespace", metavar="N", help="only this namespace id")
+    listing.add_argument(
+        "--namespace", metavar="N", help=f"only this namespace ({_IDENTIFIER_HELP})"
+    )
     narrowing = listing.add_mutually_exclusive_group()
-    narrowing.add_argument("--collection", metavar="C", help="only this collection")
+    narrowing.add_argument(
+        "--collection", metavar="C", help=f"only this collection ({_IDENTIFIER_HELP})"
+    )
     narrowing.add_argument(
         "--no-collection", action="store_true", help="only memories outside any collection"
     )
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = memory.add_parser(
+    show = _command(
+        memory,
         "show",
-        help="print one memory: a reference (JSON), a file path, or a path under the root",
+        "print one memory: a reference (JSON), a file path, or a path under the root",
     )
-    show.add_argument("target", metavar="REFERENCE-or-PATH")
-    search = memory.add_parser("search", help="recall: the memories that best match a query")
+    show.add_argument(
+        "target",
+        metavar="REFERENCE-or-PATH",
+        help="a reference exactly as a tool returned it, a record file, or a path as "
+        "`memory list` prints it",
+    )
+    search = _command(memory, "search", "recall: the memories that best match a query")
     search.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
-    search.add_argument("query", metavar="QUERY")
-    search.add_argument("--namespace", metavar="N", help="only this namespace id")
+    search.add_argument("query", metavar="QUERY", help="words to look for")
+    search.add_argument(
+        "--namespace", metavar="N", help=f"only this namespace ({_IDENTIFIER_HELP})"
+    )
     search.add_argument("--tags", nargs="+", default=[], metavar="TAG", help="tags to favour")
     search.add_argument("--json", action="store_true", help="print the tool's JSON answer")
-    stats = memory.add_parser("stats", help="records per scope and namespace, archived, bytes")
+    stats = _command(memory, "stats", "records per scope and namespace, archived, bytes")
     stats.add_argument("--json", action="store_true", help="print JSON")
-    memory.add_parser("check", help="name every file the server skips, and why (exit 1 when any)")
-    export = memory.add_parser("export", help="write a scope's records as JSON lines to stdout")
-    export.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
-    importing = memory.add_parser(
-        "import",
-        help="remember the records of a JSON-lines file (a dry run unless --apply)",
+    _command(
+        memory,
+        "check",
+        "name every file the server skips, and why (exit 1 when any)",
+        "Check the memory root itself (absolute, a directory or creatable, not writable by "
+        "others), then walk it and name every file the server passes over and why: not "
+        "JSON, not a record, in the wrong place, a symlink, too large, unsafe permissions, "
+        "a duplicate legacy id; and every scope over the candidate limit. Exit 1 when "
+        "anything is wrong. Nothing is changed.",
     )
-    importing.add_argument("file", type=Path, metavar="FILE")
+    export = _command(memory, "export", "write a scope's records as JSON lines to stdout")
+    export.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
+    importing = _command(
+        memory,
+        "import",
+        "remember the records of a JSON-lines file (a dry run unless --apply)",
+        "Remember each record of FILE (as `memory export` writes them) with the checks of "
+        "memory_remember. Without --apply nothing is written and each line says what would "
+        "happen. Archived records are left out; an identical memory is kept as it is.",
+    )
+    importing.add_argument("file", type=Path, metavar="FILE", help="a JSON-lines file")
     importing.add_argument(
         "--apply", action="store_true", help="write the new memories (never overwrites)"
     )
 
 
 def _console_parser(commands: Any) -> None:
-    console = commands.add_parser(
+    console = _command(
+        commands,
         "console",
-        help="sign in to the web console (approvals, memory, audit) with a one-time link",
-        description=(
-            "Print a one-time sign-in link for the MyMCP console, served by the running "
-            "server at http://<address>:<port>/console/, and open it in your browser. The "
-            "link works once, within 5 minutes; the console session it opens lasts 8 hours. "
-            "Only a person at this terminal can sign in: MCP credentials never open the "
-            "console. The link's token is stored only as a SHA-256 digest, in "
-            "$XDG_STATE_HOME/mymcp/console (~/.local/state/mymcp/console), which the "
-            "server must share."
-        ),
+        "sign in to the web console (approvals, memory, audit) with a one-time link",
+        "Print a one-time sign-in link for the MyMCP console, served by the running "
+        "server at http://<address>:<port>/console/, and open it in your browser. The "
+        "link works once, within 5 minutes; the console session it opens lasts 8 hours. "
+        "Only a person at this terminal can sign in: MCP credentials never open the "
+        "console. The link's token is stored only as a SHA-256 digest, in "
+        "$XDG_STATE_HOME/mymcp/console (~/.local/state/mymcp/console), which the "
+        "server must share.",
     )
     console.add_argument(
         "--no-browser", action="store_true", help="only print the link; do not open a browser"
@@ -203,18 +263,21 @@ def _console_parser(commands: Any) -> None:
 
 
 def _governance_parsers(commands: Any) -> None:
-    policy = commands.add_parser("policy", help="tool policy").add_subparsers(
+    policy = _command(commands, "policy", "tool policy").add_subparsers(
         dest="policy_command", metavar="SUBCOMMAND", required=True
     )
-    explain = policy.add_parser(
+    explain = _command(
+        policy,
         "explain",
-        help="show which tools a principal may call and which rule decided each",
-        description=(
-            "Evaluate [policy] for one principal against the configured tools. PRINCIPAL is "
-            "anonymous, local, operator:<subject> or oauth:<sub>."
-        ),
+        "show which tools a principal may call and which rule decided each",
+        "Evaluate [policy] for one principal against the configured tools.",
     )
-    explain.add_argument("--principal", required=True, metavar="PRINCIPAL")
+    explain.add_argument(
+        "--principal",
+        required=True,
+        metavar="PRINCIPAL",
+        help="anonymous, local, operator:<subject> or oauth:<sub>",
+    )
     explain.add_argument(
         "--scope",
         action="append",
@@ -223,14 +286,18 @@ def _governance_parsers(commands: Any) -> None:
         help="an OAuth scope the principal's token carries (repeatable; oauth:* only)",
     )
     explain.add_argument("--json", action="store_true", help="print JSON")
-    audit = commands.add_parser("audit", help="security audit log").add_subparsers(
+    audit = _command(commands, "audit", "security audit log").add_subparsers(
         dest="audit_command", metavar="SUBCOMMAND", required=True
     )
-    verify = audit.add_parser(
+    verify = _command(
+        audit,
         "verify",
-        help="check the hash chain of the audit log (exit 1 naming the first bad record)",
+        "check the hash chain of the audit log (exit 1 naming the first bad record)",
+        "Recompute the hash chain of every audit record, segment after segment, and "
+        "print the number of records and the head hash; a record that was changed, "
+        "removed or reordered is named, with exit 1.",
     )
-    show = audit.add_parser("show", help="print audit records readably")
+    show = _command(audit, "show", "print audit records readably")
     show.add_argument(
         "--since",
         metavar="WHEN",
@@ -362,7 +429,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _check_memory(settings: MnemosyneSettings | None) -> int:
     """The memory root and its files, in summary: `mymcp memory check` has the detail."""
-    from mymcp.plugins.mnemosyne._commands import check_memory
+    from mymcp.plugins.mnemosyne._memory_check import check_memory
 
     if settings is None:
         print("mymcp: check OK")
@@ -409,14 +476,12 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
 
 def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, Any], str]:
     """The values the host configuration gives this plugin, checked as the server checks
-    them, and where they come from (for the summary line)."""
+    them, and where they come from (for the summary line). A host configuration that
+    does not load fails the check: the server would not start with it either."""
     from mymcp.config import load_host_configuration
     from mymcp.runtime import check_plugin_configuration
 
-    try:
-        configuration = load_host_configuration()
-    except MyMCPError:
-        return {}, "none (the host configuration does not load)"
+    configuration = load_host_configuration()
     for index, declaration in enumerate(configuration.plugins):
         if declaration.id == definition.plugin_id:
             where = f"plugins[{index}]"
@@ -430,10 +495,22 @@ def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, 
 def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     """Errors (the server would refuse the plugin) fail the check, portability problems
     warn. Every mismatch is printed, not only the first."""
+    from mymcp.errors import ConfigurationError
     from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
 
     try:
         values, origin = _declared_configuration(definition)
+    except ConfigurationError as exc:
+        _fail(exc)
+        print(
+            "mymcp: note: --import gives the plugin the values of its [[plugins]] entry, "
+            "so the host configuration must load; the module was not imported",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    except MyMCPError as exc:
+        return _fail(exc)
+    try:
         adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return _fail(exc)
@@ -500,7 +577,7 @@ _PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
 
 
 def _policy_explain(args: argparse.Namespace) -> int:
-    from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
     from mymcp.governance import Policy
     from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
     from mymcp.runtime.bootstrap import build_runtime
@@ -520,8 +597,12 @@ def _policy_explain(args: argparse.Namespace) -> int:
         configuration = load_host_configuration()
         validate_semantics(configuration)
         runtime = build_runtime(configuration, create_mnemosyne(load_mnemosyne_settings()))
+    except MyMCPError as exc:
+        return _fail(exc)
+    try:
         policy = Policy(configuration.policy, runtime)
     except MyMCPError as exc:
+        locate_in_configuration(exc, configuration.source)
         return _fail(exc)
     view = policy.view(name, frozenset(args.scope))
     rows = [
@@ -714,6 +795,27 @@ def _console(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plugin(args: argparse.Namespace) -> int:
+    return _plugin_check(args.manifest, args.module)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from mymcp.plugins.mnemosyne._commands import run_memory_command
+
+    return run_memory_command(args)
+
+
+_COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
+    "check": _check,
+    "plugin": _plugin,
+    "policy": _policy_explain,
+    "audit": _audit,
+    "console": _console,
+    "memory": _memory,
+    "auth": _token,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
@@ -721,30 +823,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args=args)
     if args.command == "stdio":
         return stdio(args)
-    if args.command == "check":
-        return _check(args)
-    if args.command == "plugin":
-        return _plugin_check(args.manifest, args.module)
-    if args.command == "policy":
-        return _policy_explain(args)
-    if args.command == "audit":
-        return _audit(args)
-    if args.command == "console":
-        return _console(args)
-    if args.command == "memory":
-        return _memory(args)
-    return _token(args)
+    if args.command != "check":
+        # Every line comes out in the one format from the first on, before any file is
+        # read; these short commands log only warnings and errors (a broken configuration,
+        # a skipped memory file) unless the command line or the environment asks for more.
+        configure_logging(
+            log_settings(args.log_level, args.log_format, configured=LogSettings("warning"))
+        )
+    return _until_the_reader_leaves(_COMMANDS[args.command], args)
 
 
-def _memory(args: argparse.Namespace) -> int:
-    """`mymcp memory …`: only warnings are logged (a skipped file, a full scope) unless
-    the command line or the environment asks for more."""
-    from mymcp.plugins.mnemosyne._commands import run_memory_command
-
-    configure_logging(
-        log_settings(args.log_level, args.log_format, configured=LogSettings("warning"))
-    )
-    return run_memory_command(args)
+def _until_the_reader_leaves(command: Callable[[argparse.Namespace], int], args: Any) -> int:
+    """Run a command whose output may be piped into a reader that stops early
+    (`mymcp memory list project | head -1`): then it stops quietly, with the status of a
+    writer ended by SIGPIPE, instead of a traceback."""
+    try:
+        status = command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The interpreter flushes stdout once more at exit; let that go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return status
 
 
 def dev_main(argv: Sequence[str] | None = None) -> int:

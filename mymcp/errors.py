@@ -7,8 +7,8 @@ the whole `Diagnostic`: where the fault is (a file with line and column, a key p
 environment variable, a plugin and its module) and a `detail` that says what was expected
 and what was found.
 
-Each error type owns the messages of its codes, here in one place, so a code means the
-same thing wherever it is raised.
+The messages of every error type's codes are in one table, `MESSAGES`, so a code means
+the same thing wherever it is raised.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import ClassVar, Final, Literal
+from typing import Final, Literal, Self
 
 __all__ = [
+    "MESSAGES",
+    "ApprovalError",
     "AuditError",
     "ConfigurationError",
+    "CredentialProvisioningError",
     "Diagnostic",
     "DiscoveryError",
     "ExternalPluginLoadError",
@@ -31,6 +34,7 @@ __all__ = [
     "MnemosyneSettingsError",
     "NOWHERE",
     "MyMCPError",
+    "VerifierSourceError",
     "found",
     "kind",
     "shown",
@@ -44,8 +48,16 @@ def shown(value: object) -> str:
 
 
 def kind(value: object) -> str:
-    """What a decoded TOML or JSON value is, in the words of those formats."""
-    return _KIND_NAMES.get(type(value), type(value).__name__)
+    """What a decoded TOML or JSON value is, in the words of those formats (a frozen
+    copy of one, too: a read-only mapping is a table, a tuple an array)."""
+    named = _KIND_NAMES.get(type(value))
+    if named is not None:
+        return named
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, tuple):
+        return "an array"
+    return type(value).__name__
 
 
 def found(value: object) -> str:
@@ -118,11 +130,10 @@ class Diagnostic:
 class MyMCPError(Exception):
     """Base of every MyMCP error: a `Diagnostic` with a stable code and fixed message.
 
-    `message` defaults to the one the error type defines for `code`. `str()` of the error
-    is the terminal rendering (location and detail included); log lines use `code`.
+    `message` defaults to the one `MESSAGES` gives the error type for `code`. `str()` of
+    the error is the terminal rendering (location and detail included); log lines use
+    `code`.
     """
-
-    MESSAGES: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init__(
         self,
@@ -133,9 +144,25 @@ class MyMCPError(Exception):
         detail: str | None = None,
     ) -> None:
         if message is None:
-            message = self.MESSAGES[code]
+            message = self.messages()[code]
         self.diagnostic = Diagnostic(code, message, location, detail)
         super().__init__(self.diagnostic.render())
+
+    @classmethod
+    def at(cls, code: str, key: str | None = None, detail: str | None = None) -> Self:
+        """The error for `code` at key path `key` (`server.port`, `capabilities[2].consent`)
+        of a file the caller names later (`locate`); `detail` says, for the operator's
+        terminal, what the key takes and what it holds."""
+        return cls(code, location=Location(key=key), detail=detail)
+
+    @classmethod
+    def messages(cls) -> Mapping[str, str]:
+        """The fixed message of every code this error type raises without its own."""
+        for error_type in cls.__mro__:
+            table = MESSAGES.get(error_type)
+            if table is not None:
+                return table
+        return _NONE
 
     @property
     def code(self) -> str:
@@ -162,220 +189,260 @@ class MyMCPError(Exception):
         self.args = (self.diagnostic.render(),)
 
 
-def _messages(table: dict[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(table)
-
-
 class ConfigurationError(MyMCPError):
     """The host configuration file is unsafe, unreadable or invalid."""
-
-    MESSAGES = _messages(
-        {
-            "invalid_location": "MyMCP configuration location is unavailable",
-            "unsafe_path": "MyMCP configuration path is unsafe",
-            "not_regular": "MyMCP configuration source is not a regular file",
-            "unsafe_permissions": "MyMCP configuration source permissions are unsafe",
-            "unreadable": "MyMCP configuration source could not be read",
-            "too_large": "MyMCP configuration exceeds 65536 bytes",
-            "source_changed": "MyMCP configuration changed while being read",
-            "invalid_utf8": "MyMCP configuration is not valid UTF-8",
-            "invalid_toml": "MyMCP configuration is not valid TOML",
-            "unsupported_schema_version": "MyMCP configuration schema_version is not supported",
-            "invalid_schema": "MyMCP configuration does not match its schema",
-            "duplicate_plugin": "MyMCP configuration declares a plugin id more than once",
-            "duplicate_authentication_adapter_id": (
-                "MyMCP configuration declares an authentication adapter id more than once"
-            ),
-            "duplicate_authentication_adapter_route": (
-                "MyMCP configuration declares an authentication adapter route more than once"
-            ),
-            "authentication_adapter_limit_exceeded": (
-                "MyMCP authentication adapter limit of 32 is exceeded"
-            ),
-            "bundled_plugin_conflict": "MyMCP configuration declares the bundled plugin id",
-            "enabled_plugin_unsupported": "MyMCP configuration schema 1 cannot enable plugins",
-            "policy_invalid": "MyMCP configuration policy is invalid",
-            "policy_unknown_key": "MyMCP configuration policy has an unknown key",
-            "policy_empty_list": "MyMCP configuration policy has an empty list",
-            "policy_invalid_principal": (
-                "MyMCP configuration policy has an invalid principal selector"
-            ),
-            "policy_invalid_tool": "MyMCP configuration policy has an invalid tool selector",
-            "policy_unknown_tool": "MyMCP configuration policy names a tool that does not exist",
-            "policy_duplicate_rule": "MyMCP configuration policy repeats a rule",
-            "policy_duplicate_selector": (
-                "MyMCP configuration policy repeats a selector in one list"
-            ),
-            "policy_too_large": "MyMCP configuration policy is too large",
-        }
-    )
 
 
 class ManifestError(MyMCPError):
     """A plugin manifest, or a plugin's parity with its manifest, is invalid."""
 
-    MESSAGES = _messages(
-        {
-            "manifest_resource_invalid": "MyMCP plugin manifest resource is invalid",
-            "manifest_resource_too_large": "MyMCP plugin manifest exceeds 65536 bytes",
-            "manifest_resource_invalid_utf8": "MyMCP plugin manifest is not valid UTF-8",
-            "manifest_resource_invalid_json": "MyMCP plugin manifest is not valid JSON",
-            "manifest_resource_duplicate_key": "MyMCP plugin manifest repeats a JSON object key",
-            "manifest_root_invalid": "MyMCP plugin manifest root is not a JSON object",
-            "manifest_unknown_field": "MyMCP plugin manifest has an unknown field",
-            "manifest_missing_field": "MyMCP plugin manifest lacks a required field",
-            "manifest_invalid_field": "MyMCP plugin manifest has an invalid field",
-            "manifest_version_unsupported": "MyMCP plugin manifest version is not supported",
-            "manifest_capability_kind_unsupported": (
-                "MyMCP plugin manifest capability kind is unsupported"
-            ),
-            "manifest_duplicate_capability": "MyMCP plugin manifest declares a capability twice",
-            "manifest_duplicate_secret_reference": (
-                "MyMCP plugin manifest repeats a secret reference"
-            ),
-            "manifest_configuration_schema_invalid": (
-                "MyMCP plugin configuration schema is invalid"
-            ),
-            "manifest_authority_invalid": "MyMCP plugin manifest authority is invalid",
-            "host_api_incompatible": "MyMCP plugin does not support this host API version",
-            "definition_manifest_mismatch": "MyMCP plugin definition does not equal its manifest",
-            "contribution_plugin_mismatch": "MyMCP plugin contribution names another plugin",
-            "contribution_version_mismatch": "MyMCP plugin contribution version does not match",
-            "undeclared_capability": "MyMCP plugin contribution selects an undeclared capability",
-            "duplicate_selected_capability": "MyMCP plugin contribution selects a capability twice",
-            "capability_order_mismatch": "MyMCP plugin contribution breaks the declaration order",
-            "capability_metadata_mismatch": (
-                "MyMCP plugin tool effects or consent differ from the manifest"
-            ),
-        }
-    )
-
 
 class ExternalPluginLoadError(MyMCPError):
     """An operator-declared plugin could not be preflighted, imported or composed."""
-
-    MESSAGES = _messages(
-        {
-            "external_plugin_limit_exceeded": "MyMCP external plugin limit is exceeded",
-            "external_manifest_unsafe_path": "MyMCP external plugin manifest path is unsafe",
-            "external_manifest_not_regular": (
-                "MyMCP external plugin manifest is not a regular file"
-            ),
-            "external_manifest_unsafe_permissions": (
-                "MyMCP external plugin manifest permissions are unsafe"
-            ),
-            "external_manifest_unreadable": "MyMCP external plugin manifest could not be read",
-            "external_manifest_too_large": "MyMCP external plugin manifest exceeds 65536 bytes",
-            "external_manifest_source_changed": (
-                "MyMCP external plugin manifest changed while being read"
-            ),
-            "external_manifest_invalid": "MyMCP external plugin manifest is invalid",
-            "external_manifest_identity_mismatch": (
-                "MyMCP external plugin manifest id does not match its declaration"
-            ),
-            "external_manifest_host_api_incompatible": (
-                "MyMCP external plugin does not support this host API version"
-            ),
-            "external_plugin_configuration_invalid": (
-                "MyMCP external plugin configuration does not match the plugin's schema"
-            ),
-            "external_plugin_import_failed": "MyMCP external plugin module could not be imported",
-            "external_plugin_entrypoint_invalid": (
-                "MyMCP external plugin entrypoint is missing, not callable or failed"
-            ),
-            "external_plugin_contract_invalid": (
-                "MyMCP external plugin entrypoint did not return a PluginAdapter"
-            ),
-            "external_plugin_composition_invalid": (
-                "MyMCP external plugins could not be composed with the host"
-            ),
-            "external_plugin_schema_invalid": (
-                "MyMCP external plugin publishes an input schema that is not valid "
-                "JSON Schema 2020-12"
-            ),
-            "external_plugin_name_collision": (
-                "MyMCP external plugin bound under local names would publish a tool name "
-                "that another tool has or that only the host may use"
-            ),
-        }
-    )
 
 
 class HostRuntimeCompositionError(MyMCPError):
     """Tool surfaces collided or could not be bound into one runtime."""
 
-    MESSAGES = _messages(
-        dict.fromkeys(
-            (
-                "duplicate_plugin",
-                "capability_plugin_mismatch",
-                "duplicate_capability",
-                "duplicate_binding",
-                "unknown_binding",
-                "reserved_public_name",
-                "invalid_public_name",
-                "duplicate_public_name",
-                "unbound_capability",
-                "invalid_tool_definition",
-                "invalid_input_schema",
-            ),
-            "MyMCP could not compose the tool surface",
-        )
-    )
-
 
 class HostAuthenticationCompositionError(MyMCPError):
     """The authentication configuration cannot be composed into an authenticator."""
-
-    MESSAGES = _messages(
-        {
-            "adapter_type_unavailable": "MyMCP authentication adapter type is unavailable",
-            "verifier_source": "MyMCP operator bearer verifier source is unusable",
-            "route_invalid": "MyMCP authentication adapter route is invalid",
-            "oauth_route_invalid": (
-                "MyMCP OAuth adapter route must be the bearer authorization route"
-            ),
-            "oauth_validation_source": (
-                "MyMCP OAuth issuer metadata or keys are unavailable or invalid"
-            ),
-            "oauth_resource": "MyMCP OAuth protected resource cannot be derived from the binding",
-            "oauth_configuration": "MyMCP OAuth issuer configuration is invalid",
-            "anonymous_access_enabled": "MyMCP OAuth requires anonymous access to be disabled",
-            "route_collision": "MyMCP authentication adapter routes collide",
-        }
-    )
 
 
 class DiscoveryError(MyMCPError):
     """OAuth issuer metadata or its key set could not be fetched or is invalid."""
 
-    MESSAGES = _messages(
-        {
-            "metadata_unavailable": "MyMCP could not fetch the OAuth issuer metadata",
-            "metadata_invalid": "MyMCP OAuth issuer metadata is invalid",
-            "jwks_unavailable": "MyMCP could not fetch the OAuth issuer's key set",
-            "jwks_invalid": "MyMCP OAuth issuer key set is invalid",
-        }
-    )
-
 
 class MnemosyneSettingsError(MyMCPError):
     """The Mnemosyne settings (environment or ~/.mnemosyne/config.toml) are invalid."""
 
-    MESSAGES = _messages(
-        {
-            "invalid_environment": "Mnemosyne setting in the environment is invalid",
-            "invalid_toml": "Mnemosyne settings file is not valid UTF-8 TOML",
-            "invalid_schema": "Mnemosyne settings file does not match its schema",
-            "unreadable": "Mnemosyne settings file could not be read",
-            "not_regular": "Mnemosyne settings source is not a regular file",
-            "unsafe_path": "Mnemosyne settings path is unsafe",
-            "too_large": "Mnemosyne settings file exceeds 16384 bytes",
-            "unsafe_permissions": "Mnemosyne settings source permissions are unsafe",
-            "source_changed": "Mnemosyne settings file changed while being read",
-        }
-    )
-
 
 class AuditError(MyMCPError):
     """The security audit log cannot be opened or written."""
+
+
+class VerifierSourceError(MyMCPError):
+    """The operator-bearer verifier file is unsafe or invalid. `code` is a safe-file code
+    (`unsafe_path`, `not_regular`, `unsafe_permissions`, `unreadable`, `too_large`,
+    `source_changed`), `invalid_utf8` or `invalid_format`; startup reports each as
+    `verifier_source`."""
+
+
+class CredentialProvisioningError(MyMCPError):
+    """A credential could not be created or revoked. For `verifier_source` (the existing
+    verifier file is unsafe or invalid) `reason` holds the verifier file's own code."""
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        reason: str | None = None,
+        location: Location = NOWHERE,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(code, location=location, detail=detail)
+        self.reason = reason
+
+    @classmethod
+    def of_source(cls, failure: VerifierSourceError) -> CredentialProvisioningError:
+        """The existing verifier file is unusable: keep its code as the reason."""
+        detail = f"{failure.code}: {failure.detail}" if failure.detail else failure.code
+        return cls("verifier_source", reason=failure.code, location=failure.location, detail=detail)
+
+
+class ApprovalError(MyMCPError):
+    """A console decision that cannot be made; `code` says why."""
+
+
+_NONE: Final[Mapping[str, str]] = MappingProxyType({})
+
+# Every code -> message table, one per error type: a code means the same thing wherever
+# it is raised. Types that are not listed (safe files, strict JSON, the console state,
+# the audit) give each error its message where they raise it.
+_TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
+    ConfigurationError: {
+        "invalid_location": "MyMCP configuration location is unavailable",
+        "unsafe_path": "MyMCP configuration path is unsafe",
+        "not_regular": "MyMCP configuration source is not a regular file",
+        "unsafe_permissions": "MyMCP configuration source permissions are unsafe",
+        "unreadable": "MyMCP configuration source could not be read",
+        "too_large": "MyMCP configuration exceeds 65536 bytes",
+        "source_changed": "MyMCP configuration changed while being read",
+        "invalid_utf8": "MyMCP configuration is not valid UTF-8",
+        "invalid_toml": "MyMCP configuration is not valid TOML",
+        "unsupported_schema_version": "MyMCP configuration schema_version is not supported",
+        "invalid_schema": "MyMCP configuration does not match its schema",
+        "duplicate_plugin": "MyMCP configuration declares a plugin id more than once",
+        "duplicate_authentication_adapter_id": (
+            "MyMCP configuration declares an authentication adapter id more than once"
+        ),
+        "duplicate_authentication_adapter_route": (
+            "MyMCP configuration declares an authentication adapter route more than once"
+        ),
+        "authentication_adapter_limit_exceeded": (
+            "MyMCP authentication adapter limit of 32 is exceeded"
+        ),
+        "bundled_plugin_conflict": "MyMCP configuration declares the bundled plugin id",
+        "enabled_plugin_unsupported": "MyMCP configuration schema 1 cannot enable plugins",
+        "policy_invalid": "MyMCP configuration policy is invalid",
+        "policy_unknown_key": "MyMCP configuration policy has an unknown key",
+        "policy_empty_list": "MyMCP configuration policy has an empty list",
+        "policy_invalid_principal": (
+            "MyMCP configuration policy has an invalid principal selector"
+        ),
+        "policy_invalid_tool": "MyMCP configuration policy has an invalid tool selector",
+        "policy_unknown_tool": "MyMCP configuration policy names a tool that does not exist",
+        "policy_duplicate_rule": "MyMCP configuration policy repeats a rule",
+        "policy_duplicate_selector": ("MyMCP configuration policy repeats a selector in one list"),
+        "policy_too_large": "MyMCP configuration policy is too large",
+    },
+    ManifestError: {
+        "manifest_resource_invalid": "MyMCP plugin manifest resource is invalid",
+        "manifest_resource_too_large": "MyMCP plugin manifest exceeds 65536 bytes",
+        "manifest_resource_unsafe_path": "MyMCP plugin manifest path is unsafe",
+        "manifest_resource_not_regular": "MyMCP plugin manifest is not a regular file",
+        "manifest_resource_unsafe_permissions": "MyMCP plugin manifest permissions are unsafe",
+        "manifest_resource_unreadable": "MyMCP plugin manifest could not be read",
+        "manifest_resource_source_changed": "MyMCP plugin manifest changed while being read",
+        "manifest_resource_invalid_utf8": "MyMCP plugin manifest is not valid UTF-8",
+        "manifest_resource_invalid_json": "MyMCP plugin manifest is not valid JSON",
+        "manifest_resource_duplicate_key": "MyMCP plugin manifest repeats a JSON object key",
+        "manifest_root_invalid": "MyMCP plugin manifest root is not a JSON object",
+        "manifest_unknown_field": "MyMCP plugin manifest has an unknown field",
+        "manifest_missing_field": "MyMCP plugin manifest lacks a required field",
+        "manifest_invalid_field": "MyMCP plugin manifest has an invalid field",
+        "manifest_version_unsupported": "MyMCP plugin manifest version is not supported",
+        "manifest_capability_kind_unsupported": (
+            "MyMCP plugin manifest capability kind is unsupported"
+        ),
+        "manifest_duplicate_capability": "MyMCP plugin manifest declares a capability twice",
+        "manifest_duplicate_secret_reference": ("MyMCP plugin manifest repeats a secret reference"),
+        "manifest_configuration_schema_invalid": ("MyMCP plugin configuration schema is invalid"),
+        "manifest_authority_invalid": "MyMCP plugin manifest authority is invalid",
+        "host_api_incompatible": "MyMCP plugin does not support this host API version",
+        "definition_manifest_mismatch": "MyMCP plugin definition does not equal its manifest",
+        "contribution_plugin_mismatch": "MyMCP plugin contribution names another plugin",
+        "contribution_version_mismatch": "MyMCP plugin contribution version does not match",
+        "undeclared_capability": "MyMCP plugin contribution selects an undeclared capability",
+        "duplicate_selected_capability": "MyMCP plugin contribution selects a capability twice",
+        "capability_order_mismatch": "MyMCP plugin contribution breaks the declaration order",
+        "capability_metadata_mismatch": (
+            "MyMCP plugin tool effects or consent differ from the manifest"
+        ),
+    },
+    ExternalPluginLoadError: {
+        "external_plugin_limit_exceeded": "MyMCP external plugin limit is exceeded",
+        "external_manifest_unsafe_path": "MyMCP external plugin manifest path is unsafe",
+        "external_manifest_not_regular": ("MyMCP external plugin manifest is not a regular file"),
+        "external_manifest_unsafe_permissions": (
+            "MyMCP external plugin manifest permissions are unsafe"
+        ),
+        "external_manifest_unreadable": "MyMCP external plugin manifest could not be read",
+        "external_manifest_too_large": "MyMCP external plugin manifest exceeds 65536 bytes",
+        "external_manifest_source_changed": (
+            "MyMCP external plugin manifest changed while being read"
+        ),
+        "external_manifest_invalid": "MyMCP external plugin manifest is invalid",
+        "external_manifest_identity_mismatch": (
+            "MyMCP external plugin manifest id does not match its declaration"
+        ),
+        "external_manifest_host_api_incompatible": (
+            "MyMCP external plugin does not support this host API version"
+        ),
+        "external_plugin_configuration_invalid": (
+            "MyMCP external plugin configuration does not match the plugin's schema"
+        ),
+        "external_plugin_import_failed": "MyMCP external plugin module could not be imported",
+        "external_plugin_entrypoint_invalid": (
+            "MyMCP external plugin entrypoint is missing, not callable or failed"
+        ),
+        "external_plugin_contract_invalid": (
+            "MyMCP external plugin entrypoint did not return a PluginAdapter"
+        ),
+        "external_plugin_composition_invalid": (
+            "MyMCP external plugins could not be composed with the host"
+        ),
+        "external_plugin_schema_invalid": (
+            "MyMCP external plugin publishes an input schema that is not valid JSON Schema 2020-12"
+        ),
+        "external_plugin_name_collision": (
+            "MyMCP external plugin bound under local names would publish a tool name "
+            "that another tool has or that only the host may use"
+        ),
+    },
+    HostRuntimeCompositionError: dict.fromkeys(
+        (
+            "duplicate_plugin",
+            "capability_plugin_mismatch",
+            "duplicate_capability",
+            "duplicate_binding",
+            "unknown_binding",
+            "reserved_public_name",
+            "invalid_public_name",
+            "duplicate_public_name",
+            "unbound_capability",
+            "invalid_tool_definition",
+            "invalid_input_schema",
+        ),
+        "MyMCP could not compose the tool surface",
+    ),
+    HostAuthenticationCompositionError: {
+        "adapter_type_unavailable": "MyMCP authentication adapter type is unavailable",
+        "verifier_source": "MyMCP operator bearer verifier source is unusable",
+        "route_invalid": "MyMCP authentication adapter route is invalid",
+        "oauth_route_invalid": ("MyMCP OAuth adapter route must be the bearer authorization route"),
+        "oauth_validation_source": (
+            "MyMCP OAuth issuer metadata or keys are unavailable or invalid"
+        ),
+        "oauth_resource": "MyMCP OAuth protected resource cannot be derived from the binding",
+        "oauth_configuration": "MyMCP OAuth issuer configuration is invalid",
+        "anonymous_access_enabled": "MyMCP OAuth requires anonymous access to be disabled",
+        "route_collision": "MyMCP authentication adapter routes collide",
+    },
+    DiscoveryError: {
+        "metadata_unavailable": "MyMCP could not fetch the OAuth issuer metadata",
+        "metadata_invalid": "MyMCP OAuth issuer metadata is invalid",
+        "jwks_unavailable": "MyMCP could not fetch the OAuth issuer's key set",
+        "jwks_invalid": "MyMCP OAuth issuer key set is invalid",
+    },
+    MnemosyneSettingsError: {
+        "invalid_environment": "Mnemosyne setting in the environment is invalid",
+        "invalid_toml": "Mnemosyne settings file is not valid UTF-8 TOML",
+        "invalid_schema": "Mnemosyne settings file does not match its schema",
+        "unreadable": "Mnemosyne settings file could not be read",
+        "not_regular": "Mnemosyne settings source is not a regular file",
+        "unsafe_path": "Mnemosyne settings path is unsafe",
+        "too_large": "Mnemosyne settings file exceeds 16384 bytes",
+        "unsafe_permissions": "Mnemosyne settings source permissions are unsafe",
+        "source_changed": "Mnemosyne settings file changed while being read",
+    },
+    VerifierSourceError: dict.fromkeys(
+        (
+            "unsafe_path",
+            "not_regular",
+            "unsafe_permissions",
+            "unreadable",
+            "too_large",
+            "source_changed",
+            "invalid_utf8",
+            "invalid_format",
+        ),
+        "MyMCP operator bearer verifier source is unusable",
+    ),
+    CredentialProvisioningError: {
+        "invalid_subject": "MyMCP credential subject is invalid",
+        "unsafe_directory": "MyMCP verifier directory is missing or unsafe",
+        "verifier_source": "MyMCP operator bearer verifier source is unusable",
+        "credential_limit_exceeded": "MyMCP credential limit of 32 is exceeded",
+        "verifier_too_large": "MyMCP verifier file size limit of 16384 bytes is exceeded",
+        "write_failed": "MyMCP could not write the verifier file",
+    },
+    ApprovalError: {
+        "not_found": "MyMCP approval does not exist",
+        "expired": "MyMCP approval expired before the decision",
+        "decided": "MyMCP approval was already decided",
+    },
+}
+MESSAGES: Final[Mapping[type[MyMCPError], Mapping[str, str]]] = MappingProxyType(
+    {error_type: MappingProxyType(table) for error_type, table in _TABLES.items()}
+)

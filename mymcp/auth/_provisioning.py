@@ -13,9 +13,8 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 from mymcp.auth._operator_bearer import format_token, new_secret, secret_digest
 from mymcp.auth._principal import is_valid_subject
@@ -29,44 +28,9 @@ from mymcp.auth._verifier_file import (
     load_verifier,
     serialize_verifier,
 )
-from mymcp.errors import NOWHERE, Location, MyMCPError
+from mymcp.errors import CredentialProvisioningError, Location
 
 __all__ = ["CredentialProvisioningError", "create_token", "list_credentials", "revoke_token"]
-
-
-class CredentialProvisioningError(MyMCPError):
-    """A credential could not be created or revoked. Codes:
-
-    `invalid_subject`, `unsafe_directory`, `verifier_source` (the existing file is unsafe
-    or invalid; `reason` holds the verifier source code), `credential_limit_exceeded`,
-    `verifier_too_large` and `write_failed`.
-    """
-
-    MESSAGES: ClassVar[Mapping[str, str]] = {
-        "invalid_subject": "MyMCP credential subject is invalid",
-        "unsafe_directory": "MyMCP verifier directory is missing or unsafe",
-        "verifier_source": "MyMCP operator bearer verifier source is unusable",
-        "credential_limit_exceeded": "MyMCP credential limit of 32 is exceeded",
-        "verifier_too_large": "MyMCP verifier file size limit of 16384 bytes is exceeded",
-        "write_failed": "MyMCP could not write the verifier file",
-    }
-
-    def __init__(
-        self,
-        code: str,
-        *,
-        reason: str | None = None,
-        location: Location = NOWHERE,
-        detail: str | None = None,
-    ) -> None:
-        super().__init__(code, location=location, detail=detail)
-        self.reason = reason
-
-    @classmethod
-    def of_source(cls, failure: VerifierSourceError) -> CredentialProvisioningError:
-        """The existing verifier file is unusable: keep its code as the reason."""
-        detail = f"{failure.code}: {failure.detail}" if failure.detail else failure.code
-        return cls("verifier_source", reason=failure.code, location=failure.location, detail=detail)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from mymcp.auth._encoding import (
     b64url_encode,
 )
 from mymcp.auth._principal import is_valid_subject
-from mymcp.errors import NOWHERE, Location, MyMCPError
+from mymcp.errors import NOWHERE, Location, VerifierSourceError
 
 __all__ = [
     "MAX_CREDENTIALS",
@@ -40,20 +40,6 @@ FORMAT_VERSION = 1
 
 _ID = re.compile(r"[0-9a-f]{32}")
 _FORBIDDEN_PATH_CHARACTERS = ("\x00", "~", "$", "%")
-
-_CODES = (
-    *(reason.value for reason in SafeFileReason if reason is not SafeFileReason.MISSING),
-    "invalid_utf8",
-    "invalid_format",
-)
-
-
-class VerifierSourceError(MyMCPError):
-    """The verifier file is unsafe or invalid. `code` is a safe-file code (`unsafe_path`,
-    `not_regular`, `unsafe_permissions`, `unreadable`, `too_large`, `source_changed`),
-    `invalid_utf8` or `invalid_format`; startup reports each as `verifier_source`."""
-
-    MESSAGES = dict.fromkeys(_CODES, "MyMCP operator bearer verifier source is unusable")
 
 
 def _invalid(detail: str, where: Location = NOWHERE) -> VerifierSourceError:
@@ -137,9 +123,16 @@ def load_verifier(path: Path, *, allow_missing: bool = False) -> tuple[Credentia
     try:
         data = read_safe_file(path, max_bytes=MAX_VERIFIER_BYTES, private=True)
     except SafeFileError as exc:
-        if allow_missing and exc.reason is SafeFileReason.MISSING:
+        if exc.reason is not SafeFileReason.MISSING:
+            raise as_error(exc, VerifierSourceError) from None
+        if allow_missing:
             return ()
-        raise as_error(exc, VerifierSourceError) from None
+        create = "`mymcp auth token create --subject NAME` creates the file"
+        if exc.location.source != str(path):
+            create = f"make the directory (mkdir -m 700 {path.parent}), then {create}"
+        raise VerifierSourceError(
+            "unreadable", location=exc.location, detail=f"no such file or directory; {create}"
+        ) from None
     try:
         return parse_verifier(data)
     except VerifierSourceError as exc:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal
 
-from mymcp.config._grammar import config_error, is_safe_absolute_path
-from mymcp.errors import found, shown
+from mymcp.config._grammar import is_safe_absolute_path
+from mymcp.errors import ConfigurationError, found, shown
 
 __all__ = [
     "DEFAULT_APPROVAL_TTL_SECONDS",
@@ -105,10 +105,6 @@ class ApprovalSettings:
     ttl_seconds: int = DEFAULT_APPROVAL_TTL_SECONDS
 
 
-def _policy_fail(code: str, where: str, detail: str) -> NoReturn:
-    raise config_error(code, where, detail) from None
-
-
 def _is_clean_text(value: str) -> bool:
     return bool(value) and value.isprintable() and value.strip() == value
 
@@ -116,14 +112,16 @@ def _is_clean_text(value: str) -> bool:
 def parse_principal_selector(text: object, where: str = "principal") -> PrincipalSelector:
     """Check one principal selector's shape; raises a `policy_invalid_principal` error."""
     if not isinstance(text, str):
-        _policy_fail("policy_invalid_principal", where, f"expected a string, got {shown(text)}")
+        raise ConfigurationError.at(
+            "policy_invalid_principal", where, f"expected a string, got {shown(text)}"
+        )
     if text == "*":
         return PrincipalSelector(text, "any")
     if text in ("anonymous", "local"):
         return PrincipalSelector(text, "anonymous" if text == "anonymous" else "local")
     kind, colon, value = text.partition(":")
     if not colon or kind not in _PREFIXED:
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_invalid_principal",
             where,
             f"{shown(text)} is not '*', 'anonymous', 'local', 'operator:<subject>', "
@@ -132,14 +130,14 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
     prefix = value.endswith("*")
     stem = value[:-1] if prefix else value
     if "*" in stem or (not prefix and not stem) or (stem and not _is_clean_text(stem)):
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_invalid_principal",
             where,
             f"{shown(text)}: the value after '{kind}:' must be printable text, with '*' "
             "only as a trailing glob",
         )
     if kind == "scope" and any(char in stem for char in ' "\\'):
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_invalid_principal", where, f"{shown(text)} is not an OAuth scope token"
         )
     return PrincipalSelector(text, kind, stem, prefix)  # type: ignore[arg-type]
@@ -148,17 +146,21 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
 def parse_tool_selector(text: object, where: str = "tool") -> ToolSelector:
     """Check one tool selector's shape; raises a `policy_invalid_tool` error."""
     if not isinstance(text, str):
-        _policy_fail("policy_invalid_tool", where, f"expected a string, got {shown(text)}")
+        raise ConfigurationError.at(
+            "policy_invalid_tool", where, f"expected a string, got {shown(text)}"
+        )
     if text.startswith("@"):
         if text[1:] not in EFFECT_CLASSES:
             classes = ", ".join(f"@{name}" for name in sorted(EFFECT_CLASSES))
-            _policy_fail("policy_invalid_tool", where, f"{shown(text)} is not one of {classes}")
+            raise ConfigurationError.at(
+                "policy_invalid_tool", where, f"{shown(text)} is not one of {classes}"
+            )
         return ToolSelector(text, "effect", text[1:])
     if "*" in text and _TOOL_GLOB.fullmatch(text):
         return ToolSelector(text, "glob", text)
     if _TOOL_NAME.fullmatch(text):
         return ToolSelector(text, "name", text)
-    _policy_fail(
+    raise ConfigurationError.at(
         "policy_invalid_tool",
         where,
         f"{shown(text)} is not a tool name, a '*' glob of [A-Za-z0-9_.-] or an @effect class",
@@ -170,17 +172,19 @@ def _string_list(table: dict[str, Any], key: str, where: str) -> list[object] | 
         return None
     value = table[key]
     if not isinstance(value, list):
-        _policy_fail("policy_invalid", f"{where}.{key}", f"expected an array, got {shown(value)}")
+        raise ConfigurationError.at(
+            "policy_invalid", f"{where}.{key}", f"expected an array, got {shown(value)}"
+        )
     if not value:
-        _policy_fail("policy_empty_list", f"{where}.{key}", "the list is empty")
+        raise ConfigurationError.at("policy_empty_list", f"{where}.{key}", "the list is empty")
     if len(value) > MAX_SELECTORS_PER_LIST:
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_too_large", f"{where}.{key}", f"at most {MAX_SELECTORS_PER_LIST} entries"
         )
     seen: set[object] = set()
     for position, item in enumerate(value):
         if isinstance(item, str) and item in seen:
-            _policy_fail(
+            raise ConfigurationError.at(
                 "policy_duplicate_selector", f"{where}.{key}[{position}]", f"{shown(item)} repeats"
             )
         seen.add(item if isinstance(item, str) else position)
@@ -200,19 +204,25 @@ def _tool_list(table: dict[str, Any], key: str, where: str) -> tuple[ToolSelecto
 def _rule(index: int, entry: object) -> PolicyRule:
     where = f"policy.rules[{index}]"
     if not isinstance(entry, dict):
-        _policy_fail("policy_invalid", where, "each rule must be a table ([[policy.rules]])")
+        raise ConfigurationError.at(
+            "policy_invalid", where, "each rule must be a table ([[policy.rules]])"
+        )
     unknown = sorted(set(entry) - {"principals", "allow", "deny"})
     if unknown:
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_unknown_key",
             f"{where}.{unknown[0]}",
             "a rule has only 'principals', 'allow' and 'deny'",
         )
     principals = _string_list(entry, "principals", where)
     if principals is None:
-        _policy_fail("policy_invalid", f"{where}.principals", "every rule needs principals")
+        raise ConfigurationError.at(
+            "policy_invalid", f"{where}.principals", "every rule needs principals"
+        )
     if "allow" not in entry and "deny" not in entry:
-        _policy_fail("policy_empty_list", where, "a rule needs 'allow', 'deny' or both")
+        raise ConfigurationError.at(
+            "policy_empty_list", where, "a rule needs 'allow', 'deny' or both"
+        )
     return PolicyRule(
         index=index,
         principals=tuple(
@@ -235,28 +245,32 @@ def _rule_key(rule: PolicyRule) -> tuple[frozenset[str], ...]:
 def policy_settings(value: object) -> PolicySettings:
     """Validate a `[policy]` table."""
     if not isinstance(value, dict):
-        _policy_fail("policy_invalid", "policy", "[policy] must be a table")
+        raise ConfigurationError.at("policy_invalid", "policy", "[policy] must be a table")
     unknown = sorted(set(value) - {"default", "rules"})
     if unknown:
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_unknown_key", f"policy.{unknown[0]}", "[policy] has only 'default' and 'rules'"
         )
     default = value.get("default", "deny")
     if default not in ("allow", "deny"):
-        _policy_fail(
+        raise ConfigurationError.at(
             "policy_invalid", "policy.default", f'expected "allow" or "deny", got {shown(default)}'
         )
     entries = value.get("rules", [])
     if not isinstance(entries, list):
-        _policy_fail("policy_invalid", "policy.rules", "rules must be an array of tables")
+        raise ConfigurationError.at(
+            "policy_invalid", "policy.rules", "rules must be an array of tables"
+        )
     if len(entries) > MAX_POLICY_RULES:
-        _policy_fail("policy_too_large", "policy.rules", f"at most {MAX_POLICY_RULES} rules")
+        raise ConfigurationError.at(
+            "policy_too_large", "policy.rules", f"at most {MAX_POLICY_RULES} rules"
+        )
     rules = tuple(_rule(index, entry) for index, entry in enumerate(entries))
     seen: dict[tuple[frozenset[str], ...], int] = {}
     for rule in rules:
         earlier = seen.setdefault(_rule_key(rule), rule.index)
         if earlier != rule.index:
-            _policy_fail(
+            raise ConfigurationError.at(
                 "policy_duplicate_rule",
                 f"policy.rules[{rule.index}]",
                 f"it repeats policy.rules[{earlier}]",
@@ -266,14 +280,16 @@ def policy_settings(value: object) -> PolicySettings:
 
 def _table(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise config_error("invalid_schema", where, f"expected a table, got {found(value)}")
+        raise ConfigurationError.at(
+            "invalid_schema", where, f"expected a table, got {found(value)}"
+        )
     return value
 
 
 def _unknown(table: dict[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise config_error(
+        raise ConfigurationError.at(
             "invalid_schema",
             f"{where}.{unknown[0]}",
             f"unknown key; [{where}] takes {', '.join(sorted(allowed))}",
@@ -285,7 +301,7 @@ def _bounded_int(table: dict[str, Any], key: str, low: int, high: int, default: 
     if type(value) is not int or not low <= value <= high:
         where = f"{_TABLE_OF[key]}.{key}"
         detail = f"expected an integer from {low} to {high}, got {found(value)}"
-        raise config_error("invalid_schema", where, detail) from None
+        raise ConfigurationError.at("invalid_schema", where, detail) from None
     return value
 
 
@@ -303,11 +319,11 @@ def audit_settings(value: object) -> AuditSettings:
     enabled = table.get("enabled", True)
     if type(enabled) is not bool:
         detail = f"expected true or false, got {found(enabled)}"
-        raise config_error("invalid_schema", "audit.enabled", detail)
+        raise ConfigurationError.at("invalid_schema", "audit.enabled", detail)
     directory: Path | None = None
     if "directory" in table:
         if not is_safe_absolute_path(table["directory"]):
-            raise config_error(
+            raise ConfigurationError.at(
                 "invalid_schema",
                 "audit.directory",
                 "expected an absolute path without '~', '$', '%', '.' or '..', "
@@ -332,7 +348,7 @@ def approval_settings(value: object) -> ApprovalSettings:
     raw = table.get("tools", [])
     if not isinstance(raw, list):
         detail = f"expected an array of tool selectors, got {found(raw)}"
-        raise config_error("invalid_schema", "approval.tools", detail)
+        raise ConfigurationError.at("invalid_schema", "approval.tools", detail)
     if raw:
         tools = _tool_list(table, "tools", "approval")
     return ApprovalSettings(

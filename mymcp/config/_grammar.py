@@ -1,4 +1,4 @@
-"""The grammars and bounds of configuration values, and the error for breaking one."""
+"""The grammars and bounds of configuration values."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import keyword
 import re
 from pathlib import Path
 from typing import Final
-
-from mymcp.errors import ConfigurationError, Location
 
 __all__ = [
     "BUNDLED_PLUGIN_ID",
@@ -17,7 +15,6 @@ __all__ = [
     "OAUTH_JWT_ADAPTER_TYPE",
     "OPERATOR_BEARER_ADAPTER_TYPE",
     "SUPPORTED_SCHEMA_VERSIONS",
-    "config_error",
     "is_adapter_route_token",
     "is_issuer",
     "is_module_name",
@@ -31,14 +28,6 @@ MAX_SESSION_LIFETIME_SECONDS: Final = 2_592_000
 BUNDLED_PLUGIN_ID: Final = "mnemosyne"
 OPERATOR_BEARER_ADAPTER_TYPE: Final = "operator-bearer-v1"
 OAUTH_JWT_ADAPTER_TYPE: Final = "oauth-jwt-jwks-v1"
-
-
-def config_error(
-    code: str, where: str | None = None, detail: str | None = None
-) -> ConfigurationError:
-    """The error for `code` at key path `where` (such as `server.port`); `detail` says,
-    for the operator's terminal, what the key takes and what it holds."""
-    return ConfigurationError(code, location=Location(key=where), detail=detail)
 
 
 _ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

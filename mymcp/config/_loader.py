@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
-from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES, config_error
+from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES
 from mymcp.config._location import config_path
 from mymcp.config._model import HostConfiguration
 from mymcp.config._schema import host_configuration_from_document
-from mymcp.errors import ConfigurationError, Location
+from mymcp.errors import ConfigurationError, Location, MyMCPError
 
 __all__ = [
     "key_position",
     "load_host_configuration",
+    "locate_in_configuration",
     "parse_host_configuration",
     "toml_error_position",
     "validate_semantics",
@@ -116,7 +117,67 @@ def key_position(text: str, key: str) -> tuple[int, int] | None:
         inner = re.compile(rf"[{{,]\s*({re.escape(last)})\s*=").search(written, column)
         if inner is not None:
             column = inner.start(1) + 1
+    elif depth == len(target) - 1 and isinstance(last, int):
+        # An element of an array written on the key's line, such as `allow = ["a", "b"]`.
+        column = _element_column(text.splitlines()[line - 1], column, last) or column
     return line, column
+
+
+def _element_column(line: str, start: int, wanted: int) -> int | None:
+    """The column of element `wanted` of the array that follows `=` on `line` (the key
+    at column `start`), when that element begins on this line."""
+    equals = line.find("=", start - 1)
+    position = line.find("[", equals) if equals >= 0 else -1
+    if position < 0:
+        return None
+    depth, index, expecting, quote = 0, 0, False, ""
+    while position < len(line):
+        char = line[position]
+        if quote:
+            if char == "\\" and quote == '"':
+                position += 1
+            elif char == quote:
+                quote = ""
+        elif char == "#":
+            return None
+        elif expecting and char not in " \t,]":
+            if index == wanted:
+                return position + 1
+            expecting = False
+            continue  # the element's first character still opens a string or array
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            expecting = depth == 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return None
+        elif char == "," and depth == 1:
+            index += 1
+            expecting = True
+        position += 1
+    return None
+
+
+def locate_in_configuration(error: MyMCPError, source: Path | None) -> None:
+    """Name the configuration file `source` in `error`, with the line and column of the
+    error's key: for a fault found only after loading (a policy naming a tool that does
+    not exist, a plugin's values against its manifest's schema), the file is read again
+    for the position. Without `source` (built-in defaults) nothing changes."""
+    if source is None:
+        return
+    where = Location(source=str(source))
+    if error.location.key and error.location.line is None:
+        try:
+            text = read_safe_file(source, max_bytes=MAX_CONFIGURATION_BYTES).decode("utf-8")
+        except (SafeFileError, UnicodeDecodeError):
+            text = ""  # it changed since it was loaded: the key path alone must do
+        written = key_position(text, error.location.key)
+        if written is not None:
+            where = Location(where.source, line=written[0], column=written[1])
+    error.locate(where)
 
 
 def parse_host_configuration(data: bytes, source: Path | None = None) -> HostConfiguration:
@@ -203,21 +264,21 @@ def _semantic_error(config: HostConfiguration) -> ConfigurationError | None:
     for index, plugin in enumerate(config.plugins):
         where = f"plugins[{index}]"
         if plugin.id == BUNDLED_PLUGIN_ID:
-            return config_error("bundled_plugin_conflict", f"{where}.id")
+            return ConfigurationError.at("bundled_plugin_conflict", f"{where}.id")
         if plugin.id in seen:
-            return config_error("duplicate_plugin", f"{where}.id")
+            return ConfigurationError.at("duplicate_plugin", f"{where}.id")
         seen.add(plugin.id)
         if not plugin.enabled:
             continue
         if config.schema_version == 1:
-            return config_error(
+            return ConfigurationError.at(
                 "enabled_plugin_unsupported",
                 f"{where}.enabled",
                 "schema 1 may declare plugins but not enable them; use schema 2 or later "
                 "and add manifest_path and module",
             )
         if plugin.manifest_path is None or plugin.module is None:
-            return config_error(
+            return ConfigurationError.at(
                 "invalid_schema", where, "an enabled plugin needs manifest_path and module"
             )
     return None
@@ -232,7 +293,6 @@ def validate_semantics(config: HostConfiguration) -> None:
     """
     error = _semantic_error(config)
     if error is not None:
-        if config.source is not None:
-            error.locate(Location(source=str(config.source)))
+        locate_in_configuration(error, config.source)
         _log.error("host_configuration outcome=error code=%s", error.code)
         raise error

@@ -9,6 +9,7 @@ was found, for the operator's terminal. The loader adds the file and line.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -28,7 +29,6 @@ from mymcp.config._grammar import (
     OAUTH_JWT_ADAPTER_TYPE,
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
-    config_error,
     is_adapter_route_token,
     is_issuer,
     is_module_name,
@@ -43,7 +43,7 @@ from mymcp.config._model import (
     PluginDeclaration,
     ServerSettings,
 )
-from mymcp.errors import found
+from mymcp.errors import ConfigurationError, found
 from mymcp.logs import LOG_FORMATS, LOG_LEVELS
 from mymcp.plugin._identity import is_plugin_id
 
@@ -53,12 +53,10 @@ _KEBAB: Final = "lowercase kebab case (a-z, 0-9, single hyphens, a letter first)
 _SAFE_PATH: Final = "an absolute path without '~', '$', '%', NUL, '.' or '..'"
 
 
-def _invalid(where: str, detail: str, code: str = "invalid_schema") -> NoReturn:
-    raise config_error(code, where, detail) from None
-
-
 def _expected(where: str, expectation: str, value: object) -> NoReturn:
-    _invalid(where, f"expected {expectation}, got {found(value)}")
+    raise ConfigurationError.at(
+        "invalid_schema", where, f"expected {expectation}, got {found(value)}"
+    )
 
 
 def _table(value: object, where: str) -> dict[str, Any]:
@@ -67,16 +65,49 @@ def _table(value: object, where: str) -> dict[str, Any]:
     return value
 
 
+# Keys a later schema added to a table that older schemas already have, with the schema
+# that added them: such a key in an older file needs a raised schema_version, not a fix.
+_INTRODUCED: Final[Mapping[tuple[str, str], int]] = {
+    ("server", "log_level"): 8,
+    ("server", "log_format"): 8,
+    ("plugins", "manifest_path"): 2,
+    ("plugins", "module"): 2,
+    ("plugins", "configuration"): 8,
+    ("plugins", "binding"): 8,
+    ("authentication", "operator_bearer"): 4,
+    ("authentication", "oauth_jwt"): 5,
+    ("mcp", "session_inactivity_timeout_seconds"): 7,
+    ("mcp", "session_absolute_lifetime_seconds"): 7,
+    ("mcp", "max_sessions_per_principal"): 8,
+}
+_INDEX: Final = re.compile(r"\[\d+\]")
+
+
 def _exact(table: dict[str, Any], required: set[str], optional: set[str], where: str) -> None:
-    """Unknown keys are named with the keys the table takes; so are missing ones."""
+    """Unknown keys are named with the keys the table takes; so are missing ones. A key
+    that a later schema added says which schema_version it needs."""
     prefix = "" if where == "top level" else f"{where}."
     allowed = ", ".join(sorted(required | optional)) or "nothing"
     unknown = sorted(set(table) - required - optional)
     if unknown:
-        _invalid(prefix + unknown[0], f"unknown key; {_named(where)} takes {allowed}")
+        introduced = _INTRODUCED.get((_INDEX.sub("", where), unknown[0]))
+        if introduced is not None:
+            raise ConfigurationError.at(
+                "invalid_schema",
+                prefix + unknown[0],
+                f"{unknown[0]!r} needs schema_version = {introduced} or later; with this "
+                f"schema_version {_named(where)} takes {allowed}",
+            )
+        raise ConfigurationError.at(
+            "invalid_schema", prefix + unknown[0], f"unknown key; {_named(where)} takes {allowed}"
+        )
     missing = sorted(required - set(table))
     if missing:
-        _invalid(prefix + missing[0], f"required key is missing; {_named(where)} takes {allowed}")
+        raise ConfigurationError.at(
+            "invalid_schema",
+            prefix + missing[0],
+            f"required key is missing; {_named(where)} takes {allowed}",
+        )
 
 
 def _named(where: str) -> str:
@@ -105,15 +136,17 @@ def _choice(value: object, choices: tuple[str, ...], where: str) -> str:
 
 def _schema_version(document: dict[str, Any]) -> int:
     if "schema_version" not in document:
-        _invalid("schema_version", "required key is missing; the file starts with it")
+        raise ConfigurationError.at(
+            "invalid_schema", "schema_version", "required key is missing; the file starts with it"
+        )
     value = document["schema_version"]
     if type(value) is not int:
         _expected("schema_version", "an integer from 1 to 8", value)
     if value not in SUPPORTED_SCHEMA_VERSIONS:
-        _invalid(
+        raise ConfigurationError.at(
+            "unsupported_schema_version",
             "schema_version",
             f"expected an integer from 1 to 8, got {value}",
-            "unsupported_schema_version",
         )
     return value
 
@@ -170,8 +203,8 @@ def _plugin(entry: object, version: int, where: str) -> PluginDeclaration:
     if not is_plugin_id(plugin_id):
         _expected(f"{where}.id", f"a plugin id: {_KEBAB} characters", plugin_id)
     if plugin_id == BUNDLED_PLUGIN_ID:
-        _invalid(
-            f"{where}.id", f"'{BUNDLED_PLUGIN_ID}' is the bundled plugin", "bundled_plugin_conflict"
+        raise ConfigurationError.at(
+            "bundled_plugin_conflict", f"{where}.id", f"'{BUNDLED_PLUGIN_ID}' is the bundled plugin"
         )
     enabled = _bool(table["enabled"], f"{where}.enabled")
     if version == 1:
@@ -210,10 +243,10 @@ def _plugins(value: object, version: int) -> tuple[PluginDeclaration, ...]:
     for index, entry in enumerate(value):
         declaration = _plugin(entry, version, f"plugins[{index}]")
         if declaration.id in seen:
-            _invalid(
+            raise ConfigurationError.at(
+                "duplicate_plugin",
                 f"plugins[{index}].id",
                 f"{declaration.id!r} is already declared by plugins[{seen[declaration.id]}]",
-                "duplicate_plugin",
             )
         seen[declaration.id] = index
         declarations.append(declaration)
@@ -240,10 +273,10 @@ def _adapters(value: object) -> tuple[AdapterDeclaration, ...]:
     if not isinstance(value, list):
         _expected("authentication.adapters", "an array of tables", value)
     if len(value) > MAX_AUTHENTICATION_ADAPTERS:
-        _invalid(
+        raise ConfigurationError.at(
+            "authentication_adapter_limit_exceeded",
             "authentication.adapters",
             f"{len(value)} adapters are declared",
-            "authentication_adapter_limit_exceeded",
         )
     adapters: list[AdapterDeclaration] = []
     ids: dict[str, int] = {}
@@ -260,16 +293,16 @@ def _adapters(value: object) -> tuple[AdapterDeclaration, ...]:
         route = _route(table["route"], f"{where}.route")
         if table["id"] in ids:
             earlier = ids[table["id"]]
-            _invalid(
+            raise ConfigurationError.at(
+                "duplicate_authentication_adapter_id",
                 f"{where}.id",
                 f"{table['id']!r} is already declared by authentication.adapters[{earlier}]",
-                "duplicate_authentication_adapter_id",
             )
         if route in routes:
-            _invalid(
+            raise ConfigurationError.at(
+                "duplicate_authentication_adapter_route",
                 f"{where}.route",
                 f"the same route as authentication.adapters[{routes[route]}]",
-                "duplicate_authentication_adapter_route",
             )
         ids[table["id"]] = index
         routes[route] = index
@@ -281,9 +314,13 @@ def _source_table(table: dict[str, Any], key: str, adapter_type: str, declared: 
     """`[authentication.<key>]`, present if and only if an adapter of `adapter_type` is."""
     where = f"authentication.{key}"
     if declared and key not in table:
-        _invalid(where, f"required because an adapter has type {adapter_type!r}")
+        raise ConfigurationError.at(
+            "invalid_schema", where, f"required because an adapter has type {adapter_type!r}"
+        )
     if not declared and key in table:
-        _invalid(where, f"allowed only when an adapter has type {adapter_type!r}")
+        raise ConfigurationError.at(
+            "invalid_schema", where, f"allowed only when an adapter has type {adapter_type!r}"
+        )
     if not declared:
         return None
     inner = _table(table[key], where)
@@ -306,7 +343,8 @@ def _authentication(value: object, version: int) -> AuthenticationSettings:
     has_bearer = OPERATOR_BEARER_ADAPTER_TYPE in types
     has_oauth = OAUTH_JWT_ADAPTER_TYPE in types
     if version >= 5 and has_bearer and has_oauth:
-        _invalid(
+        raise ConfigurationError.at(
+            "invalid_schema",
             "authentication.adapters",
             f"{OPERATOR_BEARER_ADAPTER_TYPE} and {OAUTH_JWT_ADAPTER_TYPE} cannot both be "
             "declared, even when one is disabled",
@@ -385,9 +423,11 @@ def _required_table(document: dict[str, Any], name: str, versions: range, versio
     if version >= 8:
         return
     if version in versions and name not in document:
-        _invalid(name, f"schema {version} requires [{name}]")
+        raise ConfigurationError.at("invalid_schema", name, f"schema {version} requires [{name}]")
     if version not in versions and name in document:
-        _invalid(name, f"[{name}] needs schema_version {versions.start} or later")
+        raise ConfigurationError.at(
+            "invalid_schema", name, f"[{name}] needs schema_version {versions.start} or later"
+        )
 
 
 def host_configuration_from_document(document: dict[str, Any]) -> HostConfiguration:
@@ -397,8 +437,14 @@ def host_configuration_from_document(document: dict[str, Any]) -> HostConfigurat
     unknown = sorted(set(document) - allowed)
     if unknown:
         if unknown[0] in _GOVERNANCE_TABLES:
-            _invalid(unknown[0], f"[{unknown[0]}] needs schema_version = 8")
-        _invalid(unknown[0], f"unknown key; the top level takes {', '.join(sorted(allowed))}")
+            raise ConfigurationError.at(
+                "invalid_schema", unknown[0], f"[{unknown[0]}] needs schema_version = 8"
+            )
+        raise ConfigurationError.at(
+            "invalid_schema",
+            unknown[0],
+            f"unknown key; the top level takes {', '.join(sorted(allowed))}",
+        )
     server = _server(document.get("server"), version)
     plugins = _plugins(document.get("plugins"), version)
     _required_table(document, "authentication", range(3, 8), version)

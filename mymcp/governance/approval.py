@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from mymcp.config import ApprovalSettings
+from mymcp.errors import ApprovalError
 from mymcp.governance.audit import AuditLog, canonical_json
 from mymcp.governance.policy import select_tools
 from mymcp.runtime import HOST_ORIGIN, HostRuntime
@@ -65,14 +66,6 @@ class ApprovalState(enum.StrEnum):
     DENIED = "denied"
     SPENT = "spent"
     EXPIRED = "expired"
-
-
-class ApprovalError(Exception):
-    """A console decision that cannot be made; `code` says why."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 @dataclass(slots=True)

@@ -28,9 +28,8 @@ from mymcp.config import (
     PolicySettings,
     PrincipalSelector,
     ToolSelector,
-    config_error,
 )
-from mymcp.errors import shown
+from mymcp.errors import ConfigurationError, shown
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, list_tools_payload
 
@@ -88,7 +87,7 @@ def select_tools(
     """
     if selector.kind == "name":
         if selector.value == "list_tools":
-            raise config_error(
+            raise ConfigurationError.at(
                 "policy_invalid_tool", where, "list_tools is always allowed; policy cannot name it"
             )
         if selector.value in inactive:
@@ -97,7 +96,7 @@ def select_tools(
             known = ", ".join(tool.name for tool in tools[:24]) + (
                 ", ..." if len(tools) > 24 else ""
             )
-            raise config_error(
+            raise ConfigurationError.at(
                 "policy_unknown_tool",
                 where,
                 f"no tool is named {shown(selector.value)} (the tools are: {known or 'none'})",

@@ -6,8 +6,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
+from mymcp.errors import found
 from mymcp.plugin._identity import CapabilityKind
 
 __all__ = [
@@ -120,12 +121,21 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_KIND_WORDS: Final[Mapping[str, str]] = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
 def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, str] | None:
     kind = schema["type"]
     here = where or "(top level)"
     if kind == "object":
         if not isinstance(value, Mapping):
-            return here, f"expected a table, got {type(value).__name__}"
+            return here, f"expected a table, got {found(value)}"
         properties: Mapping[str, Any] = schema["properties"]
         for name in value:
             if name not in properties:
@@ -135,21 +145,21 @@ def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, 
             if name not in value:
                 return f"{where}.{name}".lstrip("."), "required by the plugin, but missing"
         for name, item in value.items():
-            found = _violation(properties[name], item, f"{where}.{name}".lstrip("."))
-            if found is not None:
-                return found
+            problem = _violation(properties[name], item, f"{where}.{name}".lstrip("."))
+            if problem is not None:
+                return problem
         return None
     if kind == "array":
         if not isinstance(value, list | tuple):
-            return here, f"expected an array, got {type(value).__name__}"
+            return here, f"expected an array, got {found(value)}"
         for index, item in enumerate(value):
-            found = _violation(schema["items"], item, f"{where}[{index}]")
-            if found is not None:
-                return found
+            problem = _violation(schema["items"], item, f"{where}[{index}]")
+            if problem is not None:
+                return problem
         return None
     # bool is an int in Python, never in JSON Schema.
     if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _JSON_TYPES[kind]):
-        return here, f"expected {kind}, got {value!r}"
+        return here, f"expected {_KIND_WORDS[kind]}, got {found(value)}"
     return None
 
 

@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import SafeFileError, SafeFileReason, read_safe_file
+from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
 from mymcp.errors import Location, ManifestError
 from mymcp.plugin._definition import PluginDefinition
 from mymcp.plugin._manifest_rules import (
     MAX_MANIFEST_BYTES,
     definition_from_document,
-    fail,
     is_semver,
 )
 
@@ -48,7 +47,7 @@ def parse_manifest(data: bytes, source: Path | None = None) -> PluginDefinition:
     location names `source` when given.
     """
     if not isinstance(data, bytes | bytearray):
-        fail("manifest_resource_invalid", detail="expected bytes")
+        raise ManifestError.at("manifest_resource_invalid", detail="expected bytes")
     try:
         try:
             document = load_strict_json(
@@ -67,18 +66,18 @@ def parse_manifest(data: bytes, source: Path | None = None) -> PluginDefinition:
 def _plain_json(value: object, depth: int) -> Any:
     """A plain JSON copy of `value` (dicts, lists, str, int, finite float, bool, None)."""
     if depth > _MAX_JSON_DEPTH:
-        fail("manifest_resource_invalid")
+        raise ManifestError.at("manifest_resource_invalid")
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
-            fail("manifest_resource_invalid")
+            raise ManifestError.at("manifest_resource_invalid")
         return {key: _plain_json(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain_json(item, depth + 1) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
-        fail("manifest_resource_invalid")
+        raise ManifestError.at("manifest_resource_invalid")
     if value is None or isinstance(value, str | int | float):
         return value
-    fail("manifest_resource_invalid")
+    raise ManifestError.at("manifest_resource_invalid")
 
 
 def manifest_from_mapping(document: Mapping[str, Any]) -> PluginDefinition:
@@ -87,23 +86,19 @@ def manifest_from_mapping(document: Mapping[str, Any]) -> PluginDefinition:
     The same rules as `parse_manifest` apply; values must be plain JSON types.
     """
     if not isinstance(document, Mapping):
-        fail("manifest_root_invalid")
+        raise ManifestError.at("manifest_root_invalid")
     return definition_from_document(_plain_json(document, 0))
 
 
 def load_manifest(path: Path) -> PluginDefinition:
     """Read `path` with the safe-file rules (64 KiB bound) and parse it as manifest v1.
 
-    A file that cannot be read safely is `manifest_resource_too_large` or
-    `manifest_resource_invalid`, with the safe-file reason in the detail.
+    A file that cannot be read safely is `manifest_resource_<reason>` with the safe-file
+    reason (`manifest_resource_unsafe_permissions`, ...), named like the server names it
+    (`external_manifest_<reason>`).
     """
     try:
         data = read_safe_file(Path(path), max_bytes=MAX_MANIFEST_BYTES)
     except SafeFileError as exc:
-        too_large = exc.reason is SafeFileReason.TOO_LARGE
-        raise ManifestError(
-            "manifest_resource_too_large" if too_large else "manifest_resource_invalid",
-            location=exc.location,
-            detail=f"{exc.code}: {exc.detail}",
-        ) from None
+        raise as_error(exc, ManifestError, "manifest_resource_") from None
     return parse_manifest(data, Path(path))

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from typing import Any, Final, NoReturn
 
-from mymcp.errors import Location, ManifestError, found
+from mymcp.errors import ManifestError, found
 from mymcp.plugin._definition import (
     AuthorityDeclaration,
     CapabilityDeclaration,
@@ -25,7 +25,7 @@ from mymcp.plugin._definition import (
 )
 from mymcp.plugin._identity import is_capability_local_id, is_plugin_id
 
-__all__ = ["MAX_MANIFEST_BYTES", "definition_from_document", "fail", "is_semver"]
+__all__ = ["MAX_MANIFEST_BYTES", "definition_from_document", "is_semver"]
 
 MAX_MANIFEST_BYTES: Final = 65536
 _MAX_CAPABILITIES: Final = 64
@@ -34,13 +34,13 @@ _MAX_CONFIG_PROPERTIES: Final = 32
 _MAX_CONFIG_DEPTH: Final = 4
 
 
-def fail(code: str, where: str | None = None, detail: str | None = None) -> NoReturn:
-    """Raise `code` at manifest key path `where` (`capabilities[2].consent`)."""
-    raise ManifestError(code, location=Location(key=where), detail=detail) from None
+_SCHEMA_INVALID: Final = "manifest_configuration_schema_invalid"
 
 
 def _expected(where: str, expectation: str, value: object) -> NoReturn:
-    fail("manifest_invalid_field", where, f"expected {expectation}, got {found(value)}")
+    raise ManifestError.at(
+        "manifest_invalid_field", where, f"expected {expectation}, got {found(value)}"
+    )
 
 
 _SEMVER: Final = re.compile(
@@ -70,10 +70,14 @@ def _object(value: object, required: set[str], optional: set[str], where: str) -
     takes = ", ".join(sorted(required | optional))
     unknown = sorted(set(value) - required - optional)
     if unknown:
-        fail("manifest_unknown_field", prefix + unknown[0], f"unknown field; {where} takes {takes}")
+        raise ManifestError.at(
+            "manifest_unknown_field", prefix + unknown[0], f"unknown field; {where} takes {takes}"
+        )
     missing = sorted(required - set(value))
     if missing:
-        fail("manifest_missing_field", prefix + missing[0], f"required; {where} takes {takes}")
+        raise ManifestError.at(
+            "manifest_missing_field", prefix + missing[0], f"required; {where} takes {takes}"
+        )
     return value
 
 
@@ -95,7 +99,9 @@ def _requires(value: object) -> HostApiRange:
     minimum = _int(bounds["min"], 1, 255, "requires.host_api.min")
     maximum = _int(bounds["max"], 1, 255, "requires.host_api.max")
     if minimum > maximum:
-        fail("manifest_invalid_field", "requires.host_api", f"min {minimum} is above max {maximum}")
+        raise ManifestError.at(
+            "manifest_invalid_field", "requires.host_api", f"min {minimum} is above max {maximum}"
+        )
     return HostApiRange(minimum=minimum, maximum=maximum)
 
 
@@ -119,7 +125,7 @@ def _capability(value: object, where: str) -> CapabilityDeclaration:
     if not isinstance(entry["kind"], str):
         _expected(f"{where}.kind", '"tool"', entry["kind"])
     if entry["kind"] != "tool":
-        fail(
+        raise ManifestError.at(
             "manifest_capability_kind_unsupported",
             f"{where}.kind",
             f'expected "tool", got {found(entry["kind"])}',
@@ -150,7 +156,7 @@ def _capabilities(value: object) -> tuple[CapabilityDeclaration, ...]:
         declaration = _capability(item, f"capabilities[{index}]")
         key = (declaration.kind, declaration.local_id)
         if key in seen:
-            fail(
+            raise ManifestError.at(
                 "manifest_duplicate_capability",
                 f"capabilities[{index}].id",
                 f"{declaration.local_id!r} is already declared by capabilities[{seen[key]}]",
@@ -167,33 +173,43 @@ _SUBSET: Final = (
 )
 
 
-def _schema_fail(where: str, detail: str) -> NoReturn:
-    fail("manifest_configuration_schema_invalid", where, detail)
-
-
 def _schema_node(node: object, where: str, depth: int, budget: list[int]) -> None:
     """Check one node of the configuration-schema subset; `budget` counts properties left."""
     if not isinstance(node, dict):
-        _schema_fail(where, f"expected a JSON object, got {found(node)}; {_SUBSET}")
+        raise ManifestError.at(
+            _SCHEMA_INVALID, where, f"expected a JSON object, got {found(node)}; {_SUBSET}"
+        )
     if depth > _MAX_CONFIG_DEPTH:
-        _schema_fail(where, f"nests deeper than {_MAX_CONFIG_DEPTH} levels")
+        raise ManifestError.at(
+            _SCHEMA_INVALID, where, f"nests deeper than {_MAX_CONFIG_DEPTH} levels"
+        )
     kind = node.get("type")
     if kind == "object":
         keys = set(node)
         if not {"type", "properties", "additionalProperties"} <= keys <= _OBJECT_KEYS:
-            _schema_fail(where, _SUBSET)
+            raise ManifestError.at(_SCHEMA_INVALID, where, _SUBSET)
         properties = node["properties"]
         if not isinstance(properties, dict):
-            _schema_fail(f"{where}.properties", f"expected a JSON object, got {found(properties)}")
+            raise ManifestError.at(
+                _SCHEMA_INVALID,
+                f"{where}.properties",
+                f"expected a JSON object, got {found(properties)}",
+            )
         if node["additionalProperties"] is not False:
-            _schema_fail(f"{where}.additionalProperties", "must be false")
+            raise ManifestError.at(
+                _SCHEMA_INVALID, f"{where}.additionalProperties", "must be false"
+            )
         budget[0] -= len(properties)
         if budget[0] < 0:
-            _schema_fail(where, f"more than {_MAX_CONFIG_PROPERTIES} properties in all")
+            raise ManifestError.at(
+                _SCHEMA_INVALID, where, f"more than {_MAX_CONFIG_PROPERTIES} properties in all"
+            )
         for name in properties:
             if not _is_text(name, 64):
-                _schema_fail(
-                    f"{where}.properties", f"{name!r} is not a property name of 1-64 characters"
+                raise ManifestError.at(
+                    _SCHEMA_INVALID,
+                    f"{where}.properties",
+                    f"{name!r} is not a property name of 1-64 characters",
                 )
         required = node.get("required", [])
         if (
@@ -201,15 +217,17 @@ def _schema_node(node: object, where: str, depth: int, budget: list[int]) -> Non
             or not all(isinstance(name, str) and name in properties for name in required)
             or len(set(required)) != len(required)
         ):
-            _schema_fail(f"{where}.required", "expected a list of distinct property names")
+            raise ManifestError.at(
+                _SCHEMA_INVALID, f"{where}.required", "expected a list of distinct property names"
+            )
         for name, child in properties.items():
             _schema_node(child, f"{where}.properties.{name}", depth + 1, budget)
     elif kind == "array":
         if set(node) != {"type", "items"}:
-            _schema_fail(where, _SUBSET)
+            raise ManifestError.at(_SCHEMA_INVALID, where, _SUBSET)
         _schema_node(node["items"], f"{where}.items", depth + 1, budget)
     elif not (isinstance(kind, str) and kind in _SCALAR_TYPES and set(node) == {"type"}):
-        _schema_fail(where, _SUBSET)
+        raise ManifestError.at(_SCHEMA_INVALID, where, _SUBSET)
 
 
 _OBJECT_KEYS: Final = frozenset({"type", "properties", "additionalProperties", "required"})
@@ -220,7 +238,9 @@ def _configuration(value: object) -> ConfigurationDeclaration:
     _int(table["schema_version"], 1, 1, "configuration.schema_version")
     schema = table["schema"]
     if not isinstance(schema, dict) or schema.get("type") != "object":
-        _schema_fail("configuration.schema", "the top level must be an object schema")
+        raise ManifestError.at(
+            _SCHEMA_INVALID, "configuration.schema", "the top level must be an object schema"
+        )
     _schema_node(schema, "configuration.schema", 1, [_MAX_CONFIG_PROPERTIES])
     return ConfigurationDeclaration(schema_version=1, schema=schema)
 
@@ -233,7 +253,9 @@ def _secret_references(value: object) -> tuple[str, ...]:
         if not is_capability_local_id(slot):
             _expected(f"secret_references[{index}]", f"a name in {_SNAKE} characters", slot)
     if len(set(value)) != len(value):
-        fail("manifest_duplicate_secret_reference", "secret_references", "a name repeats")
+        raise ManifestError.at(
+            "manifest_duplicate_secret_reference", "secret_references", "a name repeats"
+        )
     return tuple(value)
 
 
@@ -247,16 +269,20 @@ def _authority(value: object) -> AuthorityDeclaration:
         + "], network: true|false}"
     )
     if not isinstance(value, dict) or set(value) != {"filesystem", "network"}:
-        fail("manifest_authority_invalid", "authority", f"expected {takes}")
+        raise ManifestError.at("manifest_authority_invalid", "authority", f"expected {takes}")
     classes = value["filesystem"]
     if (
         not isinstance(classes, list)
         or not all(isinstance(item, str) and item in _FILESYSTEM_CLASSES for item in classes)
         or len(set(classes)) != len(classes)
     ):
-        fail("manifest_authority_invalid", "authority.filesystem", f"expected {takes}")
+        raise ManifestError.at(
+            "manifest_authority_invalid", "authority.filesystem", f"expected {takes}"
+        )
     if type(value["network"]) is not bool:
-        fail("manifest_authority_invalid", "authority.network", "expected true or false")
+        raise ManifestError.at(
+            "manifest_authority_invalid", "authority.network", "expected true or false"
+        )
     return AuthorityDeclaration(
         filesystem=tuple(FilesystemClass(item) for item in classes), network=value["network"]
     )
@@ -291,13 +317,17 @@ def definition_from_document(document: object) -> PluginDefinition:
     rather than as a pile of unknown fields.
     """
     if not isinstance(document, dict):
-        fail("manifest_root_invalid", detail=f"expected a JSON object, got {found(document)}")
+        raise ManifestError.at(
+            "manifest_root_invalid", detail=f"expected a JSON object, got {found(document)}"
+        )
     if "manifest_version" not in document:
-        fail("manifest_missing_field", "manifest_version", "required; the manifest starts with it")
+        raise ManifestError.at(
+            "manifest_missing_field", "manifest_version", "required; the manifest starts with it"
+        )
     if type(document["manifest_version"]) is not int:
         _expected("manifest_version", "1", document["manifest_version"])
     if document["manifest_version"] != 1:
-        fail(
+        raise ManifestError.at(
             "manifest_version_unsupported",
             "manifest_version",
             f"this MyMCP reads manifest version 1, got {document['manifest_version']}",

@@ -12,7 +12,7 @@ __all__ = ["plugin_contract_mismatches", "validate_plugin_contract"]
 
 
 def _mismatch(code: str, detail: str) -> Diagnostic:
-    return Diagnostic(code, ManifestError.MESSAGES[code], detail=detail)
+    return Diagnostic(code, ManifestError.messages()[code], detail=detail)
 
 
 def _flags(declaration: CapabilityDeclaration | object) -> dict[str, str]:

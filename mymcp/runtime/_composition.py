@@ -39,10 +39,6 @@ def is_reserved_name(name: str) -> bool:
     return name == LIST_TOOLS_NAME or name.startswith("mymcp_")
 
 
-def _fail(code: str, detail: str) -> HostRuntimeCompositionError:
-    return HostRuntimeCompositionError(code, detail=detail)
-
-
 def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
     return {
         "title": title,
@@ -57,10 +53,14 @@ def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[s
     """The MCP definition under the host's name, with effect annotations and a title."""
     description = tool.get("description")
     if not isinstance(description, str) or not description.strip():
-        raise _fail("invalid_tool_definition", f"tool {name!r} has no description")
+        raise HostRuntimeCompositionError.at(
+            "invalid_tool_definition", detail=f"tool {name!r} has no description"
+        )
     schema = tool.get("inputSchema", {"type": "object", "additionalProperties": False})
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise _fail("invalid_tool_definition", f"tool {name!r}: inputSchema is not type object")
+        raise HostRuntimeCompositionError.at(
+            "invalid_tool_definition", detail=f"tool {name!r}: inputSchema is not type object"
+        )
     title = tool.get("title")
     if not isinstance(title, str) or not title.strip():
         title = name.replace("__", ": ").replace("_", " ")
@@ -76,7 +76,9 @@ def _validator(name: str, definition: Mapping[str, Any]) -> ArgumentsValidator:
     validator, findings = compile_input_schema(definition["inputSchema"])
     if validator is None:
         errors = [finding.message for finding in findings if finding.severity == "error"]
-        raise _fail("invalid_input_schema", f"tool {name!r}: " + "; ".join(errors))
+        raise HostRuntimeCompositionError.at(
+            "invalid_input_schema", detail=f"tool {name!r}: " + "; ".join(errors)
+        )
     for finding in findings:
         _log.warning(
             "tool_schema outcome=%s tool=%s keyword=%s", finding.code, name, finding.keyword
@@ -105,17 +107,21 @@ def _collect(
     capabilities: dict[QualifiedCapabilityId, ActivatedTool] = {}
     for contribution in contributions:
         if contribution.plugin_id in seen_plugins:
-            raise _fail("duplicate_plugin", f"plugin {contribution.plugin_id!r} contributes twice")
+            raise HostRuntimeCompositionError.at(
+                "duplicate_plugin", detail=f"plugin {contribution.plugin_id!r} contributes twice"
+            )
         seen_plugins.add(contribution.plugin_id)
     for contribution in contributions:
         for tool in contribution.tools:
             if tool.capability.plugin_id != contribution.plugin_id:
                 detail = f"plugin {contribution.plugin_id!r} contributes {tool.capability}"
-                raise _fail("capability_plugin_mismatch", detail)
+                raise HostRuntimeCompositionError.at("capability_plugin_mismatch", detail=detail)
     for contribution in contributions:
         for tool in contribution.tools:
             if tool.capability in capabilities:
-                raise _fail("duplicate_capability", f"{tool.capability} is contributed twice")
+                raise HostRuntimeCompositionError.at(
+                    "duplicate_capability", detail=f"{tool.capability} is contributed twice"
+                )
             capabilities[tool.capability] = tool
     return capabilities
 
@@ -127,24 +133,32 @@ def _check_bindings(
     bound: dict[QualifiedCapabilityId, str] = {}
     for capability, name in bindings:
         if capability in bound:
-            raise _fail("duplicate_binding", f"{capability} is bound twice")
+            raise HostRuntimeCompositionError.at(
+                "duplicate_binding", detail=f"{capability} is bound twice"
+            )
         bound[capability] = name
     owners: dict[str, QualifiedCapabilityId] = {}
     for capability, name in bound.items():
         if capability not in capabilities:
-            raise _fail("unknown_binding", f"{capability} is bound but not contributed")
+            raise HostRuntimeCompositionError.at(
+                "unknown_binding", detail=f"{capability} is bound but not contributed"
+            )
         if is_reserved_name(name):
-            raise _fail("reserved_public_name", f"{name!r} ({capability}) is reserved for the host")
+            raise HostRuntimeCompositionError.at(
+                "reserved_public_name", detail=f"{name!r} ({capability}) is reserved for the host"
+            )
         if _PUBLIC_NAME.fullmatch(name) is None:
             detail = f"{name!r} ({capability}) is not 1-128 characters of [A-Za-z0-9_.-]"
-            raise _fail("invalid_public_name", detail)
+            raise HostRuntimeCompositionError.at("invalid_public_name", detail=detail)
         if name in owners:
             detail = f"{name!r} is the public name of both {owners[name]} and {capability}"
-            raise _fail("duplicate_public_name", detail)
+            raise HostRuntimeCompositionError.at("duplicate_public_name", detail=detail)
         owners[name] = capability
     for capability in capabilities:
         if capability not in bound:
-            raise _fail("unbound_capability", f"{capability} has no public name")
+            raise HostRuntimeCompositionError.at(
+                "unbound_capability", detail=f"{capability} has no public name"
+            )
     return bound
 
 

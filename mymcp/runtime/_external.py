@@ -18,11 +18,11 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
-from mymcp.config import PluginDeclaration
-from mymcp.errors import NOWHERE, Diagnostic, ExternalPluginLoadError, Location, ManifestError
+from mymcp.config import PluginDeclaration, locate_in_configuration
+from mymcp.errors import Diagnostic, ExternalPluginLoadError, Location, ManifestError
 from mymcp.plugin import (
     HOST_API_VERSION,
     MAX_MANIFEST_BYTES,
@@ -50,10 +50,6 @@ MAX_EXTERNAL_PLUGINS: Final = 32
 MAX_EXTERNAL_CAPABILITIES: Final = 256
 
 
-def _fail(code: str, location: Location = NOWHERE, detail: str | None = None) -> NoReturn:
-    raise ExternalPluginLoadError(code, location=location, detail=detail) from None
-
-
 def plugin_label(plugin_id: str | None, module: str) -> str:
     """How the terminal names a plugin: `plugin <id> (module <module>)`."""
     return f"module {module}" if plugin_id is None else f"plugin {plugin_id} (module {module})"
@@ -72,22 +68,27 @@ def preflight_manifest(path: Path, plugin_id: str | None = None) -> PluginDefini
     try:
         definition = parse_manifest(data, path)
     except ManifestError as exc:
-        _fail("external_manifest_invalid", exc.location, f"{exc.code}: {exc.detail or exc.message}")
+        raise ExternalPluginLoadError(
+            "external_manifest_invalid",
+            location=exc.location,
+            detail=f"{exc.code}: {exc.detail or exc.message}",
+        ) from None
     where = Location(source=str(path))
     if plugin_id is not None and definition.plugin_id != plugin_id:
-        _fail(
+        raise ExternalPluginLoadError(
             "external_manifest_identity_mismatch",
-            Location(str(path), key="id"),
-            f"the manifest says {definition.plugin_id!r}, the [[plugins]] entry {plugin_id!r}",
-        )
+            location=Location(str(path), key="id"),
+            detail=f"the manifest says {definition.plugin_id!r}, "
+            f"the [[plugins]] entry {plugin_id!r}",
+        ) from None
     if not definition.requires.admits(HOST_API_VERSION):
         bounds = definition.requires
-        _fail(
+        raise ExternalPluginLoadError(
             "external_manifest_host_api_incompatible",
-            Location(where.source, key="requires.host_api"),
-            f"the plugin supports host API {bounds.minimum} to {bounds.maximum}; "
+            location=Location(where.source, key="requires.host_api"),
+            detail=f"the plugin supports host API {bounds.minimum} to {bounds.maximum}; "
             f"this MyMCP implements {HOST_API_VERSION}",
-        )
+        ) from None
     return definition
 
 
@@ -110,22 +111,22 @@ def _call_entrypoint(
         parameters = None
     takes_configuration = bool(parameters)
     if configuration and not takes_configuration:
-        _fail(
+        raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
-            where,
-            f"the [[plugins]] entry gives configuration, but {ENTRYPOINT_NAME}() takes no "
+            location=where,
+            detail=f"the [[plugins]] entry gives configuration, but {ENTRYPOINT_NAME}() takes no "
             "parameter to receive it",
-        )
+        ) from None
     try:
         if takes_configuration:
             return entrypoint(_plain(configuration))
         return entrypoint()
     except (Exception, SystemExit) as exc:
-        _fail(
+        raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
-            where,
-            f"{ENTRYPOINT_NAME}() raised {type(exc).__name__}: {exc}",
-        )
+            location=where,
+            detail=f"{ENTRYPOINT_NAME}() raised {type(exc).__name__}: {exc}",
+        ) from None
 
 
 def activate_external_plugin(
@@ -140,11 +141,11 @@ def activate_external_plugin(
     mismatches = plugin_contract_mismatches(adapter, definition, HOST_API_VERSION)
     if mismatches:
         first = mismatches[0]
-        _fail(
+        raise ExternalPluginLoadError(
             "external_plugin_composition_invalid",
-            Location(source=plugin_label(definition.plugin_id, module_name)),
-            f"{first.code}: {first.detail}",
-        )
+            location=Location(source=plugin_label(definition.plugin_id, module_name)),
+            detail=f"{first.code}: {first.detail}",
+        ) from None
     return adapter
 
 
@@ -158,19 +159,31 @@ def import_external_plugin(
     try:
         module = importlib.import_module(module_name)
     except (Exception, SystemExit) as exc:
-        _fail("external_plugin_import_failed", where, f"{type(exc).__name__}: {exc}")
+        raise ExternalPluginLoadError(
+            "external_plugin_import_failed", location=where, detail=f"{type(exc).__name__}: {exc}"
+        ) from None
     entrypoint = getattr(module, ENTRYPOINT_NAME, None)
     if entrypoint is None:
-        _fail("external_plugin_entrypoint_invalid", where, f"the module has no {ENTRYPOINT_NAME}")
+        raise ExternalPluginLoadError(
+            "external_plugin_entrypoint_invalid",
+            location=where,
+            detail=f"the module has no {ENTRYPOINT_NAME}",
+        ) from None
     if not callable(entrypoint):
-        _fail("external_plugin_entrypoint_invalid", where, f"{ENTRYPOINT_NAME} is not callable")
+        raise ExternalPluginLoadError(
+            "external_plugin_entrypoint_invalid",
+            location=where,
+            detail=f"{ENTRYPOINT_NAME} is not callable",
+        ) from None
     adapter = _call_entrypoint(entrypoint, configuration or {}, where)
     if not isinstance(adapter, PluginAdapter):
         detail = f"{ENTRYPOINT_NAME}() returned {type(adapter).__name__}"
         if inspect.iscoroutine(adapter):
             adapter.close()  # an async entrypoint: never awaited, so close it quietly
             detail += "; the entrypoint must be a plain function, not async def"
-        _fail("external_plugin_contract_invalid", where, detail)
+        raise ExternalPluginLoadError(
+            "external_plugin_contract_invalid", location=where, detail=detail
+        ) from None
     return adapter
 
 
@@ -193,11 +206,13 @@ def check_plugin_configuration(
     problem = definition.configuration.violation(values)
     if problem is not None:
         key, detail = problem
-        _fail(
+        error = ExternalPluginLoadError(
             "external_plugin_configuration_invalid",
-            Location(None if source is None else str(source), key=f"{where}.configuration.{key}"),
-            detail,
+            location=Location(key=f"{where}.configuration.{key}"),
+            detail=detail,
         )
+        locate_in_configuration(error, source)
+        raise error
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,34 +244,38 @@ def load_external_plugins(
     ]
     where = Location(None if source is None else str(source), key="plugins")
     if len(enabled) > MAX_EXTERNAL_PLUGINS:
-        _fail(
+        raise ExternalPluginLoadError(
             "external_plugin_limit_exceeded",
-            where,
-            f"{len(enabled)} plugins are enabled; at most {MAX_EXTERNAL_PLUGINS} may be",
-        )
+            location=where,
+            detail=f"{len(enabled)} plugins are enabled; at most {MAX_EXTERNAL_PLUGINS} may be",
+        ) from None
     plugins: list[_Preflighted] = []
     for key, declaration in enabled:
         if declaration.manifest_path is None or declaration.module is None:
-            _fail("external_manifest_invalid", Location(where.source, key=key), "schema 1")
+            raise ExternalPluginLoadError(
+                "external_manifest_invalid",
+                location=Location(where.source, key=key),
+                detail="schema 1",
+            ) from None
         definition = preflight_manifest(declaration.manifest_path, declaration.id)
         check_plugin_configuration(declaration.configuration, definition, key, source)
         plugins.append(_Preflighted(declaration, key, definition))
     total = sum(len(plugin.definition.capabilities) for plugin in plugins)
     if total > MAX_EXTERNAL_CAPABILITIES:
-        _fail(
+        raise ExternalPluginLoadError(
             "external_plugin_limit_exceeded",
-            where,
-            f"{total} tools are declared in all; at most {MAX_EXTERNAL_CAPABILITIES} may be",
-        )
+            location=where,
+            detail=f"{total} tools are declared in all; at most {MAX_EXTERNAL_CAPABILITIES} may be",
+        ) from None
     modules: dict[str, str] = {}
     for plugin in plugins:
         module = str(plugin.declaration.module)
         if module in modules:
-            _fail(
+            raise ExternalPluginLoadError(
                 "external_plugin_composition_invalid",
-                Location(where.source, key=f"{plugin.where}.module"),
-                f"module {module!r} is already declared by {modules[module]}",
-            )
+                location=Location(where.source, key=f"{plugin.where}.module"),
+                detail=f"module {module!r} is already declared by {modules[module]}",
+            ) from None
         modules[module] = plugin.where
     return tuple(
         activate_external_plugin(

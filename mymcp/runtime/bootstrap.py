@@ -23,12 +23,12 @@ from mymcp.config import (
     BUNDLED_PLUGIN_ID,
     HostConfiguration,
     load_host_configuration,
+    locate_in_configuration,
     validate_semantics,
 )
 from mymcp.errors import (
     ExternalPluginLoadError,
     HostRuntimeCompositionError,
-    Location,
     MyMCPError,
 )
 from mymcp.governance import Approvals, Governance, Policy, approval_required_tools, open_audit
@@ -176,8 +176,7 @@ def build_host(
         needs_approval = approval_required_tools(configuration.approval, runtime)
     except MyMCPError as exc:
         _log.error("policy_composition outcome=error code=%s", exc.code)
-        if configuration.source is not None:
-            exc.locate(Location(source=str(configuration.source)))
+        locate_in_configuration(exc, configuration.source)
         raise
     authenticator = build_authenticator(
         configuration.authentication, configuration.server

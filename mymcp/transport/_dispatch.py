@@ -230,7 +230,6 @@ class Dispatcher:
         runtime: HostRuntime,
         governance: Governance | None = None,
         *,
-        instructions: str | None = SERVER_INSTRUCTIONS,
         console_origin: str = "http://127.0.0.1:8000",
         approval_console: bool = True,
         read_only_threads: int = READ_ONLY_TOOL_THREADS,
@@ -246,7 +245,7 @@ class Dispatcher:
         # address was taken): calls that need one are refused instead of left waiting.
         self._approval_console = approval_console
         self._server_info = {"name": SERVER_NAME, "version": runtime.server_version}
-        self._instructions = instructions
+        self._instructions: str | None = SERVER_INSTRUCTIONS
         self._workers = _WorkerLimits(read_only_threads, other_threads)
         self._call_prefix = secrets.token_hex(3)
         self._call_numbers = itertools.count(1)

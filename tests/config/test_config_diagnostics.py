@@ -3,15 +3,17 @@ line and column, the key path, what the key takes and what it holds. Logs stay c
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.config import parse_host_configuration
+from mymcp.config import locate_in_configuration, parse_host_configuration
 from mymcp.config._loader import key_position
-from mymcp.errors import ConfigurationError
+from mymcp.errors import ConfigurationError, Location
 
 FILE = Path("/home/me/.config/mymcp/config.toml")
 
@@ -164,3 +166,144 @@ def test_plugin_configuration_needs_schema_8() -> None:
         'manifest_path = "/p/a.json"\nmodule = "a"\nconfiguration = {}\n'
     )
     assert (error.location.key, error.location.line) == ("plugins[0].configuration", 7)
+
+
+_PLUGIN = '[[plugins]]\nid = "a"\nenabled = false\nmanifest_path = "/p/a.json"\nmodule = "a"\n'
+_AUTHENTICATION = "[authentication]\nanonymous_enabled = true\n"
+_MCP_6 = "[mcp]\nstrict_protocol_version = true\n"
+_MCP_7 = _MCP_6 + "session_inactivity_timeout_seconds = 1\nsession_absolute_lifetime_seconds = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "introduced"),
+    [
+        (
+            'schema_version = 7\n[server]\nlog_level = "info"\n' + _AUTHENTICATION + _MCP_7,
+            "server.log_level",
+            8,
+        ),
+        (
+            'schema_version = 7\n[server]\nlog_format = "json"\n' + _AUTHENTICATION + _MCP_7,
+            "server.log_format",
+            8,
+        ),
+        (
+            'schema_version = 1\n[[plugins]]\nid = "a"\nenabled = false\nmodule = "a"\n',
+            "plugins[0].module",
+            2,
+        ),
+        (
+            'schema_version = 1\n[[plugins]]\nid = "a"\nenabled = false\nmanifest_path = "/a"\n',
+            "plugins[0].manifest_path",
+            2,
+        ),
+        (
+            "schema_version = 7\n"
+            + _AUTHENTICATION
+            + _MCP_7
+            + _PLUGIN
+            + '[plugins.configuration]\ngreeting = "hi"\n',
+            "plugins[0].configuration",
+            8,
+        ),
+        (
+            "schema_version = 7\n" + _AUTHENTICATION + _MCP_7 + _PLUGIN + 'binding = "local"\n',
+            "plugins[0].binding",
+            8,
+        ),
+        (
+            "schema_version = 3\n"
+            + _AUTHENTICATION
+            + '[authentication.operator_bearer]\nverifier_path = "/v.json"\n',
+            "authentication.operator_bearer",
+            4,
+        ),
+        (
+            "schema_version = 4\n"
+            + _AUTHENTICATION
+            + '[authentication.oauth_jwt]\nissuer = "https://id.example.com"\n',
+            "authentication.oauth_jwt",
+            5,
+        ),
+        (
+            "schema_version = 6\n"
+            + _AUTHENTICATION
+            + _MCP_6
+            + "session_inactivity_timeout_seconds = 1\n",
+            "mcp.session_inactivity_timeout_seconds",
+            7,
+        ),
+        (
+            "schema_version = 7\n" + _AUTHENTICATION + _MCP_7 + "max_sessions_per_principal = 2\n",
+            "mcp.max_sessions_per_principal",
+            8,
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and "\n" not in value else None,
+)
+def test_a_key_from_a_newer_schema_says_which_schema_version_it_needs(
+    text: str, key: str, introduced: int
+) -> None:
+    """Not "unknown key": the key is right, the file's schema_version is too old."""
+    error = _error(text)
+    assert error.location.key == key
+    assert error.detail is not None
+    name = key.rsplit(".", 1)[-1]
+    assert error.detail.startswith(f"{name!r} needs schema_version = {introduced} or later; ")
+    written = key_position(text, key)
+    assert (error.location.line, error.location.column) == written
+
+
+def test_a_misspelled_key_in_a_table_is_still_unknown() -> None:
+    error = _error("schema_version = 7\n[server]\nlog_levle = 1\n" + _AUTHENTICATION + _MCP_7)
+    assert error.detail == "unknown key; [server] takes address, port"
+
+
+_ELEMENT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=12)
+
+
+@given(
+    elements=st.lists(_ELEMENT, min_size=1, max_size=6),
+    gaps=st.lists(st.sampled_from(["", " ", "  ", "\t"]), min_size=14, max_size=14),
+)
+def test_each_element_of_an_array_on_one_line_is_found_at_its_column(
+    elements: list[str], gaps: list[str]
+) -> None:
+    """`policy.rules[0].allow[2]` points at the third element itself, whatever it holds
+    (commas, quotes, brackets, '#') and however the line is spaced."""
+    line = "allow =" + gaps[0] + "[" + gaps[1]
+    columns: list[int] = []
+    for index, element in enumerate(elements):
+        if index:
+            line += gaps[2 + index] + "," + gaps[8 + index]
+        columns.append(len(line) + 1)
+        line += json.dumps(element)
+    line += gaps[13] + "]  # a comment, with [brackets]"
+    text = f'schema_version = 8\n[[policy.rules]]\nprincipals = ["local"]\n{line}\n'
+    assert tomllib.loads(text)["policy"]["rules"][0]["allow"] == elements
+    for index, column in enumerate(columns):
+        assert key_position(text, f"policy.rules[0].allow[{index}]") == (4, column)
+    assert key_position(text, f"policy.rules[0].allow[{len(elements)}]") == (4, 1)
+
+
+def test_an_element_of_a_multi_line_array_is_found_at_its_key() -> None:
+    text = 'schema_version = 8\n[[policy.rules]]\nprincipals = ["local"]\nallow = [\n  "a",\n]\n'
+    assert key_position(text, "policy.rules[0].allow[0]") == (4, 1)
+
+
+def test_a_fault_found_after_loading_is_located_in_the_file_again(tmp_path: Path) -> None:
+    source = tmp_path / "config.toml"
+    source.write_text(
+        'schema_version = 8\n[[policy.rules]]\nprincipals = ["local"]\n'
+        'allow = ["memory_recall", "nosuchtool"]\n'
+    )
+    error = ConfigurationError.at("policy_unknown_tool", "policy.rules[0].allow[1]", "none")
+    locate_in_configuration(error, source)
+    assert str(error).startswith(f"{source}:4:27: policy.rules[0].allow[1]: ")
+    source.write_bytes(b"\xff")  # changed since: the key path alone must do
+    again = ConfigurationError.at("policy_unknown_tool", "policy.rules[0].allow[1]", "none")
+    locate_in_configuration(again, source)
+    assert str(again).startswith(f"{source}: policy.rules[0].allow[1]: ")
+    untouched = ConfigurationError.at("policy_unknown_tool", "policy", "none")
+    locate_in_configuration(untouched, None)
+    assert untouched.location == Location(key="policy")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from mcp import Client
 
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.plugins.mnemosyne.memory import file_id
-from tests.e2e.server import Sandbox, log_and_errors, run_cli, serve
+from tests.e2e.server import MYMCP, Sandbox, log_and_errors, run_cli, serve
 
 pytestmark = pytest.mark.slow
 
@@ -242,3 +243,241 @@ def test_the_server_logs_one_warning_per_broken_file_per_change(
     warnings = [line for line in server.output if " WARNING mymcp.memory.store " in line]
     assert [line.rstrip("\n").split(" ", 3)[3] for line in warnings] == [expected, expected]
     assert not any("notes" in line for line in server.output)
+
+
+def test_check_names_every_kind_of_file_the_server_passes_over(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    record = _remember(
+        sandbox,
+        scope="project",
+        namespace=PROJECT,
+        kind="decision",
+        title="Kept",
+        content="The one good record.",
+    )
+    root = sandbox.memory_root
+    good = root / _path(record)
+    mymcp = root / "project" / "mymcp"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(good.read_bytes())
+    (mymcp / "link.json").symlink_to(elsewhere)
+    (mymcp / "big.json").write_bytes(b" " * (64 * 1024 + 1))
+    (mymcp / "fields.json").write_text('{"title": "no record"}')
+    moved = root / "project" / "other"
+    moved.mkdir(mode=0o700)
+    (moved / good.name).write_bytes(good.read_bytes())  # its namespace says mymcp
+    legacy = json.dumps({"schema_version": 1, "id": "old-note", "content": "Legacy."})
+    (root / "project" / "old-a.json").write_text(legacy)
+    (mymcp / "old-b.json").write_text(legacy)
+    os.chmod(good, 0o664)  # the server reads no record others may change
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1, checked.stderr
+
+    def line(parts: tuple[str, ...], why: str, reason: str) -> str:
+        return f"{root.joinpath(*parts)}: {why} (reason={reason}, file={file_id(parts)})"
+
+    a_legacy = "a legacy record whose id another file in the scope also has"
+    assert checked.stdout.splitlines() == [
+        f"memory root: {root}",
+        "records: 6 candidate files; largest scope project holds 6 (candidate limit 200000)",
+        line(("project", "mymcp", "big.json"), "larger than 65536 bytes", "oversized"),
+        line(
+            ("project", "mymcp", "fields.json"),
+            "valid JSON, but not a memory record (wrong or missing fields)",
+            "invalid_record",
+        ),
+        line(
+            ("project", "mymcp", "link.json"),
+            "a symbolic link; links are never followed",
+            "symlink",
+        ),
+        line(("project", "mymcp", good.name), "writable by group or others", "unsafe_permissions"),
+        line(("project", "mymcp", "old-b.json"), a_legacy, "duplicate_id"),
+        line(("project", "old-a.json"), a_legacy, "duplicate_id"),
+        line(
+            ("project", "other", good.name),
+            "a canonical record in the wrong place for its scope, namespace, collection or id",
+            "path_mismatch",
+        ),
+        "memory check: 7 problem(s)",
+    ]
+    assert checked.stderr == ""
+    # `show` says the same about one file, by the path `check` printed.
+    shown = run_cli(["memory", "show", str(good)], sandbox.environ())
+    assert (shown.returncode, shown.stderr) == (
+        1,
+        "mymcp: error: "
+        + line(("project", "mymcp", good.name), "writable by group or others", "unsafe_permissions")
+        + "\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--namespace", "/etc"],
+        ["--namespace", "../.."],
+        ["--namespace", "mymcp", "--collection", "../../.."],
+        ["--namespace", "MyMCP"],
+    ],
+    ids=["absolute", "parent", "collection", "uppercase"],
+)
+def test_namespace_and_collection_options_cannot_leave_the_memory_root(
+    sandbox: Sandbox, memory: dict[str, Any], options: list[str]
+) -> None:
+    """They take an id as the tools do, so no option joins a path outside the root."""
+    listed = run_cli(["memory", "list", "project", *options], sandbox.environ())
+    option, value = options[-2:]
+    assert (listed.returncode, listed.stdout) == (2, "")
+    assert listed.stderr == (
+        f"mymcp: error: {option} takes an id of 1-64 characters of a-z, 0-9, '-' or '_', "
+        f"starting and ending with a letter or digit; got {value!r}\n"
+    )
+    if option == "--namespace":
+        searched = run_cli(["memory", "search", "project", "server", *options], sandbox.environ())
+        assert (searched.returncode, searched.stderr) == (2, listed.stderr)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["memory", "list", "project"],
+        ["memory", "export", "project"],
+        ["memory", "show", "{reference}"],
+        ["memory", "stats"],
+        ["check"],
+    ],
+    ids=["list", "export", "show", "stats", "check"],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly(
+    sandbox: Sandbox, memory: dict[str, Any], command: list[str]
+) -> None:
+    """`mymcp memory list project | head -1`: no traceback, the status of SIGPIPE."""
+    arguments = [
+        json.dumps(memory["editor"]["reference"]) if part == "{reference}" else part
+        for part in command
+    ]
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has already gone: the first write fails
+    try:
+        ended = subprocess.run(
+            [MYMCP, *arguments],
+            env=sandbox.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert ended.returncode == 141
+    assert "Traceback" not in ended.stderr
+    assert "BrokenPipeError" not in ended.stderr
+
+
+def test_import_reports_a_line_that_is_not_utf8_with_its_number(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+) -> None:
+    exported = run_cli(["memory", "export", "project"], sandbox.environ()).stdout
+    first = exported.splitlines()[0].encode()
+    dump = tmp_path / "mixed.jsonl"
+    dump.write_bytes(b"\xff\xfe\n\n" + first + b"\n" + b'{"title": "caf\xe9"}\n' + b"x" * 70000)
+    imported = run_cli(
+        ["memory", "import", str(dump)],
+        sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(tmp_path / "new")}),
+    )
+    assert imported.returncode == 1
+    assert "Traceback" not in imported.stderr
+    namespace = memory["timestamps"]["reference"]["namespace_id"]
+    assert imported.stdout.splitlines() == [
+        f"{dump}:1: not UTF-8 (byte 0xff at column 1)",
+        f"{dump}:3: would_remember: project/{namespace}/<new id>.json",
+        f"{dump}:4: not UTF-8 (byte 0xe9 at column 15)",
+        f"{dump}:5: longer than 65537 bytes, the most one record takes",
+        "would remember 1, already present 0, left out 0, invalid 3 "
+        "(dry run: add --apply to write)",
+    ]
+
+
+def test_every_memory_command_names_an_unusable_root_and_why(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    a_file = tmp_path / "not-a-directory"
+    a_file.write_text("")
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(a_file)})
+    fault = (
+        f"{a_file}: Mnemosyne memory root is not a directory: set MNEMOSYNE_MEMORY_ROOT to a "
+        "directory (or to where one can be created) (code=memory_root_unavailable)"
+    )
+    checked = run_cli(["memory", "check"], env)
+    assert (checked.returncode, checked.stdout.splitlines()) == (
+        1,
+        [f"memory root: {a_file}", fault, "memory check: 1 problem(s)"],
+    )
+    for command in (["memory", "stats"], ["memory", "list", "project"]):
+        failed = run_cli(command, env)
+        assert (failed.returncode, failed.stderr) == (1, f"mymcp: error: {fault}\n"), command
+    whole = run_cli(["check"], env)
+    assert whole.returncode == 1
+    assert f"mymcp: error: {fault}" in whole.stderr.splitlines()
+    # Below a file no directory can be created: both commands say so, neither says OK.
+    below = a_file / "memory"
+    cannot = (
+        f"{below}: Mnemosyne memory root cannot be created: {a_file} is not a directory; set "
+        "MNEMOSYNE_MEMORY_ROOT to a directory you own (code=memory_root_unavailable)"
+    )
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(below)})
+    checked = run_cli(["memory", "check"], env)
+    assert (checked.returncode, checked.stdout.splitlines()[1:]) == (
+        1,
+        [cannot, "memory check: 1 problem(s)"],
+    )
+    whole = run_cli(["check"], env)
+    assert whole.returncode == 1
+    assert f"mymcp: error: {cannot}" in whole.stderr.splitlines()
+
+
+def test_memory_check_and_check_agree_on_a_root_writable_by_others(
+    sandbox: Sandbox, memory: dict[str, Any]
+) -> None:
+    os.chmod(sandbox.memory_root, 0o777)  # noqa: S103 - under test
+    root = sandbox.memory_root
+    fault = (
+        f"{root}: Mnemosyne memory root is writable by others: mode 0777; run: chmod go-w "
+        f"{root} (code=memory_root_unsafe_permissions)"
+    )
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    assert fault in checked.stdout.splitlines()
+    whole = run_cli(["check"], sandbox.environ())
+    assert whole.returncode == 1
+    assert f"mymcp: error: {fault}" in whole.stderr.splitlines()
+
+
+def test_a_misspelled_mnemosyne_variable_is_named_and_its_value_never_logged(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_REMEMBER": "secret-value-1234"})
+    checked = run_cli(["check"], env)
+    assert checked.returncode == 0, checked.stderr
+    log, _ = log_and_errors(checked.stderr)
+    assert (
+        "mymcp: warning: $MNEMOSYNE_MEMORY_REMEMBER: Mnemosyne does not know this environment "
+        "variable and ignores it: did you mean MNEMOSYNE_MEMORY_REMEMBER_ENABLED? Mnemosyne "
+        "reads MNEMOSYNE_MEMORY_ROOT, MNEMOSYNE_MEMORY_CANDIDATE_LIMIT, "
+        "MNEMOSYNE_MEMORY_REMEMBER_ENABLED, MNEMOSYNE_MEMORY_ARCHIVE_RESTORE_ENABLED, "
+        "MNEMOSYNE_MEMORY_REVISE_ENABLED, MNEMOSYNE_MEMORY_FORGET_ENABLED "
+        "(code=unknown_environment)"
+    ) in log
+    # The server's own log line (the same settings loader) names the variable only.
+    warning = [line for line in log if "outcome=unknown_variable" in line]
+    assert len(warning) == 1
+    assert warning[0].endswith(
+        " WARNING mymcp.mnemosyne.settings mnemosyne_settings outcome=unknown_variable "
+        "name=MNEMOSYNE_MEMORY_REMEMBER"
+    )
+    assert "secret-value-1234" not in checked.stderr + checked.stdout

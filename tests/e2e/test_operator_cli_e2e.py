@@ -4,6 +4,7 @@ HOME and XDG configuration."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import Sandbox, log_and_errors, run_cli
-from tests.e2e.test_external_plugins import _plugin_config, _synthetic_plugin
+from tests.e2e.test_external_plugins import _WORKING_MODULE, _plugin_config, _synthetic_plugin
 
 pytestmark = pytest.mark.slow
 
@@ -149,3 +150,139 @@ def test_check_names_the_fault(
     log, errors = log_and_errors(checked.stderr)
     assert errors == ["mymcp: error: " + expected.format(file=sandbox.config_file)]
     assert str(sandbox.root) not in "\n".join(log)
+
+
+_STAMPED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (ERROR|WARNING) mymcp\.\S+ ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check"],
+        ["auth", "token", "list"],
+        ["audit", "verify"],
+        ["audit", "show"],
+        ["console", "--no-browser"],
+        ["policy", "explain", "--principal", "local"],
+        ["plugin", "check", "{manifest}", "--import", "ok_plugin"],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_every_command_logs_in_the_one_format_from_the_first_line(
+    sandbox: Sandbox, command: list[str]
+) -> None:
+    """A broken configuration is logged with timestamp, level and logger by every command,
+    not as a bare `host_configuration outcome=error …`, then named on the terminal."""
+    folder = _synthetic_plugin(sandbox, "ok", "ok_plugin", _WORKING_MODULE)
+    arguments = [
+        str(folder / "manifest.json") if part == "{manifest}" else part for part in command
+    ]
+    sandbox.write_config("schema_version = 8\n[server\n")
+    ran = run_cli(arguments, sandbox.environ({"PYTHONPATH": str(folder)}))
+    assert ran.returncode == 1, ran.stdout
+    log, errors = log_and_errors(ran.stderr)
+    configuration_lines = [line for line in log if "host_configuration" in line]
+    assert configuration_lines, ran.stderr
+    for line in configuration_lines:
+        assert _STAMPED.match(line), line
+    assert errors[0] == (
+        f"mymcp: error: {sandbox.config_file}:2:8: MyMCP configuration is not valid TOML: "
+        "Expected ']' at the end of a table declaration (code=invalid_toml)"
+    )
+
+
+def test_plugin_check_import_fails_when_the_host_configuration_does_not_load(
+    sandbox: Sandbox,
+) -> None:
+    """The plugin would get its values from the configuration: no silent "OK" without."""
+    folder = _synthetic_plugin(sandbox, "ok", "ok_plugin", _WORKING_MODULE)
+    manifest = str(folder / "manifest.json")
+    environment = sandbox.environ({"PYTHONPATH": str(folder)})
+    sandbox.write_config("schema_version = 8\n[server]\nprot = 1\n")
+    broken = run_cli(["plugin", "check", manifest, "--import", "ok_plugin"], environment)
+    assert broken.returncode == 1
+    assert "module OK" not in broken.stdout
+    assert broken.stderr.splitlines()[-1] == (
+        "mymcp: note: --import gives the plugin the values of its [[plugins]] entry, so the "
+        "host configuration must load; the module was not imported"
+    )
+    alone = run_cli(["plugin", "check", manifest], environment)  # the manifest needs none
+    assert alone.returncode == 0, alone.stderr
+    sandbox.write_config("schema_version = 8\n")
+    fixed = run_cli(["plugin", "check", manifest, "--import", "ok_plugin"], environment)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.splitlines()[-1] == (
+        "mymcp: module OK: ok_plugin; it matches its manifest (configuration: none) and every "
+        "tool schema compiles under JSON Schema 2020-12"
+    )
+
+
+_SCHEMA_7 = (
+    "[authentication]\nanonymous_enabled = true\n[mcp]\nstrict_protocol_version = true\n"
+    "session_inactivity_timeout_seconds = 60\nsession_absolute_lifetime_seconds = 60\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            'schema_version = 8\n[policy]\ndefault = "deny"\n[[policy.rules]]\n'
+            'principals = ["local"]\nallow = ["memory_recall", "memory_recal"]\n',
+            "{file}:6:27: policy.rules[0].allow[1]: MyMCP configuration policy names a tool "
+            "that does not exist: no tool is named 'memory_recal' (the tools are: "
+            "memory_recall, memory_list, memory_inspect) (code=policy_unknown_tool)",
+        ),
+        (
+            'schema_version = 7\n[server]\nlog_level = "debug"\n' + _SCHEMA_7,
+            "{file}:3:1: server.log_level: MyMCP configuration does not match its schema: "
+            "'log_level' needs schema_version = 8 or later; with this schema_version [server] "
+            "takes address, port (code=invalid_schema)",
+        ),
+        (
+            "schema_version = 8\n[authentication]\nanonymous_enabled = false\n"
+            '[[authentication.adapters]]\nid = "bearer"\ntype = "operator-bearer-v1"\n'
+            'enabled = true\nroute = { source = "authorization", scheme = "bearer" }\n'
+            '[authentication.operator_bearer]\nverifier_path = "{root}/verifiers.json"\n',
+            "{root}/verifiers.json: MyMCP operator bearer verifier source is unusable: "
+            "unreadable: no such file or directory; `mymcp auth token create --subject NAME` "
+            "creates the file (code=verifier_source)",
+        ),
+    ],
+    ids=["policy-unknown-tool", "newer-schema-key", "missing-verifier"],
+)
+def test_check_names_faults_found_after_loading_with_their_line(
+    sandbox: Sandbox, body: str, expected: str
+) -> None:
+    sandbox.write_config(body.replace("{root}", str(sandbox.root)))
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 1
+    _, errors = log_and_errors(checked.stderr)
+    named = expected.replace("{root}", str(sandbox.root)).format(file=sandbox.config_file)
+    assert errors == ["mymcp: error: " + named]
+    if "[policy]" in body:
+        explained = run_cli(["policy", "explain", "--principal", "local"], sandbox.environ())
+        assert explained.returncode == 1
+        assert log_and_errors(explained.stderr)[1] == ["mymcp: error: " + named]
+
+
+def test_a_plugin_configuration_error_names_its_line_and_column(sandbox: Sandbox) -> None:
+    folder = _synthetic_plugin(sandbox, "ok", "ok_plugin", _WORKING_MODULE)
+    manifest = folder / "manifest.json"
+    sandbox.write_config(
+        _plugin_config(sandbox, "ok", manifest, "ok_plugin").replace(
+            "schema_version = 2", "schema_version = 8"
+        )
+        + "[plugins.configuration]\ngreting = 42\n"
+    )
+    environment = sandbox.environ({"PYTHONPATH": str(folder)})
+    expected = (
+        f"mymcp: error: {sandbox.config_file}:11:1: plugins[0].configuration.greting: MyMCP "
+        "external plugin configuration does not match the plugin's schema: unknown key; the "
+        "plugin takes no keys (code=external_plugin_configuration_invalid)"
+    )
+    checked = run_cli(["check"], environment)
+    assert (checked.returncode, log_and_errors(checked.stderr)[1]) == (1, [expected])
+    # `plugin check --import` reads the same entry and says the same.
+    imported = run_cli(["plugin", "check", str(manifest), "--import", "ok_plugin"], environment)
+    assert (imported.returncode, log_and_errors(imported.stderr)[1]) == (1, [expected])

@@ -6,6 +6,7 @@ import json
 import os
 import string
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from mymcp.errors import ManifestError
 from mymcp.plugin import (
     AuthorityDeclaration,
+    ConfigurationDeclaration,
     Consent,
     FilesystemClass,
     HostApiRange,
@@ -391,8 +393,8 @@ def test_messages_never_carry_values() -> None:
     with pytest.raises(ManifestError) as caught:
         parse_manifest(encode(manifest(id="Secret-Value-XYZ")))
     assert "Secret-Value-XYZ" not in caught.value.message
-    assert len(ManifestError.MESSAGES) == 23
-    assert all(m.startswith("MyMCP plugin ") for m in ManifestError.MESSAGES.values())
+    assert len(ManifestError.messages()) == 28
+    assert all(m.startswith("MyMCP plugin ") for m in ManifestError.messages().values())
 
 
 def test_definition_is_frozen_against_the_source_mapping() -> None:
@@ -460,14 +462,14 @@ def test_load_manifest_reads_a_safe_file(plugin_dir: Path) -> None:
 def test_load_manifest_rejects_a_symlinked_file(plugin_dir: Path, tmp_path: Path) -> None:
     real = _write(tmp_path / "real.json", encode(manifest()))
     (plugin_dir / "manifest.json").symlink_to(real)
-    assert _load_code(plugin_dir / "manifest.json") == "manifest_resource_invalid"
+    assert _load_code(plugin_dir / "manifest.json") == "manifest_resource_unsafe_path"
 
 
 def test_load_manifest_rejects_a_symlinked_directory(plugin_dir: Path, tmp_path: Path) -> None:
     _write(plugin_dir / "manifest.json", encode(manifest()))
     link = tmp_path / "link"
     link.symlink_to(plugin_dir, target_is_directory=True)
-    assert _load_code(link / "manifest.json") == "manifest_resource_invalid"
+    assert _load_code(link / "manifest.json") == "manifest_resource_unsafe_path"
 
 
 @pytest.mark.parametrize(
@@ -478,7 +480,7 @@ def test_load_manifest_rejects_writable_sources(
 ) -> None:
     path = _write(plugin_dir / "manifest.json", encode(manifest()), file_mode)
     os.chmod(plugin_dir, dir_mode)
-    assert _load_code(path) == "manifest_resource_invalid"
+    assert _load_code(path) == "manifest_resource_unsafe_permissions"
 
 
 def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:
@@ -486,14 +488,25 @@ def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:
     assert _load_code(path) == "manifest_resource_too_large"
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "missing"])
-def test_load_manifest_rejects_non_regular_or_missing(plugin_dir: Path, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [
+        ("directory", "manifest_resource_not_regular"),
+        ("fifo", "manifest_resource_not_regular"),
+        ("missing", "manifest_resource_unreadable"),
+    ],
+)
+def test_load_manifest_rejects_non_regular_or_missing(
+    plugin_dir: Path, kind: str, code: str
+) -> None:
+    """The safe-file reason becomes the code exactly as the server's preflight names it
+    (`external_manifest_<reason>`), through the one mapping."""
     path = plugin_dir / "manifest.json"
     if kind == "directory":
         path.mkdir()
     elif kind == "fifo":
         os.mkfifo(path)
-    assert _load_code(path) == "manifest_resource_invalid"
+    assert _load_code(path) == code
 
 
 # --- SemVer ----------------------------------------------------------------------------
@@ -617,3 +630,48 @@ def test_a_json_syntax_error_names_line_and_column() -> None:
         "/p/manifest.json:3:3: MyMCP plugin manifest is not valid JSON: "
         "Expecting ',' delimiter (code=manifest_resource_invalid_json)"
     )
+
+
+# --- the operator's values against the declared configuration schema -------------------
+
+
+_GREETER_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "greeting": {"type": "string"},
+        "limits": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"max_items": {"type": "integer"}},
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"greeting": 42}, ("greeting", "expected a string, got 42 (an integer)")),
+        ({"greeting": True}, ("greeting", "expected a string, got True (a boolean)")),
+        ({"limits": "3"}, ("limits", "expected a table, got '3' (a string)")),
+        (
+            {"limits": {"max_items": 1.5}},
+            ("limits.max_items", "expected an integer, got 1.5 (a float)"),
+        ),
+        ({"tags": {"a": 1}}, ("tags", "expected an array, got {'a': 1} (a table)")),
+        ({"tags": ["a", None]}, ("tags[1]", "expected a string, got None (null)")),
+    ],
+)
+def test_a_configuration_value_of_the_wrong_type_is_worded_like_every_other_fault(
+    values: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    """`got 42 (an integer)`, as the host configuration says `got '8000' (a string)`; the
+    values arrive frozen, as the host hands them over, and are still named by their
+    TOML kinds."""
+    declaration = ConfigurationDeclaration(1, _GREETER_SCHEMA)
+    frozen = MappingProxyType(
+        {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+    )
+    assert declaration.violation(frozen) == expected

@@ -146,7 +146,7 @@ def _code(declarations: list[PluginDeclaration]) -> str:
     with pytest.raises(ExternalPluginLoadError) as caught:
         load_external_plugins(declarations)
     error = caught.value
-    assert error.message == ExternalPluginLoadError.MESSAGES[error.code]
+    assert error.message == ExternalPluginLoadError.messages()[error.code]
     assert error.__cause__ is None  # no exception text leaks through chaining
     assert error.__suppress_context__
     return error.code
@@ -545,7 +545,11 @@ def test_the_entrypoint_receives_the_validated_configuration(workspace: Workspac
     ("values", "key", "detail"),
     [
         ({}, "plugins[0].configuration.greeting", "required by the plugin, but missing"),
-        ({"greeting": 5}, "plugins[0].configuration.greeting", "expected string, got 5"),
+        (
+            {"greeting": 5},
+            "plugins[0].configuration.greeting",
+            "expected a string, got 5 (an integer)",
+        ),
         (
             {"greeting": "x", "colour": "red"},
             "plugins[0].configuration.colour",
@@ -559,12 +563,12 @@ def test_the_entrypoint_receives_the_validated_configuration(workspace: Workspac
         (
             {"greeting": "x", "limits": {"max_items": True}},
             "plugins[0].configuration.limits.max_items",
-            "expected integer, got True",
+            "expected an integer, got True (a boolean)",
         ),
         (
             {"greeting": "x", "tags": ["a", 2]},
             "plugins[0].configuration.tags[1]",
-            "expected string, got 2",
+            "expected a string, got 2 (an integer)",
         ),
     ],
 )

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import stat
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
-from mymcp.errors import Diagnostic, Location, MyMCPError
+from mymcp.errors import MyMCPError, shown
+from mymcp.plugins.mnemosyne._memory_check import (
+    PROBLEM_TEXT,
+    check_root,
+    is_unsafe_mode,
+    run_memory_check,
+)
 from mymcp.plugins.mnemosyne._settings import (
     MnemosyneSettings,
     index_snapshot_directory,
@@ -29,45 +34,33 @@ from mymcp.plugins.mnemosyne._settings import (
 from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
     MAX_RECORD_BYTES,
-    RECORD_SUFFIX,
     CursorCodec,
-    MemoryIndex,
+    ErrorCode,
     MemoryOperationError,
     MemoryRecordV2,
     MemoryService,
     MutationService,
-    Problem,
     RecordRejected,
     Scope,
     V2Reference,
     file_id,
+    is_identifier,
     location_agrees,
     parse_record,
     parse_reference,
     reference_parts,
 )
 
-__all__ = ["check_memory", "memory_problems", "run_memory_command"]
+__all__ = ["run_memory_command"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 _SCOPES: Final = tuple(scope.value for scope in Scope)
 _PAGE: Final = 500
-
-_PROBLEM_TEXT: Final[Mapping[str, str]] = {
-    "symlink": "a symbolic link; links are never followed",
-    "too_deep": "nested deeper than four directories below its scope",
-    "unreadable": "cannot be read (or is not a regular file)",
-    "oversized": f"larger than {MAX_RECORD_BYTES} bytes",
-    "invalid_encoding": "not UTF-8",
-    "invalid_json": "not valid JSON (or repeats a key)",
-    "invalid_record": "valid JSON, but not a memory record (wrong or missing fields)",
-    "path_mismatch": "a canonical record in the wrong place for its scope, namespace, "
-    "collection or id",
-    "duplicate_id": "a legacy record whose id another file in the scope also has",
-    "unsafe_permissions": "writable by group or others",
-}
+_IDENTIFIER_RULE: Final = (
+    "1-64 characters of a-z, 0-9, '-' or '_', starting and ending with a letter or digit"
+)
 
 
 class _Memory:
@@ -84,15 +77,32 @@ class _Memory:
         )
 
 
-def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run one `mymcp memory` subcommand; prints errors with the whole diagnostic."""
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line before anything is read, or None. Names and
+    collections are checked like the tools check them, so that no option can point a
+    walk outside the memory root (`--namespace /etc`, `--collection ../..`)."""
     scope = getattr(args, "scope", None)
     if scope is not None and scope not in _SCOPES:
-        print(f"mymcp: error: SCOPE must be one of: {', '.join(_SCOPES)}", file=sys.stderr)
+        return f"SCOPE must be one of: {', '.join(_SCOPES)}"
+    for option in ("namespace", "collection"):
+        value = getattr(args, option, None)
+        if value is not None and not is_identifier(value):
+            return f"--{option} takes an id of {_IDENTIFIER_RULE}; got {shown(value)}"
+    return None
+
+
+def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Run one `mymcp memory` subcommand; prints errors with the whole diagnostic."""
+    problem = _usage_error(args)
+    if problem is not None:
+        print(f"mymcp: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        memory = _Memory(load_mnemosyne_settings())
+        settings = load_mnemosyne_settings()
         command = args.memory_command
+        if command == "check":
+            return run_memory_check(settings, out)
+        memory = _Memory(settings)
         if command == "list":
             return _list(memory, args, out)
         if command == "show":
@@ -101,15 +111,24 @@ def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> in
             return _search(memory, args, out)
         if command == "stats":
             return _stats(memory, args.json, out)
-        if command == "check":
-            return _check(memory, out)
         if command == "export":
             return _export(memory, Scope(args.scope), out)
         return _import(memory, args.file, args.apply, out)
     except MyMCPError as exc:
         return _error(str(exc))
     except MemoryOperationError as exc:
-        return _error(f"{exc.message} (code={exc.code.value})")
+        return _error(_operation_failure(exc))
+
+
+def _operation_failure(exc: MemoryOperationError) -> str:
+    """The tool's message, and for an unusable root the root and what is wrong with it:
+    the tools may not name paths, this terminal must."""
+    text = f"{exc.message} (code={exc.code.value})"
+    if exc.code is not ErrorCode.MEMORY_SOURCE_UNAVAILABLE:
+        return text
+    checked = check_root()
+    faults = [finding for finding in checked.findings if finding.severity == "error"]
+    return faults[0].render() if faults else f"{checked.root}: {text}"
 
 
 def _error(text: str) -> int:
@@ -180,7 +199,8 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         return _error(f"{path} is not under the memory root {memory.root}")
     record, problem = _read_file(path, parts)
     if problem is not None:
-        return _error(f"{path}: {_PROBLEM_TEXT[problem]} (reason={problem}, file={file_id(parts)})")
+        text = PROBLEM_TEXT.get(problem, problem)
+        return _error(f"{path}: {text} (reason={problem}, file={file_id(parts)})")
     assert record is not None
     print(json.dumps(record.public_json(), indent=2, ensure_ascii=False), file=out)
     return EXIT_OK
@@ -196,6 +216,8 @@ def _read_file(path: Path, parts: Sequence[str]) -> tuple[Any, str | None]:
         return None, "symlink"
     if not stat.S_ISREG(info.st_mode):
         return None, "unreadable"
+    if is_unsafe_mode(info.st_mode):
+        return None, "unsafe_permissions"
     if info.st_size > MAX_RECORD_BYTES:
         return None, "oversized"
     try:
@@ -284,156 +306,6 @@ def _row(label: str, cells: Sequence[object]) -> str:
     return f"{label:<40}" + "".join(f" {cell!s:>9}" for cell in cells)
 
 
-def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
-    """Every file the server would pass over under ``root`` and every file or directory
-    writable by others, with the number of candidate files per scope. Reads every file
-    once, in a fresh index: nothing is cached, changed or created (and nothing logged).
-    """
-    index = MemoryIndex(root, watch=False)
-    problems: list[Problem] = []
-    sizes: dict[Scope, int] = {}
-    # The report names every file; the store's own warnings would only repeat it.
-    store_log = logging.getLogger("mymcp.memory.store")
-    level = store_log.level
-    store_log.setLevel(logging.ERROR)
-    try:
-        for scope in Scope:
-            selection = index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
-            sizes[scope] = selection.candidates
-            problems.extend(index.problems(scope))
-    finally:
-        store_log.setLevel(level)
-        index.close()
-    problems.extend(_loose_permissions(root))
-    return sorted(problems, key=lambda problem: problem.parts), sizes
-
-
-def _loose_permissions(root: Path) -> Iterator[Problem]:
-    if os.name != "posix" or not root.is_dir():
-        return
-    for directory, directories, files in os.walk(root):
-        here = Path(directory)
-        for name in (*directories, *files):
-            try:
-                info = os.lstat(here / name)
-            except OSError:
-                continue
-            watched = stat.S_ISDIR(info.st_mode) or name.endswith(RECORD_SUFFIX)
-            if watched and not stat.S_ISLNK(info.st_mode) and info.st_mode & 0o022:
-                yield Problem((here / name).relative_to(root).parts, "unsafe_permissions")
-
-
-def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnostic]]:
-    """`mymcp check`'s view of the memory: summary lines, and findings (errors: a root
-    that is relative, unsafe or cannot be created, a scope over the candidate limit;
-    a warning: files the server skips, which `mymcp memory check` names)."""
-    findings: list[Diagnostic] = []
-    configured = memory_root()
-    root = Path(os.path.abspath(configured))
-    where = Location(source=str(root))
-    if not configured.is_absolute():
-        findings.append(
-            Diagnostic(
-                "memory_root_relative",
-                "Mnemosyne memory root is not an absolute path",
-                Location(source="$MNEMOSYNE_MEMORY_ROOT"),
-                f"{str(configured)!r} depends on the directory the server starts in",
-            )
-        )
-    if not root.exists():
-        parent = next((p for p in root.parents if p.exists()), None)
-        if parent is None or not os.access(parent, os.W_OK | os.X_OK):
-            findings.append(
-                Diagnostic(
-                    "memory_root_unavailable",
-                    "Mnemosyne memory root cannot be created",
-                    where,
-                    f"{parent} is not writable" if parent else "no existing parent directory",
-                )
-            )
-        return [f"memory: {root} (absent; created by the first remember)"], findings
-    if not root.is_dir():
-        findings.append(
-            Diagnostic("memory_root_unavailable", "Mnemosyne memory root is not a directory", where)
-        )
-        return [f"memory: {root}"], findings
-    mode = stat.S_IMODE(os.stat(root).st_mode)
-    if os.name == "posix" and mode & 0o022:
-        findings.append(
-            Diagnostic(
-                "memory_root_unsafe_permissions",
-                "Mnemosyne memory root is writable by others",
-                where,
-                f"mode {mode:04o}; run: chmod go-w {root}",
-            )
-        )
-    problems, sizes = memory_problems(root)
-    largest = max(sizes, key=lambda scope: sizes[scope])
-    limit = settings.candidate_limit
-    lines = [
-        f"memory: {root} ({sum(sizes.values())} files; largest scope {largest} holds "
-        f"{sizes[largest]} of the candidate limit {limit})"
-    ]
-    for scope, size in sizes.items():
-        if size > limit:
-            findings.append(
-                Diagnostic(
-                    "candidate_limit_exceeded",
-                    "Mnemosyne scope holds more files than the candidate limit",
-                    Location(source=str(root / scope.value)),
-                    f"{size} files, limit {limit}: reads of the scope fail; raise [memory] "
-                    "candidate_limit in ~/.mnemosyne/config.toml or "
-                    "MNEMOSYNE_MEMORY_CANDIDATE_LIMIT",
-                )
-            )
-    if problems:
-        findings.append(
-            Diagnostic(
-                "memory_files_skipped",
-                "Mnemosyne skips files under the memory root",
-                where,
-                f"{len(problems)} file(s); `mymcp memory check` names each and why",
-                severity="warning",
-            )
-        )
-    return lines, findings
-
-
-def _check(memory: _Memory, out: TextIO) -> int:
-    root = memory.root
-    if not root.exists():
-        print(f"memory root: {root} (absent; created by the first remember)", file=out)
-        return EXIT_OK
-    problems, sizes = memory_problems(root)
-    largest = max(sizes, key=lambda scope: sizes[scope])
-    print(f"memory root: {root}", file=out)
-    print(
-        f"records: {sum(sizes.values())} candidate files; largest scope {largest} holds "
-        f"{sizes[largest]} (candidate limit {memory.settings.candidate_limit})",
-        file=out,
-    )
-    for problem in problems:
-        path = root.joinpath(*problem.parts)
-        print(
-            f"{path}: {_PROBLEM_TEXT[problem.reason]} "
-            f"(reason={problem.reason}, file={file_id(problem.parts)})",
-            file=out,
-        )
-    over = [scope for scope, size in sizes.items() if size > memory.settings.candidate_limit]
-    for scope in over:
-        print(
-            f"scope {scope} holds {sizes[scope]} candidate files, more than the candidate limit "
-            f"{memory.settings.candidate_limit}: its reads fail until you raise [memory] "
-            "candidate_limit in ~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT",
-            file=out,
-        )
-    if problems or over:
-        print(f"memory check: {len(problems) + len(over)} problem(s)", file=out)
-        return EXIT_FAILURE
-    print("memory check: OK", file=out)
-    return EXIT_OK
-
-
 # -- export and import --------------------------------------------------------------------
 
 
@@ -474,6 +346,23 @@ _REMEMBERED: Final = (
 )
 
 
+_LINE_BYTES: Final = MAX_RECORD_BYTES + 1
+"""The longest line read: one record, as large as a record file may be, and its newline."""
+
+
+def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """Numbered lines of at most `_LINE_BYTES`; a longer line is read past, as None."""
+    number = 0
+    while line := handle.readline(_LINE_BYTES + 1):
+        number += 1
+        if len(line) <= _LINE_BYTES:
+            yield number, line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = handle.readline(_LINE_BYTES + 1)
+        yield number, None
+
+
 def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     """Remember each record of a JSON-lines file (as `memory export` writes them), with
     `memory_remember`'s checks; a dry run unless ``apply``. Archived records are left
@@ -481,14 +370,16 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     mutations = MutationService(memory.service, memory.settings.candidate_limit)
     counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0}
     try:
-        handle = open(file, encoding="utf-8")  # noqa: SIM115 - closed below
+        handle = open(file, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         return _error(f"{file}: {exc.strerror}")
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            verdict = _import_line(mutations, line, apply)
+        for number, data in _lines(handle):
+            text, verdict = _decoded(data)
+            if text is not None:
+                if not text.strip():
+                    continue
+                verdict = _import_line(mutations, text, apply)
             counts[verdict[0]] += 1
             print(f"{file}:{number}: {verdict[1]}", file=out)
     action = "remembered" if apply else "would remember"
@@ -499,6 +390,17 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
         file=out,
     )
     return EXIT_FAILURE if counts["invalid"] else EXIT_OK
+
+
+def _decoded(data: bytes | None) -> tuple[str | None, tuple[str, str]]:
+    """A line's text, or the verdict on a line that cannot hold a record at all."""
+    if data is None:
+        return None, ("invalid", f"longer than {_LINE_BYTES} bytes, the most one record takes")
+    try:
+        return data.decode("utf-8"), ("invalid", "")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{data[exc.start]:02x} at column {exc.start + 1}"
+        return None, ("invalid", f"not UTF-8 ({where})")
 
 
 def _import_line(mutations: MutationService, line: str, apply: bool) -> tuple[str, str]:
@@ -528,4 +430,7 @@ def _import_line(mutations: MutationService, line: str, apply: bool) -> tuple[st
     status = answer["status"]
     if status in ("already_exists", "existing_archived"):
         return "existing", f"{status}: {where}"
+    if status == "would_remember" and isinstance(reference, V2Reference):
+        # The id is drawn when the record is written; a dry run's would be a different one.
+        where = _display((*reference_parts(reference)[:-1], "<new id>.json"))
     return "new", f"{status}: {where}"

@@ -28,6 +28,7 @@ from mymcp.plugins.mnemosyne.memory import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LI
 __all__ = [
     "CANDIDATE_LIMIT_ENV",
     "GATE_ENVIRONMENT",
+    "KNOWN_VARIABLES",
     "MAX_SETTINGS_BYTES",
     "MEMORY_ROOT_ENV",
     "MnemosyneSettings",
@@ -38,6 +39,8 @@ __all__ = [
     "parse_gate_value",
     "parse_settings_document",
     "settings_path",
+    "unknown_variables",
+    "VARIABLE_PREFIX",
 ]
 
 _log = logging.getLogger("mymcp.mnemosyne.settings")
@@ -56,6 +59,13 @@ GATE_ENVIRONMENT: Final[Mapping[str, tuple[str, str]]] = {
     "revise": ("MNEMOSYNE_MEMORY_REVISE_ENABLED", "revise_enabled"),
     "forget": ("MNEMOSYNE_MEMORY_FORGET_ENABLED", "forget_enabled"),
 }
+KNOWN_VARIABLES: Final = (
+    MEMORY_ROOT_ENV,
+    CANDIDATE_LIMIT_ENV,
+    *(variable for variable, _ in GATE_ENVIRONMENT.values()),
+)
+VARIABLE_PREFIX: Final = "MNEMOSYNE_MEMORY_"
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9_]{1,80}")
 _FILE_KEYS: Final = frozenset({*(key for _, key in GATE_ENVIRONMENT.values()), CANDIDATE_LIMIT_KEY})
 # No sign, no blanks, no leading zeros; seven digits already exceed the maximum, so the
 # length bound keeps int() away from huge inputs.
@@ -162,6 +172,17 @@ def memory_root(environ: Mapping[str, str] | None = None, home: Path | None = No
     if not value:
         return resolved / SETTINGS_DIRECTORY / "memory"
     return resolved / value[2:]
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The `MNEMOSYNE_MEMORY_*` variables that name no setting (a misspelling is
+    otherwise silently ignored), sorted."""
+    env = os.environ if environ is None else environ
+    return tuple(
+        sorted(
+            name for name in env if name.startswith(VARIABLE_PREFIX) and name not in KNOWN_VARIABLES
+        )
+    )
 
 
 def index_snapshot_directory(
@@ -272,6 +293,10 @@ def load_mnemosyne_settings(
     directory means defaults. Anything still unresolved defaults to off / `CANDIDATE_LIMIT_DEFAULT`.
     """
     env = os.environ if environ is None else environ
+    for name in unknown_variables(env):
+        # The name only, never the value; a name that is not plain text is not shown.
+        shown = name if _PLAIN_NAME.fullmatch(name) else "?"
+        _log.warning("mnemosyne_settings outcome=unknown_variable name=%s", shown)
     try:
         gates, limit = _environment_overrides(env)
         source = "environment"

@@ -1,0 +1,301 @@
+"""What `mymcp check` and `mymcp memory check` say about the memory: one set of checks
+of the root itself, one walk naming every file the server passes over, one comparison
+of the scopes with the candidate limit.
+
+`mymcp check` shows the summary, `mymcp memory check` every file. Both run on the
+operator's own terminal, so they name paths; they change and create nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import stat
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+from mymcp.errors import Diagnostic, Location
+from mymcp.plugins.mnemosyne._settings import (
+    KNOWN_VARIABLES,
+    MEMORY_ROOT_ENV,
+    VARIABLE_PREFIX,
+    MnemosyneSettings,
+    memory_root,
+    unknown_variables,
+)
+from mymcp.plugins.mnemosyne.memory import (
+    CANDIDATE_LIMIT_MAX,
+    MAX_RECORD_BYTES,
+    RECORD_SUFFIX,
+    MemoryIndex,
+    Problem,
+    Scope,
+    file_id,
+)
+
+__all__ = [
+    "PROBLEM_TEXT",
+    "RootCheck",
+    "check_memory",
+    "check_root",
+    "is_unsafe_mode",
+    "memory_problems",
+    "problem_line",
+    "run_memory_check",
+]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+
+PROBLEM_TEXT: Final[Mapping[str, str]] = {
+    "symlink": "a symbolic link; links are never followed",
+    "too_deep": "nested deeper than four directories below its scope",
+    "unreadable": "cannot be read (or is not a regular file)",
+    "oversized": f"larger than {MAX_RECORD_BYTES} bytes",
+    "invalid_encoding": "not UTF-8",
+    "invalid_json": "not valid JSON (or repeats a key)",
+    "invalid_record": "valid JSON, but not a memory record (wrong or missing fields)",
+    "path_mismatch": "a canonical record in the wrong place for its scope, namespace, "
+    "collection or id",
+    "duplicate_id": "a legacy record whose id another file in the scope also has",
+    "unsafe_permissions": "writable by group or others",
+}
+
+_RAISE_LIMIT: Final = (
+    "raise [memory] candidate_limit in ~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT"
+)
+
+
+def is_unsafe_mode(mode: int) -> bool:
+    """Writable by group or others: the server reads no such record file, and trusts no
+    such directory."""
+    return os.name == "posix" and bool(mode & 0o022)
+
+
+def problem_line(root: Path, problem: Problem) -> str:
+    """`<path>: <why> (reason=<reason>, file=<file id>)`; the file id is what the server
+    logs, so a log line can be matched with the file."""
+    path = root.joinpath(*problem.parts)
+    text = PROBLEM_TEXT.get(problem.reason, problem.reason)
+    return f"{path}: {text} (reason={problem.reason}, file={file_id(problem.parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class RootCheck:
+    """The memory root as one operation would resolve it, whether it is an existing
+    directory to walk, and what is wrong with it (errors) or worth a look (warnings)."""
+
+    root: Path
+    present: bool
+    findings: tuple[Diagnostic, ...]
+
+    @property
+    def failed(self) -> bool:
+        return any(finding.severity == "error" for finding in self.findings)
+
+
+def _unknown_variable_warnings(environ: Mapping[str, str]) -> Iterator[Diagnostic]:
+    # Every name shares the prefix, so only what follows it tells a near miss.
+    suffixes = {name.removeprefix(VARIABLE_PREFIX): name for name in KNOWN_VARIABLES}
+    for name in unknown_variables(environ):
+        guess = difflib.get_close_matches(name.removeprefix(VARIABLE_PREFIX), suffixes, n=1)
+        hint = f"did you mean {suffixes[guess[0]]}? " if guess else ""
+        yield Diagnostic(
+            "unknown_environment",
+            "Mnemosyne does not know this environment variable and ignores it",
+            Location(source=f"${name}"),
+            f"{hint}Mnemosyne reads {', '.join(KNOWN_VARIABLES)}",
+            severity="warning",
+        )
+
+
+def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
+    """Check the root before anything reads it: absolute, an existing directory (or one
+    the first `memory_remember` can create), not writable by group or others.
+
+    Raises `MnemosyneSettingsError` when no root can be resolved at all (see
+    `memory_root`).
+    """
+    env = os.environ if environ is None else environ
+    configured = memory_root(env)
+    root = Path(os.path.abspath(configured))
+    where = Location(source=str(root))
+    findings = list(_unknown_variable_warnings(env))
+    if not configured.is_absolute():
+        findings.append(
+            Diagnostic(
+                "memory_root_relative",
+                "Mnemosyne memory root is not an absolute path",
+                Location(source=f"${MEMORY_ROOT_ENV}"),
+                f"{str(configured)!r} depends on the directory the server starts in",
+            )
+        )
+    if not root.exists():
+        ancestor = next((path for path in root.parents if path.exists()), None)
+        problem = None
+        if ancestor is None:
+            problem = "no part of the path exists"
+        elif not ancestor.is_dir():
+            problem = f"{ancestor} is not a directory"
+        elif not os.access(ancestor, os.W_OK | os.X_OK):
+            problem = f"{ancestor} is not writable"
+        if problem is not None:
+            findings.append(
+                Diagnostic(
+                    "memory_root_unavailable",
+                    "Mnemosyne memory root cannot be created",
+                    where,
+                    f"{problem}; set {MEMORY_ROOT_ENV} to a directory you own",
+                )
+            )
+        return RootCheck(root, False, tuple(findings))
+    if not root.is_dir():
+        findings.append(
+            Diagnostic(
+                "memory_root_unavailable",
+                "Mnemosyne memory root is not a directory",
+                where,
+                f"set {MEMORY_ROOT_ENV} to a directory (or to where one can be created)",
+            )
+        )
+        return RootCheck(root, False, tuple(findings))
+    mode = stat.S_IMODE(os.stat(root).st_mode)
+    if is_unsafe_mode(mode):
+        findings.append(
+            Diagnostic(
+                "memory_root_unsafe_permissions",
+                "Mnemosyne memory root is writable by others",
+                where,
+                f"mode {mode:04o}; run: chmod go-w {root}",
+            )
+        )
+    return RootCheck(root, True, tuple(findings))
+
+
+def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
+    """Every file the server would pass over under ``root`` and every file or directory
+    writable by others, with the number of candidate files per scope. Reads every file
+    once, in a fresh index: nothing is cached, changed or created (and nothing logged).
+    """
+    index = MemoryIndex(root, watch=False)
+    problems: set[Problem] = set()
+    sizes: dict[Scope, int] = {}
+    # The report names every file; the store's own warnings would only repeat it.
+    store_log = logging.getLogger("mymcp.memory.store")
+    level = store_log.level
+    store_log.setLevel(logging.ERROR)
+    try:
+        for scope in Scope:
+            selection = index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
+            sizes[scope] = selection.candidates
+            problems.update(index.problems(scope))
+    finally:
+        store_log.setLevel(level)
+        index.close()
+    # The index may already pass over loose record files itself; a set names each once.
+    problems.update(_loose_permissions(root))
+    return sorted(problems, key=lambda problem: (problem.parts, problem.reason)), sizes
+
+
+def _loose_permissions(root: Path) -> Iterator[Problem]:
+    if os.name != "posix":
+        return
+    for directory, directories, files in os.walk(root):
+        here = Path(directory)
+        for name in (*directories, *files):
+            try:
+                info = os.lstat(here / name)
+            except OSError:
+                continue
+            watched = stat.S_ISDIR(info.st_mode) or name.endswith(RECORD_SUFFIX)
+            if watched and not stat.S_ISLNK(info.st_mode) and is_unsafe_mode(info.st_mode):
+                yield Problem((here / name).relative_to(root).parts, "unsafe_permissions")
+
+
+def _over_limit(root: Path, sizes: Mapping[Scope, int], limit: int) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            "candidate_limit_exceeded",
+            "Mnemosyne scope holds more files than the candidate limit",
+            Location(source=str(root / scope.value)),
+            f"{size} files, limit {limit}: reads of the scope fail; {_RAISE_LIMIT}",
+        )
+        for scope, size in sizes.items()
+        if size > limit
+    ]
+
+
+def _largest(sizes: Mapping[Scope, int]) -> Scope:
+    return max(sizes, key=lambda scope: sizes[scope])
+
+
+def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnostic]]:
+    """`mymcp check`'s view of the memory: summary lines, and findings (errors: a root
+    that is relative, unsafe or cannot be created, a scope over the candidate limit;
+    warnings: files the server skips, which `mymcp memory check` names, and unknown
+    `MNEMOSYNE_MEMORY_*` variables)."""
+    checked = check_root()
+    root = checked.root
+    findings = list(checked.findings)
+    if not checked.present:
+        state = " (absent; created by the first remember)" if not root.exists() else ""
+        return [f"memory: {root}{state}"], findings
+    problems, sizes = memory_problems(root)
+    largest = _largest(sizes)
+    limit = settings.candidate_limit
+    lines = [
+        f"memory: {root} ({sum(sizes.values())} files; largest scope {largest} holds "
+        f"{sizes[largest]} of the candidate limit {limit})"
+    ]
+    findings.extend(_over_limit(root, sizes, limit))
+    if problems:
+        findings.append(
+            Diagnostic(
+                "memory_files_skipped",
+                "Mnemosyne skips files under the memory root",
+                Location(source=str(root)),
+                f"{len(problems)} file(s); `mymcp memory check` names each and why",
+                severity="warning",
+            )
+        )
+    return lines, findings
+
+
+def run_memory_check(settings: MnemosyneSettings, out: TextIO) -> int:
+    """`mymcp memory check`: the root's own faults, then every file the server passes
+    over and every scope over the candidate limit, one line each; exit 1 when any."""
+    checked = check_root()
+    root = checked.root
+    state = "" if checked.present or root.exists() else " (absent; created by the first remember)"
+    print(f"memory root: {root}{state}", file=out)
+    errors = [finding for finding in checked.findings if finding.severity == "error"]
+    for finding in checked.findings:
+        if finding.severity == "warning":
+            print(f"mymcp: warning: {finding.render()}", file=sys.stderr)
+    for finding in errors:
+        print(finding.render(), file=out)
+    problems: list[Problem] = []
+    over: list[Diagnostic] = []
+    if checked.present:
+        problems, sizes = memory_problems(root)
+        largest = _largest(sizes)
+        print(
+            f"records: {sum(sizes.values())} candidate files; largest scope {largest} holds "
+            f"{sizes[largest]} (candidate limit {settings.candidate_limit})",
+            file=out,
+        )
+        for problem in problems:
+            print(problem_line(root, problem), file=out)
+        over = _over_limit(root, sizes, settings.candidate_limit)
+        for finding in over:
+            print(finding.render(), file=out)
+    count = len(errors) + len(problems) + len(over)
+    if count:
+        print(f"memory check: {count} problem(s)", file=out)
+        return EXIT_FAILURE
+    print("memory check: OK", file=out)
+    return EXIT_OK

@@ -1,0 +1,49 @@
+"""`mymcp … --help` reads well: every command says what it does in its own help, and
+every argument and option says what it takes."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+from mymcp.cli import _parser
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_command_describes_itself_and_every_argument() -> None:
+    seen = dict(_commands(_parser()))
+    assert {" ".join(path) for path in seen} >= {
+        "serve",
+        "check",
+        "audit verify",
+        "memory check",
+        "plugin check",
+        "auth token revoke",
+    }
+    for path, parser in seen.items():
+        where = "mymcp " + " ".join(path)
+        assert parser.description, f"{where} --help has no description"
+        assert parser.description[0].isupper(), where
+        assert parser.description.endswith("."), where
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            assert action.help, f"{where}: {action.dest} has no help"
+
+
+def test_a_listed_summary_opens_the_command_s_own_help() -> None:
+    commands = dict(_commands(_parser()))
+    memory_check = commands[("memory", "check")]
+    assert memory_check.description is not None
+    assert "symlink" in memory_check.description
+    revoke = commands[("auth", "token", "revoke")]
+    assert revoke.description == "Remove one credential by id."
