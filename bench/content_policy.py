@@ -4,8 +4,8 @@ Every checked field of ``memory_remember`` and ``memory_revise`` goes through
 ``find_disallowed``; the longest is ``content`` at 4,000 characters. This script builds
 inputs of exactly that length that are hard for each detector family (long runs of a
 pattern's prefix that never complete, dense near-misses, digit groups with no Luhn-valid
-window, text that needs Unicode folding, ...) plus ordinary prose and code, and times one
-call per field on each:
+window, text that needs Unicode folding or several readings, ...) plus ordinary prose
+and code, and times one call per field on each:
 
 * ``policy``: the current ``find_disallowed``;
 * ``legacy``: the filter it replaced, copied below as ``legacy_find_disallowed`` (its URL
@@ -186,6 +186,12 @@ def prose() -> str:
     return " ".join(rng.choice(words) for _ in range(FIELD))[:FIELD]
 
 
+def mixed_unicode() -> str:
+    """Blanks, two-way and plain lookalikes, digits and dashes at random: every reading."""
+    pieces = ["a", "1", "-", " ", "\u2003", "\u2009", "\u041e", "\u0430", "\u0399"]
+    return "".join(rng.choice(pieces) for _ in range(FIELD))
+
+
 CODE = fill(
     "def load(path: Path) -> dict[str, Any]:\n"
     "    with path.open() as handle:\n"
@@ -242,6 +248,19 @@ CASES: list[tuple[str, str, str]] = [
     ("unicode", "tag characters", fill("\U000e0041")),
     ("unicode", "dotted capital I", fill("\u0130")),
     ("unicode", "Arabic-Indic digits", fill("\u0661 ")),
+    ("unicode", "thin spaces between words", prose().replace(" ", "\u2009")),
+    ("unicode", "two-way lookalikes (Cyrillic O)", prose().replace("o", "\u041e")),
+    (
+        "unicode",
+        "em spaces, two-way lookalikes",
+        prose().replace(" ", "\u2003").replace("o", "\u041e"),
+    ),
+    ("unicode", "blanks, lookalikes, digits mixed", mixed_unicode()),
+    ("unicode", "Braille blanks and Hangul fillers", fill("a\u2800b\u3164")),
+    ("url userinfo", "://: repeated (no user)", fill("://:")),
+    ("password prose", "password's + word", fill("password's hash ")),
+    ("password prose", "my secret is + word", fill("my secret is safe ")),
+    ("password prose", "password for a b: c", fill("password for a b: c ")),
 ]
 
 

@@ -5,9 +5,10 @@ and return JSON-ready outcomes, and ``tool_definitions`` says what each tool acc
 This ``__all__`` is the package's only public face; its modules are internal.
 
 Modules, each depending only on those listed before it: ``model`` (values and errors),
-``policy`` (content policy), ``store`` (files, walks, lock, writer), ``search`` (text
-analysis and BM25F), ``index`` (rows, revalidation, derived views, snapshot),
-``tools`` (definitions, argument validation, outcomes), ``reads`` and ``writes``.
+``confusables`` (lookalike characters), ``policy`` (content policy), ``store`` (files,
+walks, lock, writer), ``search`` (text analysis and BM25F), ``index`` (rows,
+revalidation, derived views, snapshot), ``tools`` (definitions, argument validation,
+outcomes), ``reads`` and ``writes``.
 """
 
 from .index import IndexedRecord, MemoryIndex, Problem, Selection, Tally

@@ -7,17 +7,30 @@ first match is reported, as a public field name plus one reason word. The matche
 its offset and the detector that fired never leave this module.
 
 What the detectors see
-    Matching runs on a *reading* of the text; the stored text is never changed. The
-    reading is the text as a person sees it: NFKC (fullwidth, mathematical, circled and
+    Matching runs on *readings* of the text; the stored text is never changed. A reading
+    is the text as a person sees it: NFKC (fullwidth, mathematical, circled and
     superscript forms become plain ones), accented letters read as their base letter,
     format characters (zero-width space and joiners, soft hyphen, BOM, bidi controls, tag
-    characters), combining marks, variation selectors, Hangul fillers and control
-    characters dropped, and lookalike letters of other scripts (Cyrillic, Greek, Armenian,
-    Cherokee, Lisu, a few Latin ones), other scripts' decimal digits, dashes, spaces and a
-    few punctuation lookalikes folded to ASCII. Text smuggled entirely in Unicode tag
-    characters is decoded and checked as well. A secret split by invisible characters or
-    spelled with lookalikes is therefore refused exactly like the plain one: nothing an
-    invisible character hides can be stored.
+    characters), combining marks, variation selectors, control characters, code points
+    the interpreter's Unicode tables do not know, and the characters that render as
+    (almost) nothing although Unicode files them otherwise (hair space, Braille blank,
+    Hangul fillers) dropped; every lookalike of an ASCII letter, digit or token
+    punctuation mark in Unicode's confusables data (``confusables``: Cyrillic, Greek,
+    Armenian, Cherokee, Canadian syllabics, Lisu, Latin extensions, symbols, ...), other
+    scripts' decimal digits and dashes folded to ASCII.
+
+    A glyph that passes for two characters (a Greek capital iota for I or l, a Cyrillic
+    capital O for O or 0, a Bengali four for 4 or 8) reads as the first, and a second
+    reading takes the other for all of them at once. The no-break space is an ordinary
+    space; any other blank (thin, en, em, ideographic and the other typographic spaces,
+    line and paragraph separators) reads as a space and, in another reading of the word
+    and token detectors, as nothing, since it may stand between two words or hide inside
+    a token. That reading, where words may be glued together, is not checked for
+    sentences such as "my password is ..."; the card detector takes a blank for a
+    separator. Text smuggled entirely in Unicode tag characters is decoded and checked as
+    well. A secret split by invisible characters or blanks, or spelled with lookalikes, is
+    therefore refused exactly like the plain one: nothing an invisible character hides
+    can be stored.
 
 What is caught
     * private keys: PEM and PGP "BEGIN ... PRIVATE KEY" armour in any letter case and with
@@ -40,10 +53,17 @@ What is caught
       longer identifier and the unquoted value is a type, keyword or common variable name
       (``aws_secret_access_key=None``); keys naming any other token, a signature or
       ``something_key`` when the value has sixteen or more characters mixing letters and
-      digits; and prose such as "my password is hunter2". The code and prose rules are
-      heuristics: a bare key (``password: ...``) refuses any other value of four or more
-      characters, and a single word after "password is" that reads as English (a short
-      word, a participle, an adverb or a listed adjective) is prose.
+      digits; and prose such as "my password is hunter2", "password for the router:
+      Xk9!mq2z", "my password's hunter2x" or "my api key is abcd1234efgh5678". The code
+      and prose rules are heuristics: a bare key (``password: ...``) refuses any other
+      value of four or more characters; after "password is" any quoted value of four or
+      more characters is a password and so is a word that does not read as English (a
+      word of three letters or fewer, a listed word such as "correct" or "required", or
+      one ending like a participle, adverb or adjective, "-ed", "-ing", "-ly", "-able",
+      "-ous", ...); after words with everyday senses ("my secret is", "the token is",
+      "the password's") only a value that looks like a secret is one: six or more
+      characters mixing letters with digits or symbols, or with letter case changing
+      inside the word.
     * compact JOSE tokens: three dot-separated base64url segments, the first a JSON
       header starting ``eyJ``;
     * US social-security numbers: 3-2-4 with hyphens, always; 3-2-4 with single spaces or
@@ -69,7 +89,16 @@ What is not caught
     is" before it), secrets broken up by visible characters, spelled out, encoded
     (base64, hex, ROT13) or written with digit-for-letter swaps, and anything glued to
     surrounding letters where a detector needs a word boundary to stay quiet on ordinary
-    text (a legacy ``sk-`` key or a card number directly after a letter).
+    text (a legacy ``sk-`` key or a card number directly after a letter). Nor are a few
+    spellings the readings cannot undo: one text using a two-way glyph both ways (a Greek
+    capital iota for the I and for the l of one token) or one outside the basic plane
+    its second way (``confusables`` says why), a digit 1 written as a letter I or
+    l lookalike, private-use characters (a font may draw them as anything), a secret split
+    by a no-break space (which reads as the space it looks like), one text using blanks
+    both between words and inside a secret (all of them read one way; no-break spaces
+    between the words are fine), a blank inside the password of a sentence ("my
+    password is hun\u2009ter2"), and a card number with a blank inside a digit group
+    (both read the blank as the gap it shows).
 
 Ordinary text stays storable: versions, dates, times, IP addresses, hostnames, module
 paths, phone numbers, ISBNs and other numbers that fail Luhn or the card layouts, hex
@@ -80,7 +109,9 @@ Cost
     Every pattern starts with a literal (or a one-character class) and uses only bounded
     repetitions, repetitions over classes disjoint from what follows them, or a part
     captured once by a lookahead, so a failed attempt costs bounded work and each field
-    is checked in time linear in its length. Card windows are Luhn-checked as one slice
+    is checked in time linear in its length. A field has at most four readings (the
+    second reading, each with blanks read both ways) and a tag payload, so the readings
+    multiply that cost by a small constant. Card windows are Luhn-checked as one slice
     sum over precomputed per-digit weights. ``bench/content_policy.py`` measures the worst
     cases.
 """
@@ -91,12 +122,13 @@ import functools
 import operator
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import accumulate, repeat
 from typing import Final
 
+from . import confusables
 from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["PolicyReason", "enforce_content_policy", "find_disallowed"]
@@ -114,113 +146,118 @@ class PolicyReason(StrEnum):
 
 # --- the reading the detectors match ------------------------------------------------------
 
-# Lookalikes of the ASCII letters token alphabets use, by script. Each string pairs with
-# the ASCII string below it, character by character.
-_LOOKALIKES: Final = (
-    # Cyrillic
-    ("АВСЕНІЈКМОРЅТХУҮӀԚԜЗ", "ABCEHIJKMOPSTXYYlQW3"),
-    ("аеорсухѕіјһԁԛԝӏүкмтнвгпь", "aeopcyxsijhdqwlykmtHBrnb"),
-    # Greek
-    ("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧϹͿϜ", "ABEZHIKMNOPTYXCJF"),  # noqa: RUF001
-    ("αονιρυχγκτϲϳε", "aovipuxyktcje"),
-    # Armenian
-    ("ՕօսցհոզՍՏԼ", "OoughnqUSL"),
-    # Cherokee capitals
-    ("ᎪᏴᏟᎬᏀᎻᎫᏦᏞᎷᏢᏚᎢᏙᏔᏉᏃᎠᎡᏒ", "ABCEGHJKLMPSTVWVZDRR"),
-    # Lisu
-    ("ꓐꓑꓒꓓꓔꓖꓗꓙꓚꓜꓝꓟꓠꓡꓢꓣꓦꓧꓪꓫꓬꓮꓰꓲꓳꓴ", "BPdDTGKJCZFMNLSRVHWXYAEIOU"),  # noqa: RUF001
-    # Latin letters that read as other ASCII letters
-    ("ıȷɑɡɩǀʟꜱꞮ", "ijagilLsI"),
-)
+# Dropped characters leave ``_MARK`` in a reading; the card detector sees the marks (a
+# digit run with hidden characters in it is judged by its digits alone), every other
+# detector sees the reading with them removed. NUL itself is a dropped control character.
+_MARK: Final = "\x00"
+# Blanks other than the ASCII and no-break spaces leave ``_BLANK``: a noncharacter, so
+# NFKC keeps it and no text means it. The detectors of words and tokens see each reading
+# twice, the blank read as a space and as nothing (it may sit inside a token or between
+# words); the card detector reads it as a separator.
+_BLANK: Final = "\ufdd0"
 
-# Punctuation lookalikes that matter to the shapes: dots, slashes, colons, equals, minus.
-_PUNCTUATION: Final = {
-    "\u00b7": ".",  # middle dot
-    "\u2027": ".",  # hyphenation point
-    "\u30fb": ".",  # katakana middle dot
-    "\u2044": "/",  # fraction slash
-    "\u2215": "/",  # division slash
-    "\u29f8": "/",  # big solidus
-    "\u02d0": ":",  # modifier letter triangular colon
-    "\u2236": ":",  # ratio
-    "\ua789": ":",  # modifier letter colon
-    "\ua78a": "=",  # modifier letter short equals
-    "\u2212": "-",  # minus sign
-    "\u2043": "-",  # hyphen bullet
-    "\u02d7": "-",  # modifier letter minus
-    "\u2800": " ",  # braille blank
-}
-
-# Letters that render as nothing although Unicode files them as letters (Hangul fillers).
-_INVISIBLE_LETTERS: Final = "\u115f\u1160\u3164\uffa0"
-# ASCII control characters other than tab and line ends are dropped as well.
-_DROPPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Mn", "Me"})
+# The categories dropped: format and control characters, combining marks, and code points
+# this interpreter's Unicode tables do not know (a newer version may have made them format
+# characters). ASCII control characters other than tab and line ends are dropped as well.
+_DROPPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Mn", "Me", "Cn"})
+# Blanks: spaces, line and paragraph separators; but the no-break space is an ordinary
+# space, typed between words by editors and keyboards (Option-Space, French typography).
+_BLANK_CATEGORIES: Final = frozenset({"Zs", "Zl", "Zp"})
+_NO_BREAK_SPACE: Final = 0xA0
+# Characters that render as (almost) nothing, or as a blank no text uses between words,
+# although their category says otherwise: the hair space, the Braille blank and the
+# Hangul fillers. They are dropped like format characters.
+_INVISIBLE_LETTERS: Final = "\u200a\u2800\u115f\u1160\u3164\uffa0"
 # Tag characters spell ASCII invisibly: U+E0020..U+E007E mirror U+0020..U+007E.
 _TAG_OFFSET: Final = 0xE0000
 _TAG_RUN: Final = re.compile("[\U000e0020-\U000e007e]+")
 # Everything above the two first planes is dropped wholesale in the special-purpose
-# plane (tags, variation selectors) and left alone elsewhere (CJK and unassigned).
+# plane (tags, variation selectors) and left alone elsewhere (CJK ideographs and private
+# use).
 _SCANNED_PLANES: Final = range(0x80, 0x20000)
 _SPECIAL_PURPOSE_PLANE: Final = range(0xE0000, 0xE1000)
 
 
-# Dropped characters leave this mark in the reading the card detector sees (a digit run
-# with hidden characters in it is judged by its digits alone); every other detector sees
-# the reading with the marks removed. NUL itself is a dropped control character.
-_MARK: Final = "\x00"
-
-
 @dataclass(frozen=True, slots=True)
 class _Folding:
-    """How the reading is made from NFKC text, built once from Unicode's tables."""
+    """How the readings are made, built once from Unicode's tables.
 
-    table: dict[int, int | str]  # every character the reading changes or drops
-    applies: re.Pattern[str]  # any character of ``table``, and every astral character
+    Each table comes with a pattern finding any character it changes.
+    """
+
+    # Blanks and invisible letters, marked before NFKC (which turns most of them into an
+    # ASCII space or another filler).
+    early: dict[int, str]
+    any_early: re.Pattern[str]
+    # After NFKC: every character the reading changes or drops, but the two-way glyphs.
+    table: dict[int, str]
+    applies: re.Pattern[str]
+    # The glyphs that pass for two ASCII characters, to their first and second reading.
+    first: dict[int, str]
+    second: dict[int, str]
+    two_way: re.Pattern[str]
 
 
-def _fold_letters(text: str, lookalikes: dict[int, int]) -> str:
+def _fold_letters(text: str, lookalikes: dict[int, str]) -> str:
     """``text`` decomposed, without its marks, lookalikes folded (used to build tables)."""
     decomposed = unicodedata.normalize("NFKD", text)
     bare = "".join(c for c in decomposed if unicodedata.category(c) not in _DROPPED_CATEGORIES)
     return bare.translate(lookalikes)
 
 
+def _any_of(codes: Iterable[int]) -> re.Pattern[str]:
+    """A pattern finding any of ``codes``, and every astral character if one is astral.
+
+    A class over the basic plane compiles to a bitmap; astral characters in it would make
+    every test a linear search.
+    """
+    codes = sorted(codes)
+    basic = "".join(re.escape(chr(code)) for code in codes if code <= 0xFFFF)
+    astral = "|[\U00010000-\U0010ffff]" if codes and codes[-1] > 0xFFFF else ""
+    return re.compile(f"[{basic}]{astral}")
+
+
 @functools.cache
 def _folding() -> _Folding:
-    """Built on first use (about 0.1 s) from the running interpreter's Unicode tables."""
-    mark = ord(_MARK)
-    lookalikes = {
-        ord(lookalike): ord(letter)
-        for lookalike_letters, ascii_letters in _LOOKALIKES
-        for lookalike, letter in zip(lookalike_letters, ascii_letters, strict=True)
-    }
-    table: dict[int, int | str] = {code: mark for code in _SPECIAL_PURPOSE_PLANE}
-    table.update((ord(char), mark) for char in _INVISIBLE_LETTERS)
-    table.update((code, mark) for code in _ASCII_CONTROL_CODES)
+    """Built on first use (a few tens of milliseconds) from the interpreter's Unicode tables."""
+    lookalikes = {ord(char): plain for char, plain in confusables.lookalikes().items()}
+    table = dict.fromkeys(_SPECIAL_PURPOSE_PLANE, _MARK)
+    table.update(dict.fromkeys(_ASCII_CONTROL_CODES, _MARK))
+    spaces = []
     for code in _SCANNED_PLANES:
         char = chr(code)
         category = unicodedata.category(char)
         if category in _DROPPED_CATEGORIES:
-            table[code] = mark
+            table[code] = _MARK
+        elif category in _BLANK_CATEGORIES:
+            if code != _NO_BREAK_SPACE:  # NFKC makes it an ASCII space
+                table[code] = _BLANK
+                spaces.append(code)
         elif category == "Nd":
-            table[code] = 0x30 + unicodedata.decimal(char)
+            table[code] = str(unicodedata.decimal(char))
         elif category == "Pd":
-            table[code] = ord("-")
-        elif category == "Zs":
-            table[code] = ord(" ")
-        elif category in ("Zl", "Zp"):
-            table[code] = ord("\n")
+            table[code] = "-"
         elif unicodedata.decomposition(char):
             # Accented letters NFKC keeps composed (é, Ấ, ё) read as their base letter.
             base = _fold_letters(char, lookalikes)
             if base.isascii() and base:
                 table[code] = base
     table.update(lookalikes)
-    table.update((ord(lookalike), ord(plain)) for lookalike, plain in _PUNCTUATION.items())
-    # A class over the basic plane compiles to a bitmap; astral ranges in it would make
-    # every test a linear search, so any astral character sends the text through the table.
-    basic = "".join(re.escape(chr(code)) for code in sorted(table) if code <= 0xFFFF)
-    return _Folding(table=table, applies=re.compile(f"[{basic}]|[\U00010000-\U0010ffff]"))
+    table.update(dict.fromkeys(map(ord, _INVISIBLE_LETTERS), _MARK))
+    # The marks read as themselves, and so need no entry.
+    del table[ord(_MARK)], table[ord(_BLANK)]
+    early = {code: table[code] for code in (*spaces, *map(ord, _INVISIBLE_LETTERS))}
+    second = {ord(char): plain for char, plain in confusables.second_readings().items()}
+    first = {code: table.pop(code) for code in second}
+    return _Folding(
+        early=early,
+        any_early=_any_of(early),
+        table=table,
+        applies=_any_of(table),
+        first=first,
+        second=second,
+        two_way=_any_of(second),
+    )
 
 
 _ASCII_CONTROL_CODES: Final = (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)
@@ -228,25 +265,63 @@ _ASCII_CONTROL_TO_MARK: Final = dict.fromkeys(_ASCII_CONTROL_CODES, ord(_MARK))
 _TAG_TO_ASCII: Final = {code: code - _TAG_OFFSET for code in range(0xE0020, 0xE007F)}
 
 
-def _readings(text: str) -> tuple[str, ...]:
-    """The text as read (see the module docstring), plus any tag-character payload.
+def _readings(text: str) -> list[str]:
+    """The text as read (see the module docstring): the reading, its second reading when
+    the text holds glyphs that pass for two ASCII characters, and any tag-character
+    payload.
 
-    Characters the reading drops are left as ``_MARK``.
+    Characters the reading drops are left as ``_MARK``, blanks as ``_BLANK``.
     """
     if text.isascii():
-        return (text.translate(_ASCII_CONTROL_TO_MARK),)
+        return [text.translate(_ASCII_CONTROL_TO_MARK)]
     folding = _folding()
     hidden = "".join(_TAG_RUN.findall(text))
+    text = _translated(text, folding.any_early, folding.early)
+    # Two-way glyphs are left as they are by the table, so one translation of the text
+    # serves both readings.
+    read = _translated(unicodedata.normalize("NFKC", text), folding.applies, folding.table)
+    readings = [read]
+    if folding.two_way.search(read):
+        readings = [
+            _translated(read, folding.two_way, folding.first),
+            _translated(read, folding.two_way, folding.second),
+        ]
     if hidden:  # decoded, the payload is printable ASCII and needs no folding
-        return (_read(text, folding), hidden.translate(_TAG_TO_ASCII))
-    return (_read(text, folding),)
+        readings.append(hidden.translate(_TAG_TO_ASCII))
+    return readings
 
 
-def _read(text: str, folding: _Folding) -> str:
-    composed = unicodedata.normalize("NFKC", text)
-    if folding.applies.search(composed):
-        return composed.translate(folding.table)
-    return composed
+# Up to this many distinct characters to change, replacing each in turn is faster than
+# translating the text through a table of tens of thousands of entries.
+_FEW_CHARACTERS: Final = 12
+
+
+def _translated(text: str, changed: re.Pattern[str], table: Mapping[int, str]) -> str:
+    """``text.translate(table)``, where ``changed`` finds every character the table
+    changes (and possibly others, which send the text through the table)."""
+    position = 0
+    for _ in range(_FEW_CHARACTERS):
+        found = changed.search(text, position)
+        if found is None:
+            return text
+        char = found.group()
+        value = table.get(ord(char))
+        if value is None:  # found but unlisted, an astral character
+            break
+        # Every value is ASCII or a mark, which no pattern finds: the replaced character
+        # is gone, and the search resumes where it stood.
+        text = text.replace(char, value)
+        position = found.start()
+    return text.translate(table)
+
+
+def _visible(reading: str) -> tuple[str, str | None]:
+    """What the word and token detectors see of one reading: marks removed, each blank
+    read as a space and, when there are blanks, separately as nothing."""
+    visible = reading.replace(_MARK, "")
+    if _BLANK in visible:
+        return visible.replace(_BLANK, " "), visible.replace(_BLANK, "")
+    return visible, None
 
 
 # --- shapes -------------------------------------------------------------------------------
@@ -333,9 +408,9 @@ _VENDOR_TOKENS: Final = (
     r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",  # Shopify
     r"dapi(?<![A-Za-z0-9]dapi)[a-f0-9]{32}(?![A-Za-z0-9])",  # Databricks
     r"mymcp1\.[0-9A-Fa-f]{32}\.[A-Za-z0-9_-]{43}",  # MyMCP operator tokens
-    # URLs carrying user:password userinfo. Neither part may hold a slash, so the scan
-    # from one "://" ends before the next one.
-    r"://(?<=[A-Za-z0-9]://)[^\s/@:?#]{1,256}:[^\s/@?#]{1,256}@",
+    # URLs carrying user:password userinfo, the user possibly empty. Neither part may
+    # hold a slash, so the scan from one "://" ends before the next one.
+    r"://(?<=[A-Za-z0-9]://)[^\s/@:?#]{0,256}:[^\s/@?#]{1,256}@",
 )
 
 # Key names (matched lower-cased, anywhere in an identifier: DB_PASSWORD, clientSecret),
@@ -413,20 +488,31 @@ def _looks_generated(value: str) -> bool:
 
 # Words that commonly follow "the password is" in prose rather than a password.
 _PROSE_WORDS: Final = frozenset(
-    """about above after also always available before being blank both case changeable
-    chosen different easy empty exactly expiring fine forgotten found from given good hard
-    here hidden incorrect insecure insensitive invalid just kept known left long lost made
-    false mandatory meant missing more much needed never none nothing null okay only optional
-    over public random read really required reset right same secret secure sensitive sent
-    shared short shown simple some still stolen strong such supposed taken that their then
-    there these this those told true unique unknown unset unsafe useless valid very visible weak
-    what when where which with within without written wrong your yours""".split()  # noqa: SIM905
+    """about above accepted after also always available bad before being blank both case
+    changeable chosen common correct default different easy empty exactly expiring fine
+    forgotten found from given good great hard here hidden important incorrect insecure
+    insensitive invalid just kept known left long lost made false mandatory meant mine
+    missing more much necessary needed never new none nothing null obvious okay old only
+    optional ours over personal private public random read really required reset right
+    same secret secure sensitive sent set shared short shown simple some still stolen
+    strong such supposed taken temporary that their theirs then there these this those told
+    too true unique unknown unset unsafe useless valid very visible weak what when where
+    which with within without written wrong your yours""".split()  # noqa: SIM905
 )
+# Endings of English participles, adverbs and adjectives: "changed", "expiring", "rarely",
+# "guessable", "obvious", "useful", "pointless".
+_PROSE_ENDINGS: Final = ("ed", "ing", "ly", "able", "ible", "ous", "ful", "less")
 _TRAILING_PUNCTUATION: Final = ".,;:!?)]}>"
 
 
 def _names_password(value: str) -> bool:
-    """Whether the word after "password is" reads as a password rather than as English."""
+    """Whether the word after "password is" reads as a password rather than as English.
+
+    Anything quoted of four or more characters is a password; so is an unquoted word of
+    four or more characters with a digit or a symbol in it or letter case changing inside
+    it. A word of letters alone is a password too (people pick "swordfish"), unless it
+    reads as English: a listed word, or one with a participle, adverb or adjective ending.
+    """
     if value[0] in "\"'`":
         return len(value) - 2 >= 4
     word = value.rstrip(_TRAILING_PUNCTUATION)
@@ -437,9 +523,25 @@ def _names_password(value: str) -> bool:
     if word[1:] != word[1:].lower() and not word.isupper():
         return True  # mixed case such as "hunTer"
     lowered = word.lower()
-    if lowered.endswith(("ed", "ing", "ly")):
+    if lowered.endswith(_PROSE_ENDINGS):
         return False
     return all(part not in _PROSE_WORDS for part in lowered.split("-"))
+
+
+def _looks_like_secret(value: str) -> bool:
+    """Whether a word reads as a secret wherever it stands: six or more characters, not a
+    phrase, letters mixed with digits or symbols or with letter case changing inside.
+
+    This is the test after words that also have everyday senses ("my secret is
+    patience", "the token is expired", "the password's length"), where a word of letters
+    alone is prose.
+    """
+    word = value.strip("\"'`").rstrip(_TRAILING_PUNCTUATION)
+    if len(word) < 6 or " " in word or _LETTER.search(word) is None:
+        return False
+    if not word.replace("-", "").replace("'", "").isalpha():
+        return True
+    return word[1:] != word[1:].lower() and not word.isupper()
 
 
 # Words that, unquoted after a key inside a longer identifier, are code: types, keywords
@@ -481,6 +583,45 @@ def _password_prose(match: re.Match[str], reading: str) -> bool:
     return _REFERENCE.match(value) is None and _names_password(value)
 
 
+def _secret_prose(match: re.Match[str], reading: str) -> bool:
+    value = _value(match, reading)
+    return _REFERENCE.match(value) is None and _looks_like_secret(value)
+
+
+# Sentences about a secret: the noun, an optional phrase naming what it is for, a verb
+# (or, after that phrase, a colon), and the value: "my password is hunter2", "the
+# password for the router was 'swordfish'", "password for the router: Xk9!mq2z", "my
+# password's hunter2x", "my api key is abcd1234efgh5678".
+_PASSWORD_NOUN: Final = r"p(?:ass(?:word|wd|phrase|code)|wd|w(?<![a-z]pw))"  # noqa: S105
+# One pattern per noun, so that each starts with its literal word.
+_SECRET_NOUNS: Final = (
+    "secret(?<![a-z]secret)",
+    "token(?<![a-z]token)",
+    *(
+        f"{word}(?<![a-z]{word})[ _-]?(?:key|token)"
+        for word in ("api", "access", "auth", "bearer", "session", "refresh")
+    ),
+)
+_PROSE_PHRASE: Final = r"[ \t]{1,4}(?:for|to|of|on|at)(?:[ \t]{1,4}[^\s]{1,32}){1,3}"
+_PROSE_VERB: Final = (
+    rf"s?(?:(?:{_PROSE_PHRASE})?[ \t]{{1,4}}(?:is|was|are|were|will[ \t]{{1,4}}be)(?![a-z])"
+    rf"[ \t]{{0,4}}[:=]?|{_PROSE_PHRASE}[ \t]{{0,4}}:)"
+)
+_PROSE_VALUE: Final = (
+    r"[ \t]{0,4}(?:(?:now|still|just|simply)[ \t]{1,4})?"
+    r"(?P<value>[\"'`][^\"'`\n]{1,128}[\"'`]|[^\s\"'`]{1,128})"
+)
+# "password's" is also a possessive ("the password's length is ..."): after it, and after
+# any other secret noun, only a value that looks like a secret is one.
+_PROSE_SHAPES: Final = (
+    _shape(_PASSWORD_NOUN + _PROSE_VERB + _PROSE_VALUE, lowered=True, accepts=_password_prose),
+    _shape(_PASSWORD_NOUN + "'s" + _PROSE_VALUE, lowered=True, accepts=_secret_prose),
+    *(
+        _shape(noun + f"(?:{_PROSE_VERB}|'s)" + _PROSE_VALUE, lowered=True, accepts=_secret_prose)
+        for noun in _SECRET_NOUNS
+    ),
+)
+
 _CREDENTIAL_SHAPES: Final = (
     *(_shape(pattern) for pattern in _VENDOR_TOKENS),
     _shape(
@@ -509,16 +650,7 @@ _CREDENTIAL_SHAPES: Final = (
         lowered=True,
         accepts=_generated_value,
     ),
-    # "my password is hunter2", "the password for the router was 'swordfish'".
-    _shape(
-        r"p(?:ass(?:word|wd|phrase|code)|wd)s?"
-        r"(?:[ \t]{1,4}(?:for|to|of|on|at)(?:[ \t]{1,4}[^\s]{1,32}){1,3})?"
-        r"[ \t]{1,4}(?:is|was|are|were|will[ \t]{1,4}be)(?![a-z])[ \t]{0,4}[:=]?[ \t]{0,4}"
-        r"(?:(?:now|still|just|simply)[ \t]{1,4})?"
-        r"(?P<value>[\"'`][^\"'`\n]{1,128}[\"'`]|[^\s\"'`]{1,128})",
-        lowered=True,
-        accepts=_password_prose,
-    ),
+    *_PROSE_SHAPES,
 )
 
 # --- compact JOSE tokens ------------------------------------------------------------------
@@ -743,6 +875,15 @@ _FAMILIES: Final = (
     (PolicyReason.COMPACT_TOKEN_SHAPE, _COMPACT_TOKEN_SHAPES),
     (PolicyReason.GOVERNMENT_IDENTIFIER_SHAPE, _SSN_SHAPES),
 )
+
+
+# The families for a reading with its blanks read as nothing, where words may be glued
+# together ("required\u2003and" becomes "requiredand"): sentences are left to the reading
+# with the blanks as spaces.
+_GLUED_FAMILIES: Final = tuple(
+    (reason, tuple(shape for shape in shapes if shape not in _PROSE_SHAPES))
+    for reason, shapes in _FAMILIES
+)
 _ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -755,12 +896,15 @@ def _lower(text: str) -> str:
 def find_disallowed(text: str) -> PolicyReason | None:
     """The first detector family that recognises ``text``, or None when it may be stored."""
     marked = _readings(text)
-    plain = [reading.replace(_MARK, "") for reading in marked]
-    pairs = [(reading, _lower(reading)) for reading in plain]
-    for reason, shapes in _FAMILIES:
-        if any(_has_shape(shapes, reading, lowered) for reading, lowered in pairs):
+    views = [_visible(reading) for reading in marked]
+    spaced = [(seen, _lower(seen)) for seen, _ in views]
+    glued = [(seen, _lower(seen)) for _, seen in views if seen is not None]
+    for (reason, shapes), (_, glued_shapes) in zip(_FAMILIES, _GLUED_FAMILIES, strict=True):
+        if any(_has_shape(shapes, seen, lowered) for seen, lowered in spaced) or any(
+            _has_shape(glued_shapes, seen, lowered) for seen, lowered in glued
+        ):
             return reason
-    if any(_has_payment_card(reading) for reading in marked):
+    if any(_has_payment_card(reading.replace(_BLANK, " ")) for reading in marked):
         return PolicyReason.PAYMENT_CARD_SHAPE
     return None
 

@@ -26,6 +26,7 @@ from mymcp.plugins.mnemosyne.memory import (
     enforce_content_policy,
     find_disallowed,
 )
+from mymcp.plugins.mnemosyne.memory.confusables import lookalikes, second_readings
 
 PRIVATE_KEY = PolicyReason.PRIVATE_KEY_SHAPE
 CREDENTIAL = PolicyReason.CREDENTIAL_SHAPE
@@ -196,7 +197,7 @@ FAMILIES: dict[str, tuple[st.SearchStrategy[str], PolicyReason]] = {
     "url_userinfo": (
         st.tuples(
             st.sampled_from(["https", "postgres", "redis", "amqp", "mongodb+srv"]),
-            _run(string.ascii_lowercase, 1, 10),
+            _run(string.ascii_lowercase, 0, 10),  # redis://:password@host has no user
             _run(ALNUM + "!$%*", 1, 16),
         ).map(lambda t: f"{t[0]}://{t[1]}:{t[2]}@db.example.com:5432/app"),
         CREDENTIAL,
@@ -210,9 +211,16 @@ FAMILIES: dict[str, tuple[st.SearchStrategy[str], PolicyReason]] = {
                     "wifi passphrase was {}",
                     "Password: {}",
                     "her passcode is '{}'",
+                    "password for the router: {}",
+                    "my password's {}",
+                    "my pw is {}",
+                    "my secret is {}",
+                    "my api key is {}",
+                    "the access token was {}",
                 ]
             ),
-            st.tuples(_run(string.ascii_lowercase, 4, 10), _run(DIGITS, 1, 4)).map("".join),
+            # Six characters at least: after "secret" or "password's" a shorter word is prose.
+            st.tuples(_run(string.ascii_lowercase, 5, 10), _run(DIGITS, 1, 4)).map("".join),
         ).map(lambda t: t[0].format(t[1])),
         CREDENTIAL,
     ),
@@ -329,6 +337,29 @@ FORMAT_CHARACTERS = [
     "\U000e0041",  # tag latin capital a
     "\x00",
     "\x7f",
+    "\u2061",  # function application
+    "\U0001d173",  # musical symbol begin beam
+    "\u200a",  # hair space
+    "\u2800",  # Braille pattern blank
+    "\uffa0",  # halfwidth Hangul filler
+    "\u115f",  # Hangul choseong filler
+    "\u1160",  # Hangul jungseong filler
+    "\U0001343a",  # a code point Python 3.11 does not know (a format character in 15.0)
+]
+
+# Blanks other than the ASCII and no-break spaces: read as a space and, inside a token,
+# as nothing.
+BLANKS = [
+    "\u1680",  # ogham space mark
+    "\u2002",  # en space
+    "\u2003",  # em space
+    "\u2006",  # six-per-em space
+    "\u2009",  # thin space
+    "\u202f",  # narrow no-break space
+    "\u205f",  # medium mathematical space
+    "\u3000",  # ideographic space
+    "\u2028",  # line separator
+    "\u2029",  # paragraph separator
 ]
 
 
@@ -356,6 +387,14 @@ LOOKALIKES: dict[str, list[str]] = {
     "Y": _names("GREEK CAPITAL LETTER UPSILON"),
     "Z": _names("GREEK CAPITAL LETTER ZETA"),
     "a": _names("CYRILLIC SMALL LETTER A"),
+    "b": _names(
+        "CYRILLIC CAPITAL LETTER SOFT SIGN",
+        "CYRILLIC SMALL LETTER SOFT SIGN",
+        "LATIN SMALL LETTER TONE SIX",
+        "CHEROKEE LETTER SI",
+        "CANADIAN SYLLABICS KA",
+        "CANADIAN SYLLABICS AIVILIK B",
+    ),
     "c": _names("CYRILLIC SMALL LETTER ES"),
     "e": _names("CYRILLIC SMALL LETTER IE"),
     "h": _names("CYRILLIC SMALL LETTER SHHA"),
@@ -374,9 +413,19 @@ LOOKALIKES: dict[str, list[str]] = {
 }
 
 
+# The policy's own table, inverted: every lookalike it reads as each ASCII character.
+# Glyphs that pass for two characters are left out here and disguise only in
+# ``disguised_second``, since one text must use each of them one way.
+TWO_WAY = second_readings()
+TABLE: dict[str, list[str]] = {}
+for _lookalike, _plain in lookalikes().items():
+    if _lookalike not in TWO_WAY:
+        TABLE.setdefault(_plain, []).append(_lookalike)
+
+
 def _variants(char: str) -> list[str]:
     """Every disguise of one character the reading folds back to it."""
-    variants = list(LOOKALIKES.get(char, []))
+    variants = list(LOOKALIKES.get(char, [])) + TABLE.get(char, [])
     if "!" <= char <= "~":
         variants.append(chr(ord(char) + 0xFEE0))  # fullwidth form
     if char in string.ascii_uppercase:
@@ -412,6 +461,35 @@ def disguised(draw: st.DrawFn, secret: str) -> str:
     return "".join(chars)
 
 
+BY_SECOND_READING: dict[str, list[str]] = {}
+for _glyph, _second in TWO_WAY.items():
+    BY_SECOND_READING.setdefault(_second, []).append(_glyph)
+
+
+@st.composite
+def disguised_second(draw: st.DrawFn, secret: str) -> str:
+    """``secret`` with two-way glyphs standing for their second reading (a Greek capital
+    iota for l, a Cyrillic capital O for 0, a Bengali four for 8), and no glyph standing
+    for its first reading, so that the second reading restores the whole text."""
+    chars = list(secret)
+    candidates = [i for i, char in enumerate(chars) if char in BY_SECOND_READING]
+    assume(candidates)
+    for index in draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=12)):
+        chars[index] = draw(st.sampled_from(BY_SECOND_READING[secret[index]]))
+    return "".join(chars)
+
+
+@st.composite
+def with_blanks(draw: st.DrawFn, secret: str) -> str:
+    """``secret`` with blanks slipped in anywhere, inside its words and tokens too."""
+    chars = list(secret)
+    slots = st.integers(0, len(chars))
+    insertions = draw(st.lists(st.tuples(slots, st.sampled_from(BLANKS)), min_size=1, max_size=4))
+    for slot, blank in sorted(insertions, reverse=True):
+        chars.insert(slot, blank)
+    return "".join(chars)
+
+
 PROSE = st.sampled_from(["", "note: ", "see ", "value was (", "the user said "])
 TAIL = st.sampled_from(["", " today", ").", ", thanks", "\nmore text"])
 FAMILY_IDS = sorted(FAMILIES)
@@ -426,14 +504,43 @@ def test_plain_secrets_of_every_family_are_refused(family: str, data: st.DataObj
     assert find_disallowed(text) is reason
 
 
-@pytest.mark.parametrize("family", FAMILY_IDS)
-@settings(max_examples=50, deadline=None)
+# A blank inside a digit group reads as a separator and one inside a sentence as a space
+# (both as the gap it shows), so cards and password sentences are checked with blanks
+# between their groups and words only, in ``CARD_SEPARATORS`` and
+# ``test_blanks_between_the_words_of_password_prose_are_spaces``.
+BLANK_FAMILIES = [f for f in FAMILY_IDS if f not in ("payment_card", "password_prose")]
+
+
+DISGUISES = {
+    "lookalikes_and_invisibles": (disguised, FAMILY_IDS),
+    "blanks": (with_blanks, BLANK_FAMILIES),
+    "second_readings": (disguised_second, FAMILY_IDS),
+}
+
+
+@pytest.mark.parametrize(
+    ("disguise", "family"),
+    [(name, family) for name, (_, families) in DISGUISES.items() for family in families],
+)
+@settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_disguised_secrets_of_every_family_are_refused(family: str, data: st.DataObject) -> None:
+def test_disguised_secrets_of_every_family_are_refused(
+    disguise: str, family: str, data: st.DataObject
+) -> None:
+    disguising, _ = DISGUISES[disguise]
     secrets, reason = FAMILIES[family]
     secret = data.draw(secrets)
-    text = data.draw(PROSE) + data.draw(disguised(secret)) + data.draw(TAIL)
+    text = data.draw(PROSE) + data.draw(disguising(secret)) + data.draw(TAIL)
     assert find_disallowed(text) is reason
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_blanks_between_the_words_of_password_prose_are_spaces(data: st.DataObject) -> None:
+    secret = data.draw(FAMILIES["password_prose"][0])
+    words = secret.split(" ")
+    joined = "".join(word + data.draw(st.sampled_from([" ", *BLANKS])) for word in words)
+    assert find_disallowed(joined + "ok") is CREDENTIAL
 
 
 @settings(max_examples=200, deadline=None)
@@ -679,10 +786,70 @@ def test_lowercase_putty_and_openssh_private_keys_are_refused(text: str) -> None
         "Password is: Tr0ub4dor&3",
         "the wifi password for the office is s3cretW1fi",
         "PASSWORD IS HUNTER2",
+        "my password's hunter2x",
+        "my password\u2019s hunter2x",  # a typographic apostrophe
+        "password for the router: Xk9!mq2z",
+        "my api key is abcd1234efgh5678",
+        "my secret is hunter22",
+        "the access token was 'tok3n-a1b2c3'",
+        "my pw is hunter22",
     ],
 )
 def test_password_prose_is_refused(text: str) -> None:
     assert find_disallowed(text) is CREDENTIAL
+
+
+SOFT_SIGN_B = [
+    unicodedata.lookup(name)
+    for name in (
+        "CYRILLIC CAPITAL LETTER SOFT SIGN",
+        "LATIN SMALL LETTER TONE SIX",
+        "CHEROKEE LETTER SI",
+        "CANADIAN SYLLABICS KA",
+        "CANADIAN SYLLABICS AIVILIK B",
+    )
+]
+
+
+@pytest.mark.parametrize("b", SOFT_SIGN_B)
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("ghp_" + "b1B2" * 9, CREDENTIAL),
+        ("xoxb-123456789012-abcdefghijklmno", CREDENTIAL),
+        ("npm_" + "bB3d" * 9, CREDENTIAL),
+        ("sk-ant-api03-" + "b" * 93, CREDENTIAL),
+        ("GOCSPX-" + "b" * 28, CREDENTIAL),
+        ("ya29.b" + "a1" * 12, CREDENTIAL),
+        (JWT, COMPACT_TOKEN),  # its header holds a "b"
+        ("-----begin rsa private key-----", PRIVATE_KEY),
+    ],
+)
+def test_every_b_lookalike_is_read_as_b(b: str, text: str, reason: PolicyReason) -> None:
+    assert "b" in text
+    assert find_disallowed(text.replace("b", b)) is reason
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    ["\u200a", "\u2800", "\u2009", "\u2003", "\u3000", "\u202f", "\u205f", "\u3164", "\uffa0"],
+)
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (AWS_KEY, CREDENTIAL),
+        (GITHUB_TOKEN, CREDENTIAL),
+        (JWT, COMPACT_TOKEN),
+        ("-----BEGIN PRIVATE KEY-----", PRIVATE_KEY),
+    ],
+)
+def test_blank_and_filler_characters_inside_a_token_are_seen_through(
+    hidden: str, text: str, reason: PolicyReason
+) -> None:
+    middle = len(text) // 2
+    assert (
+        find_disallowed(f"key: {text[:5]}{hidden}{text[5:middle]}{hidden}{text[middle:]}") is reason
+    )
 
 
 def test_a_secret_smuggled_in_tag_characters_is_refused() -> None:
@@ -719,6 +886,15 @@ ORDINARY = [
     "Bearer tokens are short-lived and refresh tokens last a week.",
     "Ask Ana for the secret sauce recipe.",
     "The secretary: Jane Doe",
+    "The password is correct.",
+    "the password is correct and the login works",
+    "The password's length is twelve.",
+    "the password's hash is stored",
+    "My secret is patience.",
+    "The secret is that nobody reads the docs.",
+    "The token is expired; the api key is stored in the vault.",
+    "The password for the router: see the wiki.",
+    "The password is obvious, the passphrase is guessable.",
     # code
     "def check(password: str) -> bool:\n    return len(password) >= 12",
     'api_key = os.environ["API_KEY"]',
@@ -774,6 +950,41 @@ ORDINARY = [
 
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_is_accepted(text: str) -> None:
+    assert find_disallowed(text) is None
+
+
+ASCII_ORDINARY = [text for text in ORDINARY if text.isascii()]
+
+
+@st.composite
+def ordinary_disguised(draw: st.DrawFn) -> str:
+    """An ordinary text with lookalikes swapped in, invisible characters slipped in and
+    blanks put next to or in place of its spaces: everything the readings undo.
+
+    Invisible characters stay away from digits: a digit run with a hidden character in it
+    is judged by its digits alone, on purpose, so a long number may become a card. And
+    two-way glyphs are left out: their second reading is a different text (PASSWORD_FILE
+    with a Cyrillic I reads as PASSWORD_FlLE, no longer a file name), on purpose too.
+    """
+    text = draw(st.sampled_from(ASCII_ORDINARY))
+    pieces = list(text)  # one piece per character of ``text``, disguised in place
+    for index in draw(st.lists(st.integers(0, len(text) - 1), max_size=16)):
+        char, before = text[index], text[index - 1] if index else " "
+        action = draw(st.sampled_from(["swap", "hide", "blank"]))
+        one_way = [variant for variant in _variants(char) if variant not in TWO_WAY]
+        if action == "swap" and one_way:
+            pieces[index] = draw(st.sampled_from(one_way))
+        elif action == "hide" and not (char.isdigit() or before.isdigit()):
+            pieces[index] = draw(st.sampled_from(FORMAT_CHARACTERS)) + pieces[index]
+        elif action == "blank" and char == " ":
+            blank = draw(st.sampled_from(BLANKS))
+            pieces[index] = draw(st.sampled_from([blank, blank + " ", " " + blank]))
+    return "".join(pieces)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=ordinary_disguised())
+def test_ordinary_text_disguised_the_same_ways_is_accepted(text: str) -> None:
     assert find_disallowed(text) is None
 
 
