@@ -302,7 +302,7 @@ def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str
             return _run_cases((port, pid), mode, count, cases)
 
 
-def _governed_config(port: int, audit: Path) -> str:
+def governed_config(port: int, audit: Path) -> str:
     """Schema 8 with the audit on and a 20-rule policy (the bench's anonymous client is
     allowed list_tools by the first rule; the others speak for other principals)."""
     rules = ['[[policy.rules]]\nprincipals = ["anonymous"]\nallow = ["@read_only"]\n']
@@ -324,7 +324,7 @@ def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "xdg", "mymcp")
         config.mkdir(parents=True)
-        (config / "config.toml").write_text(_governed_config(port, Path(tmp, "audit")))
+        (config / "config.toml").write_text(governed_config(port, Path(tmp, "audit")))
         env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
         with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
             sessions = [_open_session(port) for _ in range(CONNECTIONS)]
