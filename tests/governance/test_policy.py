@@ -54,6 +54,12 @@ def policy_of(document: dict[str, Any]) -> Policy:
     return Policy(configuration.policy, RUNTIME)
 
 
+def scope_policy(*grants: tuple[str, str]) -> Policy:
+    """Default deny, and one rule per (scope, tool selector) allowing it."""
+    rules = [{"principals": [f"scope:{scope}"], "allow": [tools]} for scope, tools in grants]
+    return policy_of({"policy": {"default": "deny", "rules": rules}})
+
+
 # -- the oracle: the rules as the documentation states them, written independently ------
 
 
@@ -233,18 +239,11 @@ def test_step_up_asks_for_one_least_sufficient_set_found_by_brute_force(
 
 
 def test_step_up_asks_for_the_narrowest_scope_that_suffices() -> None:
-    policy = policy_of(
-        {
-            "policy": {
-                "default": "deny",
-                "rules": [
-                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
-                    {"principals": ["scope:admin"], "allow": ["*"]},
-                    {"principals": ["scope:memory.read"], "allow": ["@read_only"]},
-                    {"principals": ["scope:offline_access"], "allow": ["@read_only"]},
-                ],
-            }
-        }
+    policy = scope_policy(
+        ("memory.write", "@mutating"),
+        ("admin", "*"),
+        ("memory.read", "@read_only"),
+        ("offline_access", "@read_only"),
     )
     view = policy.view("oauth:x", frozenset({"openid", "memory.read", "offline_access"}))
     assert policy.step_up(view, "notes__write") == {"memory.read", "memory.write"}
@@ -267,17 +266,7 @@ def test_views_are_cached_per_principal_and_scopes() -> None:
 
 
 def test_step_up_keeps_granted_scopes_that_policy_names() -> None:
-    policy = policy_of(
-        {
-            "policy": {
-                "default": "deny",
-                "rules": [
-                    {"principals": ["scope:memory.read"], "allow": ["@read_only"]},
-                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
-                ],
-            }
-        }
-    )
+    policy = scope_policy(("memory.read", "@read_only"), ("memory.write", "@mutating"))
     view = policy.view("oauth:alice", frozenset({"memory.read", "openid"}))
     assert view.allows("notes__read")
     assert not view.allows("notes__write")
