@@ -37,6 +37,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,7 @@ MAX_PENDING: Final = 65536
 _WAKE_AT: Final = 4096
 _SESSION_TAGS: Final = 4096
 _RATE_WINDOW_SECONDS: Final = 1.0
+_MILLISECONDS: Final = tuple(f".{number:03d}Z" for number in range(1000))
 
 # A queued record: when it happened, its shape (None: a one-off record whose members
 # are all in the payload) and the values of its varying members.
@@ -114,8 +116,9 @@ class AuditLog:
         self._max_segments = max_segments
         self._clock = clock
         self._monotonic = monotonic
-        self._pending: list[_Entry] = []
-        self._pending_lock = threading.Lock()
+        # A deque's append is atomic: the request path queues without taking a lock.
+        self._pending: deque[_Entry] = deque()
+        self._lock = threading.RLock()  # the dropped count and the rate-limit windows
         self._dropped = 0
         self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._commit_lock = threading.Lock()
@@ -178,29 +181,25 @@ class AuditLog:
             self._session_tags[session_id] = tag
         return tag
 
-    def _enqueue(self, entry: _Entry) -> bool:
-        """Queue under `_pending_lock`; True when the writer should wake early."""
-        if len(self._pending) >= MAX_PENDING:
-            self._dropped += 1  # the disk is not keeping up or is failing: never block
-            return False
-        self._pending.append(entry)
-        return len(self._pending) >= _WAKE_AT
+    def _enqueue(self, entry: _Entry) -> None:
+        """Queue one record, never blocking: when the disk does not keep up and the
+        queue is full, the record is only counted (`audit_dropped`)."""
+        pending = self._pending
+        if len(pending) < MAX_PENDING:
+            pending.append(entry)
+            if len(pending) >= _WAKE_AT and not self._wake.is_set():
+                self._wake.set()
+            return
+        with self._lock:
+            self._dropped += 1
 
     def append(self, event: str, **fields: Any) -> None:
         """Queue one record; it is written by the next `commit` (at most a second away)."""
-        entry = (self._clock(), None, {"event": event, **fields})
-        with self._pending_lock:
-            wake = self._enqueue(entry)
-        if wake:
-            self._wake.set()
+        self._enqueue((self._clock(), None, {"event": event, **fields}))
 
     def append_shaped(self, shape: RecordShape, values: tuple[Any, ...]) -> None:
         """Queue one record of a prepared shape, `values` in its varying members' order."""
-        entry = (self._clock(), shape, values)
-        with self._pending_lock:
-            wake = self._enqueue(entry)
-        if wake:
-            self._wake.set()
+        self._enqueue((self._clock(), shape, values))
 
     def append_rate_limited(self, event: str, reason: str, **fields: Any) -> None:
         """At most one record per second per event and reason. The others are counted,
@@ -208,7 +207,7 @@ class AuditLog:
         were (at the next commit: within about a second, and at `close`)."""
         now = self._monotonic()
         key = (event, reason)
-        with self._pending_lock:
+        with self._lock:
             window = self._windows.get(key)
             if window is not None and now - window[0] < _RATE_WINDOW_SECONDS:
                 self._windows[key] = (window[0], window[1] + 1)
@@ -216,10 +215,7 @@ class AuditLog:
             if window is not None:
                 self._close_window(key, window[1])
             self._windows[key] = (now, 0)
-            record = {"event": event, "reason": reason, **fields}
-            wake = self._enqueue((self._clock(), None, record))
-        if wake:
-            self._wake.set()
+            self._enqueue((self._clock(), None, {"event": event, "reason": reason, **fields}))
 
     def _close_window(self, key: tuple[str, str], count: int) -> None:
         if count:
@@ -228,7 +224,7 @@ class AuditLog:
             self._enqueue((self._clock(), None, record))
 
     def _close_windows(self, final: bool) -> None:
-        """Under `_pending_lock`: count what every window that is over suppressed."""
+        """Under `_lock`: count what every window that is over suppressed."""
         now = self._monotonic()
         for key, (start, count) in list(self._windows.items()):
             if final or now - start >= _RATE_WINDOW_SECONDS:
@@ -245,12 +241,13 @@ class AuditLog:
         them); the others stay queued for the next commit.
         """
         with self._commit_lock:
-            with self._pending_lock:
+            with self._lock:
                 self._close_windows(final)
-                if not self._pending and not self._dropped:
-                    return
-                batch, self._pending = self._pending, []
                 dropped, self._dropped = self._dropped, 0
+            pending = self._pending
+            batch = [pending.popleft() for _ in range(len(pending))]
+            if not batch and not dropped:
+                return
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             writer: _ChainWriter | None = None
             leading = 0
@@ -267,9 +264,9 @@ class AuditLog:
             except OSError:
                 self._known = None  # read the tail from disk next time
                 written = writer.written if writer is not None else 0
-                with self._pending_lock:
-                    self._pending[:0] = batch[max(0, written - leading) :]
-                    if dropped and written < leading:
+                pending.extendleft(reversed(batch[max(0, written - leading) :]))
+                if dropped and written < leading:
+                    with self._lock:
                         self._dropped += dropped
                 raise AuditError("audit_unavailable", "MyMCP audit log cannot be written") from None
             finally:
@@ -378,6 +375,21 @@ class _ChainWriter:
     `added` counts the lines added, `written` those whose every byte reached a file.
     """
 
+    __slots__ = (
+        "_created",
+        "_directory",
+        "_lines",
+        "_max",
+        "_prefix",
+        "_second",
+        "added",
+        "hash",
+        "segment",
+        "seq",
+        "size",
+        "written",
+    )
+
     def __init__(self, directory: Path, tail: Tail, max_segment_bytes: int) -> None:
         self._directory = directory
         self._max = max_segment_bytes
@@ -393,10 +405,10 @@ class _ChainWriter:
         self._prefix = ""
 
     def _time(self, moment: float) -> str:
-        whole = int(moment // 1)
+        whole, milliseconds = divmod(int(moment * 1000), 1000)
         if whole != self._second:
             self._second, self._prefix = whole, timestamp(whole)[:-5]
-        return f"{self._prefix}.{int((moment - whole) * 1000):03d}Z"
+        return self._prefix + _MILLISECONDS[milliseconds]
 
     def new_segment(self) -> None:
         self.segment += 1

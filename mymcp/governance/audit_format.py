@@ -92,18 +92,19 @@ def canonical_json(value: object) -> bytes:
     return _encode_canonical(value).encode("ascii")
 
 
-def _encode_member(value: object) -> str:
+def _encode_member(value: Any) -> str:
     """The canonical text of one member's value (the flat values records hold, fast)."""
-    if type(value) is str:
+    kind = type(value)
+    if kind is str:
         return _encode_string(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
     if value is None:
         return "null"
     if value is True or value is False:
         return "true" if value else "false"
-    if type(value) is int:
-        return int.__repr__(value)
-    if type(value) is float and math.isfinite(value):
-        return float.__repr__(value)
     return _encode_canonical(value)
 
 
@@ -144,22 +145,26 @@ class RecordShape:
         self.fixed = dict(fixed)
         self.varying = varying
         positions = {name: index for index, name in enumerate((*varying, *_CHAIN_MEMBERS))}
+        # The chain's members are written in place (hex, an integer, ASCII time); the
+        # varying ones arrive encoded.
+        slots = {"prev": '"%s"', "seq": "%d", "time": '"%s"'}
         parts, order = [], []
         for name in sorted({*members, *positions}):
             key = _encode_string(name).replace("%", "%%")
             if name in members:
                 parts.append(f"{key}:" + _encode_member(members[name]).replace("%", "%%"))
             else:
-                parts.append(f"{key}:%s")
+                parts.append(f"{key}:" + slots.get(name, "%s"))
                 order.append(positions[name])
         self._format = "{" + ",".join(parts) + "}"
-        self._order: Callable[[tuple[str, ...]], tuple[str, ...]] = (
-            operator.itemgetter(*order) if len(order) > 1 else lambda texts: (texts[order[0]],)
+        # The chain's three members are always slots, so there are at least two.
+        self._order: Callable[[tuple[object, ...]], tuple[object, ...]] = operator.itemgetter(
+            *order
         )
 
     def encode(self, values: tuple[Any, ...], prev: str, seq: int, moment: str) -> bytes:
         """The canonical body of this record with `values` in the varying members."""
-        texts = (*map(_encode_member, values), f'"{prev}"', int.__repr__(seq), f'"{moment}"')
+        texts = (*map(_encode_member, values), prev, seq, moment)
         return (self._format % self._order(texts)).encode("ascii")
 
     def record(self, values: tuple[Any, ...]) -> AuditRecord:

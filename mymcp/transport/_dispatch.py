@@ -65,12 +65,13 @@ __all__ = [
 _log = logging.getLogger("mymcp.transport.tools")
 
 TOOLS_PAGE_SIZE = 100
-# The varying members of the `tool_call` records of a call that runs: a read-only call
-# has one record, written with the next batch; any other call has its decision record,
-# durable before it runs, and then its outcome record, paired by `call`.
-_RAN: Final = ("args_digest", "decision", "duration_ms", "outcome")
-_DECIDED: Final = ("args_digest", "call", "decision")
-_FINISHED: Final = ("args_digest", "call", "decision", "duration_ms", "outcome")
+# The varying members of the `tool_call` records of a call that runs (its decision,
+# `allowed`, is fixed): a read-only call has one record, written with the next batch;
+# any other call has its decision record, durable before it runs, and then its outcome
+# record, paired by `call`.
+_RAN: Final = ("args_digest", "duration_ms", "outcome")
+_DECIDED: Final = ("args_digest", "call")
+_FINISHED: Final = ("args_digest", "call", "duration_ms", "outcome")
 _MAX_SHAPES: Final = 4096
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
@@ -217,6 +218,12 @@ class AwaitingApproval:
 CallOutcome = dict[str, Any] | CallRefused | StepUpRequired | AwaitingApproval
 """What a governed `tools/call` comes to: a tool result (a dict), or a refusal, a scope
 step-up, or a wait for approval, which each era words its own way."""
+
+
+def _milliseconds_since(started: float) -> float:
+    """Milliseconds since `perf_counter()` was `started`, to the microsecond (truncated:
+    a third of what `round(..., 3)` costs, on every audited call)."""
+    return int((time.perf_counter() - started) * 1_000_000) / 1000
 
 
 def _outcome_code(result: Mapping[str, Any]) -> str:
@@ -391,13 +398,14 @@ class Dispatcher:
         self._audit.append("tool_call", principal=caller.principal.name, tool=tool, **fields)
 
     def _shape(self, caller: Caller, tool: str, varying: tuple[str, ...]) -> RecordShape:
-        """The prepared `tool_call` record of this principal, session and tool: their
-        records differ only in `varying`, so the rest is encoded once (a bounded map)."""
+        """The prepared `allowed` `tool_call` record of this principal, session and tool:
+        their records differ only in `varying`, so the rest is encoded once (a bounded
+        map)."""
         key = (caller.principal.name, caller.session_id, tool, varying)
         shape = self._shapes.get(key)
         if shape is None:
             assert self._audit is not None
-            fixed = {"principal": caller.principal.name, "tool": tool}
+            fixed = {"decision": "allowed", "principal": caller.principal.name, "tool": tool}
             if caller.session_id is not None:
                 fixed["session"] = self._audit.session_tag(caller.session_id)
             shape = RecordShape("tool_call", fixed, varying)
@@ -489,14 +497,14 @@ class Dispatcher:
         if tool.effects.read_only:
             started = time.perf_counter()
             result = await self._run(tool, arguments, view)
-            elapsed = round((time.perf_counter() - started) * 1000, 3)
-            outcome = (digest, "allowed", elapsed, _outcome_code(result))
+            elapsed = _milliseconds_since(started)
+            outcome = (digest, elapsed, _outcome_code(result))
             audit.append_shaped(self._shape(caller, tool.name, _RAN), outcome)
             return result
         # Pairs the decision record with the outcome record: unique in this process, and
         # with the random prefix across restarts and processes sharing one audit.
         call = f"{self._call_prefix}{next(self._call_numbers):x}"
-        audit.append_shaped(self._shape(caller, tool.name, _DECIDED), (digest, call, "allowed"))
+        audit.append_shaped(self._shape(caller, tool.name, _DECIDED), (digest, call))
         try:
             await to_thread.run_sync(audit.commit)
         except AuditError as exc:
@@ -504,8 +512,8 @@ class Dispatcher:
             return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
         result = await self._run(tool, arguments, view)
-        elapsed = round((time.perf_counter() - started) * 1000, 3)
-        finished = (digest, call, "allowed", elapsed, _outcome_code(result))
+        elapsed = _milliseconds_since(started)
+        finished = (digest, call, elapsed, _outcome_code(result))
         audit.append_shaped(self._shape(caller, tool.name, _FINISHED), finished)
         return result
 
