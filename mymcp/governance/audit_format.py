@@ -134,16 +134,13 @@ class RecordShape:
     gives exactly `canonical_record` of the same members (a test checks it).
     """
 
-    __slots__ = ("_format", "_order", "event", "fixed", "varying")
+    __slots__ = ("_format", "_order")
 
     def __init__(self, event: str, fixed: Mapping[str, Any], varying: tuple[str, ...]) -> None:
         members = {"event": event, **fixed}
         clash = (set(members) | set(_CHAIN_MEMBERS)) & set(varying)
         if clash or set(members) & set(_CHAIN_MEMBERS) or len(set(varying)) != len(varying):
             raise ValueError("a member is named twice")
-        self.event = event
-        self.fixed = dict(fixed)
-        self.varying = varying
         positions = {name: index for index, name in enumerate((*varying, *_CHAIN_MEMBERS))}
         # The chain's members are written in place (hex, an integer, ASCII time); the
         # varying ones arrive encoded.
@@ -166,10 +163,6 @@ class RecordShape:
         """The canonical body of this record with `values` in the varying members."""
         texts = (*map(_encode_member, values), prev, seq, moment)
         return (self._format % self._order(texts)).encode("ascii")
-
-    def record(self, values: tuple[Any, ...]) -> AuditRecord:
-        """The members as a mapping (for tests and the rare reader that needs one)."""
-        return {"event": self.event, **self.fixed, **dict(zip(self.varying, values, strict=True))}
 
 
 def timestamp(seconds: float) -> str:
