@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mymcp.config import parse_host_configuration  # noqa: E402
-from mymcp.governance import AuditLog, Policy, RecordShape  # noqa: E402
+from mymcp.governance import NUMBER, WORD, AuditLog, Policy, RecordShape  # noqa: E402
 from mymcp.runtime import compose_runtime  # noqa: E402
 from tests.config.helpers import to_toml  # noqa: E402
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, tool  # noqa: E402
@@ -106,16 +106,18 @@ def main() -> None:
         shape = RecordShape(
             "tool_call",
             {
+                "decision": "allowed",
                 "principal": "oauth:user1",
                 "session": audit.session_tag("session-id-0123456789"),
                 "tool": "bench__tool_12",
             },
-            ("args_digest", "decision", "duration_ms", "outcome"),
+            ("args_digest", "duration_ms", "outcome"),
+            {"args_digest": WORD, "duration_ms": NUMBER, "outcome": WORD},
         )
 
         def record(count: int) -> None:
             for _ in range(count):
-                values = (audit.digest(ARGUMENTS), "allowed", 1.234, "ok")
+                values = (audit.digest(ARGUMENTS), 1.234, "ok")
                 audit.append_shaped(shape, values)
 
         base_ns = per_call(baseline, calls)

@@ -26,6 +26,8 @@ from mymcp.governance.approval import (
 from mymcp.governance.audit import AuditLog
 from mymcp.governance.audit_format import (
     GENESIS_HASH,
+    NUMBER,
+    WORD,
     AuditRecord,
     RecordShape,
     canonical_json,
@@ -37,6 +39,8 @@ from mymcp.governance.policy import Decision, Policy, PolicyView, effect_classes
 __all__ = [
     "GENESIS_HASH",
     "MAX_APPROVAL_ARGUMENT_BYTES",
+    "NUMBER",
+    "WORD",
     "Approval",
     "ApprovalError",
     "ApprovalState",

@@ -29,7 +29,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,8 @@ from mymcp.errors import AuditError, Location
 __all__ = [
     "GENESIS_HASH",
     "HEAD_FILE",
+    "NUMBER",
+    "WORD",
     "AuditRecord",
     "RecordShape",
     "canonical_json",
@@ -125,43 +127,60 @@ def record_line(body: bytes, digest: str) -> bytes:
     return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n'
 
 
+WORD: Final = "word"
+"""A varying member whose value is a str of ASCII letters, digits and `_` only (a digest,
+an id, a code): written between quotes as it is."""
+NUMBER: Final = "number"
+"""A varying member whose value is an int or a finite float: written as `repr` writes it."""
+
+
 class RecordShape:
     """One kind of record prepared once: the members that never change (event,
     principal, session, tool) are encoded in advance, in their sorted places, around
     slots for the members that vary per record and for the chain's `prev`, `seq`, `time`.
 
-    Encoding a record is then a handful of value encodings and one string format, and
-    gives exactly `canonical_record` of the same members (a test checks it).
+    Encoding a record is then one string format (plus an escaping encoding for each
+    varying member not declared a `WORD` or a `NUMBER` in `kinds`), and gives exactly
+    `canonical_record` of the same members (a test checks it). A value that is not of
+    its declared kind would be written wrongly, and `verify` would report the line.
     """
 
-    __slots__ = ("_format", "_order")
+    __slots__ = ("_escaped", "_format", "_order")
 
-    def __init__(self, event: str, fixed: Mapping[str, Any], varying: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        event: str,
+        fixed: Mapping[str, Any],
+        varying: tuple[str, ...],
+        kinds: Mapping[str, str] | None = None,
+    ) -> None:
         members = {"event": event, **fixed}
         clash = (set(members) | set(_CHAIN_MEMBERS)) & set(varying)
         if clash or set(members) & set(_CHAIN_MEMBERS) or len(set(varying)) != len(varying):
             raise ValueError("a member is named twice")
+        kinds = kinds or {}
         positions = {name: index for index, name in enumerate((*varying, *_CHAIN_MEMBERS))}
-        # The chain's members are written in place (hex, an integer, ASCII time); the
-        # varying ones arrive encoded.
-        slots = {"prev": '"%s"', "seq": "%d", "time": '"%s"'}
+        # The chain's members are written in place (hex, an integer, ASCII time), and so
+        # are words and numbers; any other varying member arrives encoded.
+        slots = {"prev": '"%s"', "seq": "%d", "time": '"%s"', WORD: '"%s"', NUMBER: "%r"}
         parts, order = [], []
         for name in sorted({*members, *positions}):
             key = _encode_string(name).replace("%", "%%")
             if name in members:
                 parts.append(f"{key}:" + _encode_member(members[name]).replace("%", "%%"))
             else:
-                parts.append(f"{key}:" + slots.get(name, "%s"))
+                parts.append(f"{key}:" + slots.get(kinds.get(name, name), "%s"))
                 order.append(positions[name])
         self._format = "{" + ",".join(parts) + "}"
+        self._escaped = tuple(i for i, name in enumerate(varying) if name not in kinds)
         # The chain's three members are always slots, so there are at least two.
-        self._order: Callable[[tuple[object, ...]], tuple[object, ...]] = operator.itemgetter(
-            *order
-        )
+        self._order: Callable[[Sequence[object]], tuple[object, ...]] = operator.itemgetter(*order)
 
     def encode(self, values: tuple[Any, ...], prev: str, seq: int, moment: str) -> bytes:
         """The canonical body of this record with `values` in the varying members."""
-        texts = (*map(_encode_member, values), prev, seq, moment)
+        texts = [*values, prev, seq, moment]
+        for index in self._escaped:
+            texts[index] = _encode_member(texts[index])
         return (self._format % self._order(texts)).encode("ascii")
 
 

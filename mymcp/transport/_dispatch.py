@@ -28,6 +28,8 @@ from mymcp import SERVER_NAME
 from mymcp.auth import Principal
 from mymcp.errors import AuditError
 from mymcp.governance import (
+    NUMBER,
+    WORD,
     Approval,
     ApprovalState,
     Governance,
@@ -72,6 +74,9 @@ TOOLS_PAGE_SIZE = 100
 _RAN: Final = ("args_digest", "duration_ms", "outcome")
 _DECIDED: Final = ("args_digest", "call")
 _FINISHED: Final = ("args_digest", "call", "duration_ms", "outcome")
+# None of them needs escaping: digests and call ids are hex (or `unhashable`), outcomes
+# pass `_outcome_code`, durations are finite floats.
+_KINDS: Final = {"args_digest": WORD, "call": WORD, "duration_ms": NUMBER, "outcome": WORD}
 _MAX_SHAPES: Final = 4096
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
@@ -408,7 +413,7 @@ class Dispatcher:
             fixed = {"decision": "allowed", "principal": caller.principal.name, "tool": tool}
             if caller.session_id is not None:
                 fixed["session"] = self._audit.session_tag(caller.session_id)
-            shape = RecordShape("tool_call", fixed, varying)
+            shape = RecordShape("tool_call", fixed, varying, _KINDS)
             if len(self._shapes) >= _MAX_SHAPES:
                 self._shapes.clear()
             self._shapes[key] = shape

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from hypothesis import strategies as st
 
 from mymcp.errors import AuditError
 from mymcp.governance import (
+    NUMBER,
+    WORD,
     AuditLog,
     RecordShape,
     check_audit_directory,
@@ -293,26 +296,39 @@ def test_the_fast_record_encoding_is_the_canonical_one(record: dict[str, Any]) -
 _member_names = st.text(min_size=1, max_size=10).filter(
     lambda name: name not in ("event", "prev", "seq", "time")
 )
+_words = st.text(alphabet=string.ascii_letters + string.digits + "_", max_size=70)
+_numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+# A varying member: of no declared kind (any flat value, escaped), a word, or a number.
+_varying = st.one_of(
+    st.tuples(st.none(), _flat_values),
+    st.tuples(st.just(WORD), _words),
+    st.tuples(st.just(NUMBER), _numbers),
+)
 
 
 @given(
     event=st.text(max_size=10),
-    members=st.dictionaries(_member_names, _flat_values, max_size=10),
-    split=st.integers(min_value=0, max_value=10),
+    fixed=st.dictionaries(_member_names, _flat_values, max_size=6),
+    varying=st.dictionaries(_member_names, _varying, max_size=6),
     prev=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
     seq=st.integers(min_value=1, max_value=2**40),
 )
 def test_a_shaped_record_is_encoded_exactly_as_the_canonical_one(
-    event: str, members: dict[str, Any], split: int, prev: str, seq: int
+    event: str,
+    fixed: dict[str, Any],
+    varying: dict[str, tuple[str | None, Any]],
+    prev: str,
+    seq: int,
 ) -> None:
-    names = list(members)
-    fixed = {name: members[name] for name in names[:split]}
-    varying = tuple(names[split:])
-    shape = RecordShape(event, fixed, varying)
+    fixed = {name: value for name, value in fixed.items() if name not in varying}
+    names = tuple(varying)
+    kinds = {name: kind for name, (kind, _) in varying.items() if kind is not None}
+    shape = RecordShape(event, fixed, names, kinds)
+    values = tuple(value for _, value in varying.values())
     moment = "2026-12-01T09:12:03.418Z"
-    encoded = shape.encode(tuple(members[name] for name in varying), prev, seq, moment)
-    expected = {"event": event, **members, "prev": prev, "seq": seq, "time": moment}
-    assert encoded == canonical_json(expected)
+    expected = {"event": event, **fixed, **dict(zip(names, values, strict=True))}
+    expected.update(prev=prev, seq=seq, time=moment)
+    assert shape.encode(values, prev, seq, moment) == canonical_json(expected)
 
 
 # -- the directory ----------------------------------------------------------------------------
