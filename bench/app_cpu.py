@@ -1,9 +1,14 @@
 """CPU time per request of MyMCP's ASGI application alone: no sockets, no uvicorn.
 
 The application (with the launcher's logging, written to /dev/null) answers `tools/call
-list_tools` and `ping` in one process; the least CPU time per request over several
-rounds is printed. Other load on the machine barely moves this figure, unlike
-throughput over HTTP, so it is the one to compare two versions of the code with:
+list_tools` and `ping` in one process, and the same call again from an application
+governed as `http_overhead.py`'s governed case is (a 20-rule policy, the audit on, its
+background writer running; each governed round ends by writing its own records, so its
+CPU time includes them). The least CPU time
+per request over several rounds is printed, the cases taking turns round by round, and
+the plain call's figure as a ratio of the governed one's. Other load on the machine
+barely moves these figures, unlike throughput over HTTP, so they are the ones to compare
+two versions of the code with:
 
     python bench/app_cpu.py
     PYTHONPATH=/path/to/other/checkout python bench/app_cpu.py   # the other version
@@ -18,6 +23,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 HEADERS = [
@@ -57,31 +64,45 @@ async def _request(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) ->
     return sent
 
 
-async def _measure(app: Any, count: int, rounds: int) -> dict[str, float]:
+async def _session_headers(app: Any) -> list[tuple[bytes, bytes]]:
     opened = await _request(
         app,
         json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}).encode(),
         HEADERS,
     )
     session = dict(opened[0]["headers"])[b"mcp-session-id"]
-    headers = [*HEADERS, (b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-11-25")]
-    cases = {
-        "tools/call list_tools": {"name": "list_tools", "arguments": {}},
-        "ping": None,
+    return [*HEADERS, (b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-11-25")]
+
+
+def _body(method: str, params: dict[str, Any] | None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+async def _measure(
+    apps: dict[str, Any], count: int, rounds: int, settle: Callable[[], None]
+) -> dict[str, float]:
+    """`settle` ends each governed round: it writes the round's audit records, so that
+    the round pays for them (the background writer would, at most a second later)."""
+    call = _body("tools/call", {"name": "list_tools", "arguments": {}})
+    cases: dict[str, tuple[Any, bytes, Callable[[], None] | None]] = {
+        "tools/call list_tools": (apps["plain"], call, None),
+        "ping": (apps["plain"], _body("ping", None), None),
     }
-    results = {}
-    for name, params in cases.items():
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": name.split()[0]}
-        if params is not None:
-            message["params"] = params
-        body = json.dumps(message).encode()
-        best = float("inf")
-        for _ in range(rounds):
+    if "governed" in apps:
+        cases["governed tools/call"] = (apps["governed"], call, settle)
+    headers = {id(app): await _session_headers(app) for app in apps.values()}
+    results = dict.fromkeys(cases, float("inf"))
+    for _ in range(rounds):
+        for name, (app, body, finish) in cases.items():
             started = time.process_time()
             for _ in range(count):
-                await _request(app, body, headers)
-            best = min(best, (time.process_time() - started) / count * 1e6)
-        results[name] = best
+                await _request(app, body, headers[id(app)])
+            if finish is not None:
+                finish()
+            results[name] = min(results[name], (time.process_time() - started) / count * 1e6)
     return results
 
 
@@ -98,9 +119,26 @@ def _configure_launcher_logging() -> None:
     configure_logging(log_settings())
 
 
+def _write_governed_config(home: str) -> dict[str, str] | None:
+    """An environment whose host configuration is the governed bench case's, or None
+    when the measured checkout predates governance."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from http_overhead import governed_config
+    except ImportError:
+        return None
+    config = os.path.join(home, "governed", "mymcp")
+    os.makedirs(config)
+    with open(os.path.join(config, "config.toml"), "w") as handle:
+        handle.write(governed_config(8000, Path(home, "audit")))
+    return {**os.environ, "XDG_CONFIG_HOME": os.path.join(home, "governed")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000)
+    # 4096 a round: the batch at which the server's audit writer wakes under load, so a
+    # governed round's own commit costs what it costs the server.
+    parser.add_argument("--requests", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:
@@ -112,10 +150,26 @@ def main() -> None:
         with open(os.devnull, "w") as devnull:
             sys.stderr = devnull
             _configure_launcher_logging()
-            app = create_host_app(build_host())
-            results = asyncio.run(_measure(app, args.requests, args.rounds))
+            apps = {"plain": create_host_app(build_host())}
+            governed_environ = _write_governed_config(home)
+            audit = None
+            if governed_environ is not None:
+                host = build_host(governed_environ)
+                audit = host.governance.audit
+                apps["governed"] = create_host_app(host)
+                if audit is not None:
+                    audit.start()  # what the lifespan does
+            settle = audit.commit if audit is not None else (lambda: None)
+            try:
+                results = asyncio.run(_measure(apps, args.requests, args.rounds, settle))
+            finally:
+                if audit is not None:
+                    audit.close()
     for name, cpu in results.items():
         print(f"{name:24} {cpu:7.1f} us CPU per request", file=report)
+    if "governed tools/call" in results:
+        ratio = results["tools/call list_tools"] / results["governed tools/call"]
+        print(f"governed vs audit-off    {ratio:7.2f}x (plain CPU / governed CPU)", file=report)
 
 
 if __name__ == "__main__":

@@ -204,9 +204,12 @@ def _run_cases(
     mode: str,
     count: int,
     cases: dict[str, tuple[dict[str, Any], list[dict[str, str]]]],
+    settle: float = 0.0,
 ) -> dict[str, dict[str, float]]:
     """Each case is a message and one header set per connection (the first one is used
-    for the sequential mode). `server` is the port and the server process id."""
+    for the sequential mode). `server` is the port and the server process id. The server
+    CPU time of a case is read `settle` seconds after its last reply: time for work the
+    server defers (the audit's background writer) to be counted in the case's figure."""
     port, pid = server
     rows: dict[str, dict[str, float]] = {}
     for name, (message, header_sets) in cases.items():
@@ -215,6 +218,7 @@ def _run_cases(
             try:
                 cpu = _cpu_seconds(pid)
                 rows[f"{name} (1 conn)"] = _measure(connection, message, count)
+                time.sleep(settle)
                 rows[f"{name} (1 conn)"]["cpu_us"] = _cpu_per_request(pid, cpu, count, 500)
             finally:
                 connection.close()
@@ -222,6 +226,7 @@ def _run_cases(
             requests = [_raw_request(port, message, headers) for headers in header_sets]
             cpu = _cpu_seconds(pid)
             row = asyncio.run(_concurrent(port, requests, count))
+            time.sleep(settle)
             warm = len(requests) * min(200, count // len(requests))
             row["cpu_us"] = _cpu_per_request(pid, cpu, count, warm)
             rows[f"{name} ({len(requests)} conn)"] = row
@@ -302,7 +307,7 @@ def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str
             return _run_cases((port, pid), mode, count, cases)
 
 
-def _governed_config(port: int, audit: Path) -> str:
+def governed_config(port: int, audit: Path) -> str:
     """Schema 8 with the audit on and a 20-rule policy (the bench's anonymous client is
     allowed list_tools by the first rule; the others speak for other principals)."""
     rules = ['[[policy.rules]]\nprincipals = ["anonymous"]\nallow = ["@read_only"]\n']
@@ -324,12 +329,13 @@ def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp, "xdg", "mymcp")
         config.mkdir(parents=True)
-        (config / "config.toml").write_text(_governed_config(port, Path(tmp, "audit")))
+        (config / "config.toml").write_text(governed_config(port, Path(tmp, "audit")))
         env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
         with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
             sessions = [_open_session(port) for _ in range(CONNECTIONS)]
             cases = {"mymcp governed tools/call list_tools": (CALL_MESSAGE, sessions)}
-            return _run_cases((port, pid), mode, count, cases)
+            # The audit writer commits at least once a second: its cost is the case's.
+            return _run_cases((port, pid), mode, count, cases, settle=1.5)
 
 
 def profile_mymcp(count: int, output: Path) -> None:

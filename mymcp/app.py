@@ -41,6 +41,7 @@ from mymcp.transport import (
     StatelessEra,
     StdioServer,
     TransportOptions,
+    audit_session_ends,
 )
 
 if TYPE_CHECKING:
@@ -86,11 +87,13 @@ def create_app(
     """
     config = configuration or HostConfiguration()
     mcp = config.mcp
+    audit = governance.audit if governance is not None else None
     sessions = SessionStore(
         limit=session_limit,
         per_principal_limit=per_principal_session_limit or mcp.max_sessions_per_principal,
         inactivity_seconds=mcp.session_inactivity_timeout_seconds,
         absolute_seconds=mcp.session_absolute_lifetime_seconds,
+        on_end=None if audit is None else audit_session_ends(audit),
     )
     options = TransportOptions.for_binding(
         config.server.address, config.server.port, strict=mcp.strict_protocol_version
@@ -111,7 +114,6 @@ def create_app(
         documents[PROTECTED_RESOURCE_PATH] = JsonDocument(
             protected_resource_metadata, {"cache-control": "no-store"}
         )
-    audit = governance.audit if governance is not None else None
     console = _console_routes(runtime, config, governance, console_directory, console_clock)
     return HostApplication(
         endpoint,
@@ -119,7 +121,8 @@ def create_app(
         documents,
         mounts={"/console": console},
         on_startup=(*on_startup, *(() if audit is None else (audit.start,))),
-        on_shutdown=(*on_shutdown, *(() if audit is None else (audit.close,))),
+        # Sessions end (recorded as shut down) before the audit's last commit.
+        on_shutdown=(*on_shutdown, *(() if audit is None else (sessions.close, audit.close))),
     )
 
 

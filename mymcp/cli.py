@@ -396,7 +396,7 @@ def stdio(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
-    from mymcp.governance import audit_directory
+    from mymcp.governance import audit_directory, check_audit_directory
     from mymcp.runtime.bootstrap import build_host
 
     logs = _begin_logging(args)
@@ -404,6 +404,9 @@ def _check(args: argparse.Namespace) -> int:
         host = build_host(with_audit=False)
         configuration = host.configuration
         directory = audit_directory(configuration) if configuration.audit.enabled else None
+        # The checks the start makes, read-only: a directory the server would refuse
+        # fails the check too.
+        exists = directory is not None and check_audit_directory(directory)
     except MyMCPError as exc:
         _settle_logging(logs, args)
         return _fail(exc)
@@ -422,7 +425,7 @@ def _check(args: argparse.Namespace) -> int:
     if directory is None:
         print("audit: off")
     else:
-        state = "exists" if directory.is_dir() else "created at first start"
+        state = "exists" if exists else "created at first start"
         print(f"audit: on, {directory} ({state})")
     return _check_memory(host.mnemosyne.settings if host.mnemosyne else None)
 

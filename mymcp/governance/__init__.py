@@ -23,20 +23,24 @@ from mymcp.governance.approval import (
     approval_required_tools,
     rfc3339,
 )
-from mymcp.governance.audit import (
+from mymcp.governance.audit import AuditLog
+from mymcp.governance.audit_format import (
     GENESIS_HASH,
-    AuditLog,
+    NUMBER,
+    WORD,
     AuditRecord,
-    VerifyResult,
+    RecordShape,
     canonical_json,
-    read_records,
-    verify_audit,
+    check_audit_directory,
 )
+from mymcp.governance.audit_verify import VerifyResult, read_records, verify_audit
 from mymcp.governance.policy import Decision, Policy, PolicyView, effect_classes
 
 __all__ = [
     "GENESIS_HASH",
     "MAX_APPROVAL_ARGUMENT_BYTES",
+    "NUMBER",
+    "WORD",
     "Approval",
     "ApprovalError",
     "ApprovalState",
@@ -47,11 +51,13 @@ __all__ = [
     "Governance",
     "Policy",
     "PolicyView",
+    "RecordShape",
     "Verdict",
     "VerifyResult",
     "approval_required_tools",
     "audit_directory",
     "canonical_json",
+    "check_audit_directory",
     "effect_classes",
     "open_audit",
     "read_records",

@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 MAX_CACHED_VIEWS: Final = 4096
+OFFLINE_ACCESS: Final = "offline_access"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,13 +188,17 @@ class Policy:
 
     @property
     def step_up_scopes(self) -> frozenset[str]:
-        """Every exact scope a `scope:` rule names: what an OAuth client may ask for."""
+        """Every exact scope a `scope:` rule names: what an OAuth client may ask for.
+
+        Never `offline_access`: it asks for a refresh token, not for access to a tool,
+        and belongs in no challenge and no `scopes_supported`.
+        """
         return frozenset(
             selector.value
             for compiled in self._rules
             for selector in compiled.rule.principals
             if selector.kind == "scope" and not selector.prefix
-        )
+        ) - {OFFLINE_ACCESS}
 
     def view(self, name: str, scopes: frozenset[str] = frozenset()) -> PolicyView:
         """The (cached) view of the caller `name` carrying OAuth `scopes`."""
@@ -266,33 +271,34 @@ class Policy:
         )
 
     def step_up(self, view: PolicyView, tool: str) -> frozenset[str]:
-        """Scopes that would let this OAuth caller call `tool`, or empty when none would.
+        """The scopes a token needs to call `tool`, or empty when no scope would allow it.
 
-        Each missing scope a `scope:` rule names is tried alone; if none suffices alone,
-        all of them together. The answer also keeps the caller's scopes that policy names,
-        so a client that asks for exactly this set loses nothing it needed.
+        A rule speaks for any one of its principals, so whenever some set of added
+        scopes would allow the call, one added scope does (a scope that makes a denying
+        rule speak can only hurt: deny wins). Of the scopes that allow it alone, the one
+        granting least is asked for: the fewest tools with the caller's scopes, then the
+        fewest with that scope alone, then the first by name. So a client never asks for
+        more than the call needs, and always for the same. The caller's own scopes that
+        policy names are kept in the answer: a client asking for exactly this set loses
+        nothing it had.
         """
         if not view.principal.startswith("oauth:") or tool not in view.decisions:
             return frozenset()
         if view.allows(tool):
             return frozenset()
-        candidates = sorted(self.step_up_scopes - view.scopes)
-        unlocking = [
-            scope for scope in candidates if self._allows(view, tool, view.scopes | {scope})
-        ]
-        if (
-            not unlocking
-            and len(candidates) > 1
-            and self._allows(view, tool, view.scopes | set(candidates))
-        ):
-            unlocking = candidates
+        unlocking = []
+        for scope in sorted(self.step_up_scopes - view.scopes):
+            widened = self.view(view.principal, view.scopes | {scope})
+            if widened.allows(tool):
+                alone = self.view(view.principal, frozenset({scope}))
+                unlocking.append((len(widened.allowed), len(alone.allowed), scope))
         if not unlocking:
             return frozenset()
-        kept = {scope for scope in view.scopes if self._names_scope(scope)}
-        return frozenset(kept | set(unlocking))
-
-    def _allows(self, view: PolicyView, tool: str, scopes: Iterable[str]) -> bool:
-        return self.view(view.principal, frozenset(scopes)).allows(tool)
+        *_, chosen = min(unlocking)
+        kept = {
+            scope for scope in view.scopes if scope != OFFLINE_ACCESS and self._names_scope(scope)
+        }
+        return frozenset({*kept, chosen})
 
     def _names_scope(self, scope: str) -> bool:
         return any(

@@ -19,7 +19,9 @@ from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._sessions import (
     DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
     DEFAULT_SESSION_LIMIT,
+    SessionEnd,
     SessionStore,
+    audit_session_ends,
 )
 from mymcp.transport._stateless import StatelessEra
 from mymcp.transport._stdio import MAX_LINE_BYTES, StdioServer
@@ -49,8 +51,10 @@ __all__ = [
     "Dispatcher",
     "McpEndpoint",
     "RequestAuthenticator",
+    "SessionEnd",
     "SessionStore",
     "StatelessEra",
     "StdioServer",
     "TransportOptions",
+    "audit_session_ends",
 ]

@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from anyio import CapacityLimiter, to_thread
 from anyio.lowlevel import RunVar
@@ -28,11 +28,14 @@ from mymcp import SERVER_NAME
 from mymcp.auth import Principal
 from mymcp.errors import AuditError
 from mymcp.governance import (
+    NUMBER,
+    WORD,
     Approval,
     ApprovalState,
     Governance,
     Policy,
     PolicyView,
+    RecordShape,
     rfc3339,
 )
 from mymcp.plugin import structured_result
@@ -64,6 +67,17 @@ __all__ = [
 _log = logging.getLogger("mymcp.transport.tools")
 
 TOOLS_PAGE_SIZE = 100
+# The varying members of the `tool_call` records of a call that runs (its decision,
+# `allowed`, is fixed): a read-only call has one record, written with the next batch;
+# any other call has its decision record, durable before it runs, and then its outcome
+# record, paired by `call`.
+_RAN: Final = ("args_digest", "duration_ms", "outcome")
+_DECIDED: Final = ("args_digest", "call")
+_FINISHED: Final = ("args_digest", "call", "duration_ms", "outcome")
+# None of them needs escaping: digests and call ids are hex (or `unhashable`), outcomes
+# pass `_outcome_code`, durations are finite floats.
+_KINDS: Final = {"args_digest": WORD, "call": WORD, "duration_ms": NUMBER, "outcome": WORD}
+_MAX_SHAPES: Final = 4096
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
     "code": "audit_unavailable",
@@ -211,6 +225,12 @@ CallOutcome = dict[str, Any] | CallRefused | StepUpRequired | AwaitingApproval
 step-up, or a wait for approval, which each era words its own way."""
 
 
+def _milliseconds_since(started: float) -> float:
+    """Milliseconds since `perf_counter()` was `started`, to the microsecond (truncated:
+    a third of what `round(..., 3)` costs, on every audited call)."""
+    return int((time.perf_counter() - started) * 1_000_000) / 1000
+
+
 def _outcome_code(result: Mapping[str, Any]) -> str:
     """`ok`, or the tool's own error code when it is a plain identifier, for the audit."""
     if not result.get("isError"):
@@ -249,6 +269,7 @@ class Dispatcher:
         self._workers = _WorkerLimits(read_only_threads, other_threads)
         self._call_prefix = secrets.token_hex(3)
         self._call_numbers = itertools.count(1)
+        self._shapes: dict[tuple[str, str | None, str, tuple[str, ...]], RecordShape] = {}
 
     @property
     def server_info(self) -> dict[str, str]:
@@ -380,6 +401,23 @@ class Dispatcher:
             fields["session"] = self._audit.session_tag(session)
         self._audit.append("tool_call", principal=caller.principal.name, tool=tool, **fields)
 
+    def _shape(self, caller: Caller, tool: str, varying: tuple[str, ...]) -> RecordShape:
+        """The prepared `allowed` `tool_call` record of this principal, session and tool:
+        their records differ only in `varying`, so the rest is encoded once (a bounded
+        map)."""
+        key = (caller.principal.name, caller.session_id, tool, varying)
+        shape = self._shapes.get(key)
+        if shape is None:
+            assert self._audit is not None
+            fixed = {"decision": "allowed", "principal": caller.principal.name, "tool": tool}
+            if caller.session_id is not None:
+                fixed["session"] = self._audit.session_tag(caller.session_id)
+            shape = RecordShape("tool_call", fixed, varying, _KINDS)
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        return shape
+
     async def call_tool(self, caller: Caller, params: object) -> CallOutcome:
         """The governed `tools/call`: policy, argument validation, approval, then the
         audited execution."""
@@ -394,15 +432,16 @@ class Dispatcher:
         tool = self._runtime.registry.get(name)
         view = self._view(caller)
         if tool is None or not view.allows(name):
-            return self._refuse(caller, view, tool, name)
+            return self._refuse(caller, view, tool, name, arguments)
         arguments = decode_stringified_arguments(arguments, tool.input_schema)
+        digest = self._audit.digest(arguments) if self._audit is not None else None
         violation = tool.validator.check(arguments)
         if violation is not None:
             # Answered before the handler runs: the plugin only ever sees arguments its
             # published schema admits, and checks only what a schema cannot express.
-            self._record(caller, name, decision="allowed", outcome=violation.payload()["code"])
+            code = violation.payload()["code"]
+            self._record(caller, name, args_digest=digest, decision="allowed", outcome=code)
             return structured_result(violation.payload(), is_error=True)
-        digest = self._audit.digest(arguments) if self._audit is not None else None
         if self._approvals is not None and self._approvals.requires(name):
             if not self._approval_console:
                 self._record(caller, name, args_digest=digest, decision="approval_unavailable")
@@ -453,29 +492,33 @@ class Dispatcher:
 
         The console runs people's actions through here too, as the `console` principal.
         """
-        if digest is None and self._audit is not None:
-            digest = self._audit.digest(arguments)
+        view = view or self._policy.view(caller.principal.name)
+        audit = self._audit
+        if audit is None:
+            return await self._run(tool, arguments, view)
+        if digest is None:
+            digest = audit.digest(arguments)
+        if tool.effects.read_only:
+            started = time.perf_counter()
+            result = await self._run(tool, arguments, view)
+            elapsed = _milliseconds_since(started)
+            outcome = (digest, elapsed, _outcome_code(result))
+            audit.append_shaped(self._shape(caller, tool.name, _RAN), outcome)
+            return result
         # Pairs the decision record with the outcome record: unique in this process, and
         # with the random prefix across restarts and processes sharing one audit.
         call = f"{self._call_prefix}{next(self._call_numbers):x}"
-        if not tool.effects.read_only and self._audit is not None:
-            self._record(caller, tool.name, call=call, args_digest=digest, decision="allowed")
-            try:
-                await to_thread.run_sync(self._audit.commit)
-            except AuditError as exc:
-                _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
-                return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
+        audit.append_shaped(self._shape(caller, tool.name, _DECIDED), (digest, call))
+        try:
+            await to_thread.run_sync(audit.commit)
+        except AuditError as exc:
+            _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
+            return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
-        result = await self._run(tool, arguments, view or self._policy.view(caller.principal.name))
-        self._record(
-            caller,
-            tool.name,
-            call=call,
-            args_digest=digest,
-            decision="allowed",
-            outcome=_outcome_code(result),
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        result = await self._run(tool, arguments, view)
+        elapsed = _milliseconds_since(started)
+        finished = (digest, call, elapsed, _outcome_code(result))
+        audit.append_shaped(self._shape(caller, tool.name, _FINISHED), finished)
         return result
 
     def _approval_outcome(
@@ -494,18 +537,24 @@ class Dispatcher:
         return structured_result(refusal, is_error=True)
 
     def _refuse(
-        self, caller: Caller, view: PolicyView, tool: BoundTool | None, name: str
+        self,
+        caller: Caller,
+        view: PolicyView,
+        tool: BoundTool | None,
+        name: str,
+        arguments: dict[str, Any],
     ) -> CallRefused | StepUpRequired:
         """A call to an absent tool, or one policy does not allow: both look absent,
         unless more OAuth scopes would allow it (then the client is told which)."""
+        digest = self._audit.digest(arguments) if self._audit is not None else None
         if tool is not None:
             scopes = self._policy.step_up(view, name)
             if scopes:
-                self._record(caller, name, decision="insufficient_scope")
+                self._record(caller, name, args_digest=digest, decision="insufficient_scope")
                 return StepUpRequired(scopes)
-            self._record(caller, name, decision="denied")
+            self._record(caller, name, args_digest=digest, decision="denied")
         else:
-            self._record(caller, None, decision="unknown_tool")
+            self._record(caller, None, args_digest=digest, decision="unknown_tool")
         shown = name if len(name) <= 128 and name.isprintable() else "<invalid name>"
         return CallRefused(f"Unknown tool: {shown}")
 

@@ -194,12 +194,6 @@ class McpEndpoint:
             return None
         return session
 
-    def _record_session(self, event: str, principal: Principal, session_id: str) -> None:
-        if self._audit is not None:
-            self._audit.append(
-                event, principal=principal.name, session=self._audit.session_tag(session_id)
-            )
-
     async def _get_or_delete(
         self, method: str, headers: RequestHeaders, principal: Principal, send: Send
     ) -> None:
@@ -208,8 +202,8 @@ class McpEndpoint:
             return
         session_id = headers.session[0]
         if method == "DELETE":
-            if self._sessions.terminate(session_id, principal_id, self._runtime.generation):
-                self._record_session("session_close", principal, session_id)
+            # The store's `on_end` records the close.
+            self._sessions.terminate(session_id, principal_id, self._runtime.generation)
             await send_empty(send, 204)
             return
         if not accepts_event_stream(headers.accept):
@@ -334,8 +328,11 @@ class McpEndpoint:
             self._runtime.generation,
             version,
             url_elicitation=declares_url_elicitation(_capabilities(request.params)),
+            principal=principal.name,
         )
-        self._record_session("session_open", principal, session.id)
+        if self._audit is not None:
+            tag = self._audit.session_tag(session.id)
+            self._audit.append("session_open", principal=principal.name, session=tag)
         await send_encoded(send, 200, body, {"mcp-session-id": session.id})
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import enum
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mymcp.governance import AuditLog
 from mymcp.transport._exchange import is_visible_ascii
 
 __all__ = [
     "DEFAULT_PER_PRINCIPAL_SESSION_LIMIT",
     "DEFAULT_SESSION_LIMIT",
     "Session",
+    "SessionEnd",
     "SessionStore",
+    "audit_session_ends",
     "is_session_id_shape",
 ]
 
@@ -41,6 +45,31 @@ class Session:
     absolute_expiry: float | None
     url_elicitation: bool = False
     """The client declared URL-mode elicitation at initialize (approvals use it)."""
+    principal: str = ""
+    """The principal's name (`operator:alice`), as the audit names it."""
+
+
+class SessionEnd(enum.StrEnum):
+    """Why a session ended."""
+
+    DELETED = "deleted"  # the client sent DELETE
+    EXPIRED = "expired"  # inactivity or absolute lifetime, noticed at the next sweep
+    EVICTED = "evicted"  # a quota made room for a new session
+    SHUTDOWN = "shutdown"  # the server stopped
+
+
+def audit_session_ends(audit: AuditLog) -> Callable[[Session, SessionEnd], None]:
+    """An `on_end` for `SessionStore` recording each end as `session_close` with its reason."""
+
+    def record(session: Session, reason: SessionEnd) -> None:
+        audit.append(
+            "session_close",
+            principal=session.principal,
+            session=audit.session_tag(session.id),
+            reason=reason.value,
+        )
+
+    return record
 
 
 class SessionStore:
@@ -51,6 +80,9 @@ class SessionStore:
     sessions, and a client that opens a session per call and never deletes one keeps
     working. The global bound is a last resort against many principals at once: it
     evicts the idlest session of all. A limit of 0 seconds disables that lifetime.
+
+    Every session that leaves the store, however it leaves, is passed to `on_end` with
+    the reason (the audit's `session_close` records); `close` ends them all.
     """
 
     def __init__(
@@ -61,6 +93,7 @@ class SessionStore:
         inactivity_seconds: int = 1800,
         absolute_seconds: int = 28800,
         clock: Callable[[], float] = time.monotonic,
+        on_end: Callable[[Session, SessionEnd], None] | None = None,
     ) -> None:
         if limit < 1 or per_principal_limit < 1:
             raise ValueError("session limits must be positive")
@@ -69,6 +102,7 @@ class SessionStore:
         self._inactivity = inactivity_seconds
         self._absolute = absolute_seconds
         self._clock = clock
+        self._on_end = on_end
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         # Per principal, its session ids in the same least-recently-active order.
         self._by_principal: dict[str, OrderedDict[str, None]] = {}
@@ -84,12 +118,14 @@ class SessionStore:
             return True
         return session.absolute_expiry is not None and now >= session.absolute_expiry
 
-    def _remove(self, session_id: str) -> None:
+    def _remove(self, session_id: str, reason: SessionEnd) -> None:
         session = self._sessions.pop(session_id)
         owned = self._by_principal[session.principal_id]
         del owned[session_id]
         if not owned:
             del self._by_principal[session.principal_id]
+        if self._on_end is not None:
+            self._on_end(session, reason)
 
     def _sweep_idle(self, now: float) -> None:
         # The oldest activity sits first, so idle expiry stops at the first live session.
@@ -97,11 +133,11 @@ class SessionStore:
             oldest = next(iter(self._sessions.values()))
             if not self._expired(oldest, now):
                 break
-            self._remove(oldest.id)
+            self._remove(oldest.id, SessionEnd.EXPIRED)
 
     def _sweep_all(self, now: float) -> None:
         for session_id in [s.id for s in self._sessions.values() if self._expired(s, now)]:
-            self._remove(session_id)
+            self._remove(session_id, SessionEnd.EXPIRED)
 
     def create(
         self,
@@ -110,17 +146,18 @@ class SessionStore:
         protocol_version: str,
         *,
         url_elicitation: bool = False,
+        principal: str = "",
     ) -> Session:
         """A new session, after evicting whatever the quotas require."""
         now = self._clock()
         self._sweep_idle(now)
         owned = self._by_principal.get(principal_id)
         if owned is not None and len(owned) >= self._per_principal:
-            self._remove(next(iter(owned)))
+            self._remove(next(iter(owned)), SessionEnd.EVICTED)
         if len(self._sessions) >= self._limit:
             self._sweep_all(now)
             if len(self._sessions) >= self._limit:
-                self._remove(next(iter(self._sessions)))
+                self._remove(next(iter(self._sessions)), SessionEnd.EVICTED)
         session_id = secrets.token_urlsafe(32)
         while session_id in self._sessions:  # 256 random bits: practically never loops
             session_id = secrets.token_urlsafe(32)
@@ -134,6 +171,7 @@ class SessionStore:
             now,
             expiry,
             url_elicitation,
+            principal,
         )
         self._sessions[session_id] = session
         self._by_principal.setdefault(principal_id, OrderedDict())[session_id] = None
@@ -149,7 +187,7 @@ class SessionStore:
             return None
         now = self._clock()
         if self._expired(session, now):
-            self._remove(session_id)
+            self._remove(session_id, SessionEnd.EXPIRED)
             return None
         if session.principal_id != principal_id or session.generation != generation:
             return None
@@ -161,5 +199,13 @@ class SessionStore:
     def terminate(self, session_id: str, principal_id: str, generation: str) -> bool:
         if self.lookup(session_id, principal_id, generation) is None:
             return False
-        self._remove(session_id)
+        self._remove(session_id, SessionEnd.DELETED)
         return True
+
+    def close(self) -> None:
+        """End every session (the server is stopping): those already past a lifetime
+        as expired, the others as shut down."""
+        now = self._clock()
+        for session in list(self._sessions.values()):
+            expired = self._expired(session, now)
+            self._remove(session.id, SessionEnd.EXPIRED if expired else SessionEnd.SHUTDOWN)

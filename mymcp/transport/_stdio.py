@@ -138,7 +138,7 @@ class StdioServer:
                         await self._receive(item, group)
         finally:
             if self._session is not None:
-                self._record_session("session_close", self._session.id)
+                self._record_session("session_close", self._session.id, reason="shutdown")
 
     async def _receive(self, line: bytes, group: TaskGroup) -> None:
         line = line.rstrip(b"\r\n")
@@ -223,11 +223,10 @@ class StdioServer:
             self._record_session("session_open", session.id)
         return reply
 
-    def _record_session(self, event: str, session_id: str) -> None:
+    def _record_session(self, event: str, session_id: str, **fields: str) -> None:
         if self._audit is not None:
-            self._audit.append(
-                event, principal=self._principal.name, session=self._audit.session_tag(session_id)
-            )
+            tag = self._audit.session_tag(session_id)
+            self._audit.append(event, principal=self._principal.name, session=tag, **fields)
 
     async def _refuse(
         self, request_id: str | int | None, code: ErrorCode, message: str | None = None

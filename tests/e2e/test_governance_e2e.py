@@ -1,12 +1,14 @@
 """Policy and audit end to end: the real `mymcp` server, official SDK client, raw HTTP, CLI.
 
 Anonymous and operator-bearer principals run against the real launcher in a subprocess;
-OAuth principals (scopes, step-up) run against the in-process uvicorn server that the
-OAuth tests use, because the issuer's hostname has to be routed to a loopback IdP.
+OAuth principals (scopes, step-up) run against an in-process uvicorn server over the host
+`build_host` makes from a configuration file, because the issuer's hostname has to be
+routed to a loopback IdP.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,19 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mymcp.app import create_host_app
-from mymcp.auth import build_authenticator
-from mymcp.config import (
-    AdapterDeclaration,
-    AdapterRoute,
-    AuthenticationSettings,
-    HostConfiguration,
-    ServerSettings,
-    parse_host_configuration,
-)
-from mymcp.governance import AuditLog, Governance, Policy, open_audit, read_records
-from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import Host, build_runtime
-from tests.config.helpers import to_toml
+from mymcp.governance import AuditLog, read_records
+from mymcp.runtime import bootstrap
 from tests.e2e.auth_http import open_session, request_json, send
 from tests.e2e.auth_issuer import (
     ISSUER,
@@ -47,7 +38,7 @@ from tests.e2e.auth_issuer import (
 )
 from tests.e2e.auth_sandbox import CLI_TIMEOUT, create_token, verifier_location
 from tests.e2e.inprocess import serving
-from tests.e2e.server import RunningServer, Sandbox, free_port, run_cli, serve
+from tests.e2e.server import RunningServer, Sandbox, make_sandbox, run_cli, serve
 
 GATES = {"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true", "MNEMOSYNE_MEMORY_FORGET_ENABLED": "true"}
 READ_TOOLS = ["list_tools", "memory_recall", "memory_list", "memory_inspect"]
@@ -140,6 +131,49 @@ def test_each_principal_sees_and_calls_only_what_policy_allows(
     assert (absent.error.code, absent.error.message) == (-32602, "Unknown tool: memory_nothing")
 
 
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _raw_call(http: httpx.Client, url: str, session: str | None, name: str) -> httpx.Response:
+    """One anonymous `tools/call` of `name`: in a session, or in the stateless era."""
+    arguments = {"scope": "project", "content": "x"}
+    if session is not None:
+        body = request_json("tools/call", name=name, arguments=arguments)
+        return send(http, "POST", url, session=session, body=body)
+    body = request_json("tools/call", name=name, arguments=arguments, _meta=STATELESS_META)
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
+    return http.post(url, json=body, headers=headers)
+
+
+@pytest.mark.parametrize("era", ["session", "stateless"])
+def test_a_denied_call_is_answered_byte_for_byte_like_an_absent_tool(
+    governed: Governed, era: str
+) -> None:
+    with httpx.Client(timeout=10) as http:
+        session = None
+        if era == "session":
+            session = send(http, "POST", governed.url).headers["mcp-session-id"]
+        denied = _raw_call(http, governed.url, session, "memory_remember")  # denied: anonymous
+        absent = _raw_call(http, governed.url, session, "memory_rxmember")  # no such tool
+    assert denied.status_code == absent.status_code
+    assert b"Unknown tool: memory_remember" in denied.content
+    assert denied.content == absent.content.replace(b"memory_rxmember", b"memory_remember")
+
+    def headers(response: httpx.Response) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in response.headers.multi_items() if k != "date"]
+
+    assert headers(denied) == headers(absent)
+
+
 def test_calls_are_audited_content_free_and_the_chain_verifies(governed: Governed) -> None:
     arguments = {"scope": "project", "query": NEEDLE}
     _, recalled = anyio.run(_sdk, governed.url, governed.alice, "memory_recall", arguments)
@@ -148,6 +182,8 @@ def test_calls_are_audited_content_free_and_the_chain_verifies(governed: Governe
     with httpx.Client(timeout=10) as http:
         refused = send(http, "POST", governed.url, authorization=["Bearer mymcp1.nope"])
         assert refused.status_code == 401
+        left_open = send(http, "POST", governed.url)  # a session nobody closes
+        assert left_open.status_code == 200
     governed.stop()
 
     shown = _audit_cli(governed.sandbox, "show", "--principal", "operator:alice", "--json")
@@ -158,6 +194,13 @@ def test_calls_are_audited_content_free_and_the_chain_verifies(governed: Governe
     ]
     assert ("memory_recall", "allowed", "ok") in calls
     assert ("memory_forget", "denied", None) in calls
+
+    everything = _audit_cli(governed.sandbox, "show", "--json")
+    records = [json.loads(line) for line in everything.stdout.splitlines()]
+    opened = {r["session"]: r["principal"] for r in records if r["event"] == "session_open"}
+    closed = {r["session"]: r["reason"] for r in records if r["event"] == "session_close"}
+    assert closed.keys() == opened.keys()  # every session's end is recorded
+    assert "shutdown" in closed.values()  # the one left open ended with the server
 
     audit_dir = governed.sandbox.home / ".local" / "state" / "mymcp" / "audit"
     raw = b"".join(path.read_bytes() for path in audit_dir.glob("segment-*.jsonl"))
@@ -226,13 +269,45 @@ def test_a_typo_in_the_policy_stops_startup_and_names_rule_and_value(sandbox: Sa
     assert "'memory_forgte'" in checked.stderr
 
 
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("directory", "MyMCP audit directory is not private: mode 0777, expected 0700"),
+        ("key", "MyMCP audit key is unreadable or not private"),
+    ],
+)
+def test_check_fails_where_the_server_would_refuse_the_audit_directory(
+    sandbox: Sandbox, fault: str, said: str
+) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
+    audit = sandbox.home / ".local" / "state" / "mymcp" / "audit"
+    AuditLog(audit, max_segment_bytes=1 << 20, max_segments=4).close()
+    if fault == "directory":
+        audit.chmod(0o777)
+    else:
+        (audit / "audit.key").chmod(0o644)
+    checked = run_cli(["check"], sandbox.environ(), timeout=CLI_TIMEOUT)
+    served = run_cli([], sandbox.environ(), timeout=CLI_TIMEOUT)  # fails before serving
+    for run in (checked, served):
+        assert run.returncode == 1
+        (error,) = [line for line in run.stderr.splitlines() if line.startswith("mymcp: error:")]
+        assert said in error
+        assert str(audit) in error  # the operator's terminal names the path
+        assert error.endswith("(code=audit_unavailable)")
+    logs = [line for line in served.stderr.splitlines() if not line.startswith("mymcp: error:")]
+    assert "code=audit_unavailable" in "\n".join(logs)
+    assert not any(str(audit) in line for line in logs)  # the log lines do not
+
+
 # -- OAuth: scopes and step-up ------------------------------------------------------------
 
-OAUTH_POLICY = {
+OAUTH_POLICY: dict[str, Any] = {
     "default": "deny",
     "rules": [
         {"principals": ["scope:memory.read"], "allow": ["@read_only"]},
         {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
+        # Named by a rule, yet never asked for nor advertised: it is for refresh tokens.
+        {"principals": ["scope:offline_access"], "allow": ["memory_list"]},
     ],
 }
 
@@ -248,54 +323,51 @@ class OAuthGoverned:
         return mint(self.key, alg="RS256", kid="rsa-1", claims=access_claims(self.url, **claims))
 
 
+def _oauth_config(sandbox: Sandbox, audit: Path) -> str:
+    rules = "".join(
+        f"\n[[policy.rules]]\nprincipals = {json.dumps(rule['principals'])}\n"
+        f"allow = {json.dumps(rule['allow'])}\n"
+        for rule in OAUTH_POLICY["rules"]
+    )
+    return (
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + "\n[authentication]\nanonymous_enabled = false\n"
+        + '\n[[authentication.adapters]]\nid = "idp"\ntype = "oauth-jwt-jwks-v1"\n'
+        + 'enabled = true\nroute = { source = "authorization", scheme = "bearer" }\n'
+        + f"\n[authentication.oauth_jwt]\nissuer = {json.dumps(ISSUER)}\n"
+        + f'\n[policy]\ndefault = "deny"\n{rules}'
+        + f"\n[audit]\ndirectory = {json.dumps(str(audit))}\n"
+    )
+
+
 @pytest.fixture(scope="module")
 def oauth_governed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGoverned]:
+    """The host exactly as the launcher builds it (`build_host` from a configuration
+    file), except that the authenticator's HTTPS client reaches the loopback issuer."""
     root = tmp_path_factory.mktemp("oauth-governed")
-    home, certs = root / "home", root / "no-system-certs"
-    home.mkdir(mode=0o700)
+    sandbox = make_sandbox(root)
+    certs = root / "no-system-certs"
     certs.mkdir()
+    sandbox.write_config(_oauth_config(sandbox, root / "audit"))
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    port = free_port()
-    document = {
-        "schema_version": 8,
-        "policy": OAUTH_POLICY,
-        "audit": {"directory": str(root / "audit")},
-    }
-    parsed = parse_host_configuration(to_toml(document).encode())
-    adapter = AdapterDeclaration(
-        "idp", "oauth-jwt-jwks-v1", True, AdapterRoute("authorization", "bearer")
-    )
-    configuration = HostConfiguration(
-        schema_version=8,
-        server=ServerSettings("127.0.0.1", port),
-        authentication=AuthenticationSettings(
-            anonymous_enabled=False, adapters=(adapter,), oauth_issuer=ISSUER
-        ),
-        policy=parsed.policy,
-        audit=parsed.audit,
-        origin="loaded",
-    )
     with (
         pytest.MonkeyPatch.context() as patch,
         running_issuer(root, [public_jwk(key, "rsa-1")]) as issuer,
     ):
         patch.setenv("SSL_CERT_FILE", str(issuer.ca_file))
         patch.setenv("SSL_CERT_DIR", str(certs))
-        mnemosyne = create_mnemosyne(
-            MnemosyneSettings(remember=True), environ={"HOME": str(home)}, home=home
+        routed = functools.partial(
+            bootstrap.build_authenticator, http_client_factory=issuer_client_factory(issuer)
         )
-        runtime = build_runtime(configuration, mnemosyne)
-        policy = Policy(configuration.policy, runtime)
-        authenticator = build_authenticator(
-            configuration.authentication,
-            configuration.server,
-            http_client_factory=issuer_client_factory(issuer),
-        ).with_scopes_supported(policy.step_up_scopes)
-        audit = open_audit(configuration)
+        patch.setattr(bootstrap, "build_authenticator", routed)
+        host = bootstrap.build_host(
+            sandbox.environ({"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true"}), sandbox.home
+        )
+        audit = host.governance.audit
         assert audit is not None
-        host = Host(configuration, runtime, authenticator, Governance(policy, audit), mnemosyne)
-        with serving(create_host_app(host), port):
-            base = f"http://127.0.0.1:{port}"
+        with serving(create_host_app(host), sandbox.port):
+            base = f"http://127.0.0.1:{sandbox.port}"
             yield OAuthGoverned(f"{base}/mcp", base, key, audit)
 
 
@@ -347,6 +419,9 @@ def test_a_call_a_scope_would_allow_gets_a_403_step_up(oauth_governed: OAuthGove
         nothing = _call(http, oauth_governed, oauth_governed.token(), "memory_recall")
         assert nothing.status_code == 403
         assert 'scope="memory.read"' in nothing.headers["www-authenticate"]
+        refreshing = oauth_governed.token(scope="offline_access memory.read")
+        kept = _call(http, oauth_governed, refreshing, "memory_remember")
+        assert 'scope="memory.read memory.write"' in kept.headers["www-authenticate"]
         absent = _call(http, oauth_governed, reader, "memory_nothing")
         assert absent.status_code == 200
         assert absent.json()["error"]["message"] == "Unknown tool: memory_nothing"
@@ -362,6 +437,8 @@ def test_protected_resource_metadata_lists_the_step_up_scopes(
     metadata = httpx.get(
         f"{oauth_governed.base}/.well-known/oauth-protected-resource/mcp", timeout=10
     ).json()
+    # The scopes `scope:` rules name, from the bootstrap's own wiring; offline_access,
+    # though a rule names it, is not one a client is ever asked for.
     assert metadata["scopes_supported"] == ["memory.read", "memory.write"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import itertools
 from typing import Any
 
 import pytest
@@ -53,6 +54,12 @@ def policy_of(document: dict[str, Any]) -> Policy:
     return Policy(configuration.policy, RUNTIME)
 
 
+def scope_policy(*grants: tuple[str, str]) -> Policy:
+    """Default deny, and one rule per (scope, tool selector) allowing it."""
+    rules = [{"principals": [f"scope:{scope}"], "allow": [tools]} for scope, tools in grants]
+    return policy_of({"policy": {"default": "deny", "rules": rules}})
+
+
 # -- the oracle: the rules as the documentation states them, written independently ------
 
 
@@ -99,7 +106,7 @@ def oracle(
 
 
 SUBJECTS = ["alice", "bob", "al"]
-SCOPES = ["memory.read", "memory.write", "admin"]
+SCOPES = ["memory.read", "memory.write", "admin", "offline_access"]
 principal_selectors = st.sampled_from(
     ["*", "anonymous", "local", "operator:*", "oauth:*", "operator:al*"]
     + [f"operator:{s}" for s in SUBJECTS]
@@ -167,26 +174,80 @@ def test_policy_matches_the_brute_force_oracle(
             assert decision.selector in rule[decision.via]
 
 
-@settings(max_examples=200, deadline=None)
+def _named_scopes(rules: list[dict[str, Any]]) -> set[str]:
+    """The exact scopes the rules name, which a client could ask for (not offline_access)."""
+    named = {
+        selector.removeprefix("scope:")
+        for rule in rules
+        for selector in rule["principals"]
+        if selector.startswith("scope:") and not selector.endswith("*")
+    }
+    return named - {"offline_access"}
+
+
+@settings(max_examples=400, deadline=None)
 @given(rules=rules_strategy, caller=callers, tool_name=st.sampled_from(NAMES))
-def test_step_up_names_scopes_that_really_unlock_the_tool(
+def test_step_up_asks_for_one_least_sufficient_set_found_by_brute_force(
     rules: list[dict[str, Any]], caller: tuple[str, frozenset[str]], tool_name: str
 ) -> None:
     rules = _unique_rules(rules)
-    policy = policy_of({"policy": {"default": "deny", "rules": rules}})
+    document = {"policy": {"default": "deny", "rules": rules}}
+    policy = policy_of(document)
     name, scopes = caller
     view = policy.view(name, scopes)
     asked = policy.step_up(view, tool_name)
+    fresh = policy_of(document)  # the same answer from a policy that cached nothing yet
+    assert fresh.step_up(fresh.view(name, scopes), tool_name) == asked
+    assert "offline_access" not in asked | policy.step_up_scopes
+    assert policy.step_up_scopes == _named_scopes(rules)
     if view.allows(tool_name) or not name.startswith("oauth:"):
         assert asked == frozenset()
         return
-    if asked:
-        assert tool_name in oracle(rules, "deny", name, scopes | asked)
-        assert asked - scopes <= policy.step_up_scopes
-    else:
-        # Nothing a scope rule names, alone or all together, would allow the call.
-        for extra in [*({s} for s in policy.step_up_scopes), policy.step_up_scopes]:
-            assert tool_name not in oracle(rules, "deny", name, scopes | extra)
+    candidates = sorted(_named_scopes(rules) - scopes)
+    sufficient = [
+        set(extra)
+        for size in range(1, len(candidates) + 1)
+        for extra in itertools.combinations(candidates, size)
+        if tool_name in oracle(rules, "deny", name, scopes | set(extra))
+    ]
+    if not sufficient:
+        assert asked == frozenset()
+        return
+    fewest = min(len(extra) for extra in sufficient)
+    extra = set(asked - scopes)
+    assert len(extra) == fewest
+    assert extra in sufficient
+    # Of the token's scopes, exactly those policy names are kept (offline_access never).
+    kept = {
+        scope
+        for scope in scopes - {"offline_access"}
+        if any(
+            oracle_principal(selector, "oauth:x", frozenset({scope}))
+            for rule in rules
+            for selector in rule["principals"]
+            if selector.startswith("scope:")
+        )
+    }
+    assert asked & scopes == kept
+    # A new token carrying exactly what was asked (and what policy ignores) may call it.
+    assert tool_name in oracle(rules, "deny", name, asked | (scopes - kept))
+    # No other answer of that size grants fewer tools.
+    granted = len(oracle(rules, "deny", name, scopes | extra))
+    for other in sufficient:
+        if len(other) == fewest:
+            assert granted <= len(oracle(rules, "deny", name, scopes | other))
+
+
+def test_step_up_asks_for_the_narrowest_scope_that_suffices() -> None:
+    policy = scope_policy(
+        ("memory.write", "@mutating"),
+        ("admin", "*"),
+        ("memory.read", "@read_only"),
+        ("offline_access", "@read_only"),
+    )
+    view = policy.view("oauth:x", frozenset({"openid", "memory.read", "offline_access"}))
+    assert policy.step_up(view, "notes__write") == {"memory.read", "memory.write"}
+    assert policy.step_up_scopes == {"admin", "memory.read", "memory.write"}
 
 
 def test_no_policy_allows_everything_and_shares_one_view() -> None:
@@ -205,17 +266,7 @@ def test_views_are_cached_per_principal_and_scopes() -> None:
 
 
 def test_step_up_keeps_granted_scopes_that_policy_names() -> None:
-    policy = policy_of(
-        {
-            "policy": {
-                "default": "deny",
-                "rules": [
-                    {"principals": ["scope:memory.read"], "allow": ["@read_only"]},
-                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
-                ],
-            }
-        }
-    )
+    policy = scope_policy(("memory.read", "@read_only"), ("memory.write", "@mutating"))
     view = policy.view("oauth:alice", frozenset({"memory.read", "openid"}))
     assert view.allows("notes__read")
     assert not view.allows("notes__write")

@@ -152,6 +152,7 @@ def test_every_decision_and_outcome_is_recorded_without_content(
     _call(client, headers, "notes__wipe")
     _call(client, headers, "no_such_tool")
     client.delete("/mcp", headers=headers)
+    initialize(client)  # an anonymous session left open until the server stops
     client.post("/mcp", json=rpc("ping"), headers={"authorization": "Basic nope"})
     records = _records_after_close(client, directory)
     calls = [r for r in records if r["event"] == "tool_call"]
@@ -166,13 +167,22 @@ def test_every_decision_and_outcome_is_recorded_without_content(
         (None, "unknown_tool", None),
     ]
     assert calls[1]["call"] == calls[2]["call"]
+    assert "call" not in calls[0]  # a read-only call is one record
+    assert all(len(r["args_digest"]) == 64 for r in calls)  # refusals carry it too
     assert calls[0]["args_digest"] == calls[1]["args_digest"]  # same arguments, same digest
     assert {r["principal"] for r in calls} == {"operator:alice"}
     assert len({r["session"] for r in calls}) == 1
     assert calls[0]["session"] != session
     events = [r["event"] for r in records]
     assert events[0] == "session_open"
-    assert "session_close" in events
+    opened = [(r["principal"], r["session"]) for r in records if r["event"] == "session_open"]
+    closed = [
+        (r["principal"], r["session"], r["reason"])
+        for r in records
+        if r["event"] == "session_close"
+    ]
+    assert closed == [(*opened[0], "deleted"), (*opened[1], "shutdown")]
+    assert [principal for principal, _ in opened] == ["operator:alice", "anonymous"]
     assert any(r["event"] == "auth_failure" and r["reason"] == "rejected" for r in records)
     raw = b"".join(path.read_bytes() for path in directory.glob("segment-*.jsonl"))
     assert b"needle" not in raw

@@ -6,7 +6,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from mymcp.transport import SessionStore
+from mymcp.transport import SessionEnd, SessionStore
+from mymcp.transport._sessions import Session
 from tests.transport.conftest import initialize, rpc, session_headers
 
 
@@ -123,6 +124,63 @@ def test_a_full_store_evicts_the_globally_idlest_session() -> None:
     assert store.lookup(sessions["c"].id, "c", "g") is sessions["c"]
 
 
+def test_every_way_out_of_the_store_is_reported_once_with_its_reason() -> None:
+    clock = Clock()
+    ended: list[tuple[str, str, SessionEnd]] = []
+
+    def on_end(session: Session, reason: SessionEnd) -> None:
+        ended.append((session.id, session.principal, reason))
+
+    store = SessionStore(
+        limit=3,
+        per_principal_limit=2,
+        inactivity_seconds=10,
+        absolute_seconds=0,
+        clock=clock,
+        on_end=on_end,
+    )
+
+    def create(principal: str) -> Session:
+        return store.create(principal, "g", "v", principal=f"operator:{principal}")
+
+    deleted = create("a")
+    assert store.terminate(deleted.id, "a", "g")
+    assert ended == [(deleted.id, "operator:a", SessionEnd.DELETED)]
+    first, _, _ = create("a"), create("a"), create("a")  # a's quota is 2: the oldest goes
+    assert ended[-1] == (first.id, "operator:a", SessionEnd.EVICTED)
+    create("b")
+    clock.now += 1
+    create("c")  # the store is full and nothing expired: the globally idlest goes
+    assert ended[-1][1:] == ("operator:a", SessionEnd.EVICTED)
+    clock.now += 10  # everything but c's session is idle for more than 10 s
+    newest = create("d")
+    assert [reason for _, _, reason in ended[-2:]] == [SessionEnd.EXPIRED] * 2
+    store.close()
+    assert ended[-2:] == [
+        (ended[-2][0], "operator:c", SessionEnd.SHUTDOWN),
+        (newest.id, "operator:d", SessionEnd.SHUTDOWN),
+    ]
+    assert len(store) == 0
+    assert len({session_id for session_id, _, _ in ended}) == len(ended) == 7  # all created
+
+
+def test_an_expired_session_found_by_lookup_or_at_close_is_reported_as_expired() -> None:
+    clock = Clock()
+    ended: list[SessionEnd] = []
+    store = SessionStore(
+        inactivity_seconds=10,
+        absolute_seconds=0,
+        clock=clock,
+        on_end=lambda session, reason: ended.append(reason),
+    )
+    looked_up = store.create("p", "g", "v")
+    store.create("q", "g", "v")
+    clock.now += 11
+    assert store.lookup(looked_up.id, "p", "g") is None
+    store.close()
+    assert ended == [SessionEnd.EXPIRED, SessionEnd.EXPIRED]
+
+
 class SessionQuotas(RuleBasedStateMachine):
     """Any interleaving of creates, lookups, terminations and time keeps every bound, and
     a create evicts only the creator's own sessions unless the whole store is full."""
@@ -133,12 +191,15 @@ class SessionQuotas(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = Clock()
+        self.ended: list[str] = []
+        self.created = 0
         self.store = SessionStore(
             limit=self.LIMIT,
             per_principal_limit=self.QUOTA,
             inactivity_seconds=100,
             absolute_seconds=0,
             clock=self.clock,
+            on_end=lambda session, reason: self.ended.append(session.id),
         )
         self.live: dict[str, str] = {}  # id -> principal, as far as the model knows
 
@@ -147,6 +208,7 @@ class SessionQuotas(RuleBasedStateMachine):
         before = dict(self.live)
         full = len(self.store) >= self.LIMIT
         session = self.store.create(principal, "g", "v")
+        self.created += 1
         self.live[session.id] = principal
         for session_id, owner in before.items():
             survived = self.store.lookup(session_id, owner, "g") is not None
@@ -177,6 +239,12 @@ class SessionQuotas(RuleBasedStateMachine):
         assert len(self.store) <= self.LIMIT
         for principal in ("a", "b", "c"):
             assert self.store.count_for(principal) <= self.QUOTA
+
+    @invariant()
+    def every_session_that_left_was_reported_once(self) -> None:
+        assert len(set(self.ended)) == len(self.ended)
+        assert len(self.ended) + len(self.store) == self.created
+        assert not set(self.ended) & set(self.live)
 
 
 TestSessionQuotas = SessionQuotas.TestCase

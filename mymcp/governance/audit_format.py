@@ -1,0 +1,469 @@
+"""The audit directory on disk: canonical lines, segment files, `HEAD`, key and lock.
+
+Layout of the audit directory (mode 0700, owned by the user running MyMCP):
+
+- `segment-<n>.jsonl` numbered segments, one record per line;
+- `HEAD`: `<seq> <hash>` of the newest record, replaced (and fsync'd) after every write,
+  so that records cut off the end of the log are noticed; `0 <64 zeros>` before the
+  first record;
+- `audit.key`: 32 random bytes (mode 0600) keying the digests of arguments and session
+  ids, so the log can show that two calls had the same arguments without holding them;
+- `audit.lock`: the `flock` writers take exclusively and `verify` takes shared.
+
+A line is the canonical JSON (sorted keys, no spaces, ASCII escapes) of the record
+without `hash`, with `,"hash":"<sha256 of those bytes>"` inserted before its closing
+brace, then a newline. There is exactly one valid line for a record, and `verify`
+demands it byte for byte.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import math
+import operator
+import os
+import re
+import secrets
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mymcp._safefile import SafeFileError, read_safe_file
+from mymcp.errors import AuditError, Location
+
+__all__ = [
+    "GENESIS_HASH",
+    "HEAD_FILE",
+    "NUMBER",
+    "WORD",
+    "AuditRecord",
+    "RecordShape",
+    "canonical_json",
+    "check_audit_directory",
+    "record_hash",
+]
+
+GENESIS_HASH: Final = "0" * 64
+KEY_FILE: Final = "audit.key"
+LOCK_FILE: Final = "audit.lock"
+HEAD_FILE: Final = "HEAD"
+_SEGMENT: Final = re.compile(r"segment-([0-9]{6,12})\.jsonl")
+TAIL_WINDOW: Final = 65536
+_CHAIN_MEMBERS: Final = ("prev", "seq", "time")
+
+AuditRecord = dict[str, Any]
+
+
+def _default(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
+# One reusable C encoder (markers, default, string encoder, indent, key and item
+# separators, sort_keys, skipkeys, allow_nan): `json.dumps` and `JSONEncoder.encode`
+# build a new one per call, which costs more than encoding a small value. Circular
+# values are not tracked; they end in RecursionError like any too-deep value.
+_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+_encode_canonical: Callable[[object], str]
+if _make_encoder is not None:
+    _chunks = _make_encoder(None, _default, _encode_string, None, ":", ",", True, False, True)
+
+    def _encode_canonical(value: object) -> str:
+        return "".join(_chunks(value, 0))
+
+else:  # a Python without the C accelerator
+    _encode_canonical = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=_default
+    ).encode
+
+
+def canonical_json(value: object) -> bytes:
+    """The one serialisation hashed and written: sorted keys, no spaces, ASCII only.
+
+    ASCII escapes make it total over everything the JSON parser accepted, lone
+    surrogates included. Raises TypeError, ValueError or RecursionError for values no
+    JSON document holds.
+    """
+    return _encode_canonical(value).encode("ascii")
+
+
+def _encode_member(value: Any) -> str:
+    """The canonical text of one member's value (the flat values records hold, fast)."""
+    kind = type(value)
+    if kind is str:
+        return _encode_string(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    return _encode_canonical(value)
+
+
+def canonical_record(record: Mapping[str, Any]) -> bytes:
+    """`canonical_json` of a record (a test checks the two agree on generated records)."""
+    members = [f"{_encode_string(key)}:{_encode_member(record[key])}" for key in sorted(record)]
+    return ("{" + ",".join(members) + "}").encode("ascii")
+
+
+def record_hash(record: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `record` without its `hash` member."""
+    body = {key: value for key, value in record.items() if key != "hash"}
+    return hashlib.sha256(canonical_record(body)).hexdigest()
+
+
+def record_line(body: bytes, digest: str) -> bytes:
+    """The written line: the canonical body with `hash` added as its last member."""
+    return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n'
+
+
+WORD: Final = "word"
+"""A varying member whose value is a str of ASCII letters, digits and `_` only (a digest,
+an id, a code): written between quotes as it is."""
+NUMBER: Final = "number"
+"""A varying member whose value is an int or a finite float: written as `repr` writes it."""
+
+
+class RecordShape:
+    """One kind of record prepared once: the members that never change (event,
+    principal, session, tool) are encoded in advance, in their sorted places, around
+    slots for the members that vary per record and for the chain's `prev`, `seq`, `time`.
+
+    Encoding a record is then one string format (plus an escaping encoding for each
+    varying member not declared a `WORD` or a `NUMBER` in `kinds`), and gives exactly
+    `canonical_record` of the same members (a test checks it). A value that is not of
+    its declared kind would be written wrongly, and `verify` would report the line.
+    """
+
+    __slots__ = ("_escaped", "_format", "_order")
+
+    def __init__(
+        self,
+        event: str,
+        fixed: Mapping[str, Any],
+        varying: tuple[str, ...],
+        kinds: Mapping[str, str] | None = None,
+    ) -> None:
+        members = {"event": event, **fixed}
+        clash = (set(members) | set(_CHAIN_MEMBERS)) & set(varying)
+        if clash or set(members) & set(_CHAIN_MEMBERS) or len(set(varying)) != len(varying):
+            raise ValueError("a member is named twice")
+        kinds = kinds or {}
+        positions = {name: index for index, name in enumerate((*varying, *_CHAIN_MEMBERS))}
+        # The chain's members are written in place (hex, an integer, ASCII time), and so
+        # are words and numbers; any other varying member arrives encoded.
+        slots = {"prev": '"%s"', "seq": "%d", "time": '"%s"', WORD: '"%s"', NUMBER: "%r"}
+        parts, order = [], []
+        for name in sorted({*members, *positions}):
+            key = _encode_string(name).replace("%", "%%")
+            if name in members:
+                parts.append(f"{key}:" + _encode_member(members[name]).replace("%", "%%"))
+            else:
+                parts.append(f"{key}:" + slots.get(kinds.get(name, name), "%s"))
+                order.append(positions[name])
+        self._format = "{" + ",".join(parts) + "}"
+        self._escaped = tuple(i for i, name in enumerate(varying) if name not in kinds)
+        # The chain's three members are always slots, so there are at least two.
+        self._order: Callable[[Sequence[object]], tuple[object, ...]] = operator.itemgetter(*order)
+
+    def encode(self, values: tuple[Any, ...], prev: str, seq: int, moment: str) -> bytes:
+        """The canonical body of this record with `values` in the varying members."""
+        texts = [*values, prev, seq, moment]
+        for index in self._escaped:
+            texts[index] = _encode_member(texts[index])
+        return (self._format % self._order(texts)).encode("ascii")
+
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339 UTC with milliseconds."""
+    whole = int(seconds // 1)
+    milliseconds = int((seconds - whole) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{milliseconds:03d}Z"
+
+
+def segment_name(number: int) -> str:
+    return f"segment-{number:06d}.jsonl"
+
+
+def segments(directory: Path) -> list[tuple[int, Path]]:
+    """The segment files of `directory`, oldest first."""
+    found = []
+    for entry in os.scandir(directory):
+        match = _SEGMENT.fullmatch(entry.name)
+        if match is not None and entry.is_file(follow_symlinks=False):
+            found.append((int(match.group(1)), Path(entry.path)))
+    return sorted(found)
+
+
+def parse_record(line: bytes) -> AuditRecord | None:
+    """A decoded record with an integer `seq` and string `hash` and `prev`, or None."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    if type(record.get("seq")) is not int or not isinstance(record.get("hash"), str):
+        return None
+    return record if isinstance(record.get("prev"), str) else None
+
+
+def read_head(directory: Path) -> tuple[int, str] | None:
+    """`HEAD` as (seq, hash), or None when it is missing or not of that form."""
+    try:
+        text = (directory / HEAD_FILE).read_bytes().decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = text.removesuffix("\n").split(" ")
+    if len(parts) != 2 or not parts[0].isdigit() or not re.fullmatch("[0-9a-f]{64}", parts[1]):
+        return None
+    return int(parts[0]), parts[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Where the chain ends on disk: the newest segment (its number and size) and the
+    newest complete record in any segment; `torn` when the newest segment ends in a
+    partial line (a crash during a write)."""
+
+    segment: int
+    size: int
+    seq: int
+    hash: str
+    torn: bool
+
+
+def read_tail(directory: Path) -> Tail:
+    found = segments(directory)
+    if not found:
+        return Tail(1, 0, 0, GENESIS_HASH, False)
+    newest, newest_path = found[-1]
+    size = newest_path.stat().st_size
+    torn = False
+    for number, path in reversed(found):
+        with open(path, "rb") as handle:
+            end = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, end - TAIL_WINDOW))
+            window = handle.read()
+        if window and not window.endswith(b"\n"):
+            torn = torn or number == newest
+            window = window[: window.rfind(b"\n") + 1]
+        lines = window.rstrip(b"\n").split(b"\n") if window.strip() else []
+        if lines:
+            last = parse_record(lines[-1])
+            if last is None:
+                # The end of the chain is unreadable: continue from nothing, and let
+                # `verify` point at the broken line.
+                return Tail(newest, size, 0, GENESIS_HASH, torn)
+            return Tail(newest, size, last["seq"], last["hash"], torn)
+    return Tail(newest, size, 0, GENESIS_HASH, torn)
+
+
+def find_record(directory: Path, seq: int) -> AuditRecord | None:
+    """The record numbered `seq`, searched from the newest segment back (rarely needed:
+    only when `HEAD` lags the tail after a crash)."""
+    for _, path in reversed(segments(directory)):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        for line in reversed(data.split(b"\n")):
+            record = parse_record(line)
+            if record is None:
+                continue
+            if record["seq"] == seq:
+                return record
+            if record["seq"] < seq:
+                return None
+    return None
+
+
+def first_record(directory: Path, after: int) -> AuditRecord | None:
+    """The first complete record of the segments numbered above `after`."""
+    for number, path in segments(directory):
+        if number <= after:
+            continue
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line.endswith(b"\n"):
+                    record = parse_record(line)
+                    if record is not None:
+                        return record
+    return None
+
+
+def last_record(path: Path) -> AuditRecord | None:
+    """The last complete record of one segment."""
+    with open(path, "rb") as handle:
+        end = os.fstat(handle.fileno()).st_size
+        handle.seek(max(0, end - TAIL_WINDOW))
+        window = handle.read()
+    for line in reversed(window[: window.rfind(b"\n") + 1].split(b"\n")):
+        record = parse_record(line)
+        if record is not None:
+            return record
+    return None
+
+
+def open_private(path: Path, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def write_head(directory: Path, seq: int, digest: str) -> os.stat_result:
+    """Replace `HEAD` durably (the caller fsyncs the directory); its new identity."""
+    temporary = directory / f".{HEAD_FILE}.{os.getpid()}.tmp"
+    fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, f"{seq} {digest}\n".encode())
+        os.fsync(fd)
+        identity = os.fstat(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, directory / HEAD_FILE)
+    return identity
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some filesystems refuse directory fsync; the data is synced
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+# -- the directory and its key -------------------------------------------------------------
+
+
+def _unusable(directory: Path, message: str, detail: str | None) -> AuditError:
+    # The path is for the operator's terminal: `str()` of the error; logs take the code.
+    return AuditError(
+        "audit_unavailable", message, location=Location(source=str(directory)), detail=detail
+    )
+
+
+def _check_private_directory(directory: Path) -> None:
+    """The audit directory must be a real directory of this user that no one else can
+    enter: the records name who called what, and the key must stay private."""
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        raise _unusable(directory, "MyMCP audit directory cannot be used", exc.strerror) from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise _unusable(
+            directory, "MyMCP audit directory is not a directory", "a symlink or another file"
+        )
+    if info.st_uid != os.geteuid():
+        raise _unusable(
+            directory,
+            "MyMCP audit directory belongs to another user",
+            f"owned by uid {info.st_uid}, not {os.geteuid()}",
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise _unusable(
+            directory,
+            "MyMCP audit directory is not private",
+            f"mode {mode:04o}, expected 0700; run: chmod 700 {directory}",
+        )
+
+
+def _read_key(directory: Path) -> bytes:
+    path = directory / KEY_FILE
+    try:
+        key = read_safe_file(path, max_bytes=64, private=True)
+    except SafeFileError as failure:
+        raise _unusable(
+            path, "MyMCP audit key is unreadable or not private", str(failure.detail)
+        ) from None
+    if len(key) != 32:
+        raise _unusable(path, "MyMCP audit key is not 32 bytes", f"it has {len(key)} bytes")
+    return key
+
+
+def prepare_directory(directory: Path) -> bytes:
+    """Create the directory (0700) and key (0600) if needed, check both, and return the
+    key. Raises AuditError (`audit_unavailable`) naming the path and the cause."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unusable(
+            directory, "MyMCP audit directory cannot be created", exc.strerror
+        ) from None
+    _check_private_directory(directory)
+    try:
+        fd = open_private(directory / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _unusable(
+            directory / KEY_FILE, "MyMCP audit key cannot be created", exc.strerror
+        ) from None
+    else:
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return _read_key(directory)
+
+
+def check_audit_directory(directory: Path) -> bool:
+    """What the server's start would find, without creating anything: True when the
+    directory exists (and it and its key are usable), False when the start will create
+    it. Raises AuditError as the start would."""
+    if not os.path.lexists(directory):
+        ancestor = directory.parent
+        while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+            raise _unusable(
+                directory,
+                "MyMCP audit directory cannot be created",
+                f"{ancestor} is not a directory this user can write",
+            )
+        return False
+    _check_private_directory(directory)
+    if os.path.lexists(directory / KEY_FILE):
+        _read_key(directory)
+    return True
+
+
+# -- the lock --------------------------------------------------------------------------------
+
+
+def open_lock(directory: Path) -> int:
+    try:
+        return open_private(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    except OSError as exc:
+        raise _unusable(
+            directory / LOCK_FILE, "MyMCP audit lock cannot be opened", exc.strerror
+        ) from None
+
+
+@contextmanager
+def shared_lock(directory: Path) -> Iterator[None]:
+    """Hold the directory's lock shared (writers wait until it is released). A
+    directory without a lock file (a copy) is read without one."""
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,177 @@
+"""Reading the audit back: `verify_audit` walks the chain, `read_records` lists records.
+
+`verify_audit` holds the directory's lock shared, so writers (which take it exclusive)
+wait until it is done and it never sees a write half made or a segment half rotated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mymcp.governance.audit_format import (
+    GENESIS_HASH,
+    HEAD_FILE,
+    AuditRecord,
+    canonical_record,
+    parse_record,
+    read_head,
+    record_line,
+    segment_name,
+    segments,
+    shared_lock,
+)
+
+__all__ = ["VerifyResult", "read_records", "verify_audit"]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """What `verify_audit` found: `problem` is None when the chain is intact."""
+
+    records: int
+    segments: int
+    head_hash: str
+    problem: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+class _Broken(Exception):
+    """The first problem found; ends the walk."""
+
+
+@dataclass(slots=True)
+class _Walk:
+    """The state of one walk along the chain, oldest record first."""
+
+    head: tuple[int, str] | None
+    count: int = 0
+    seq: int = 0
+    digest: str = GENESIS_HASH
+    # The first record, when the log does not start at the genesis: (where, its
+    # segment, its seq, its prev), to be explained by a `segment_removed` record.
+    start: tuple[str, int, int, str] | None = None
+    removed: list[tuple[object, object, object]] = field(default_factory=list)
+    torn: list[int] = field(default_factory=list)
+    recovered: set[object] = field(default_factory=set)
+
+    def line(self, number: int, where: str, line: bytes) -> None:
+        record = parse_record(line)
+        if record is None:
+            raise _Broken(f"{where}: not a valid record")
+        body = {key: value for key, value in record.items() if key != "hash"}
+        try:
+            canonical = canonical_record(body)
+        except (TypeError, ValueError, RecursionError):
+            raise _Broken(f"{where}: not a valid record") from None
+        if hashlib.sha256(canonical).hexdigest() != record["hash"]:
+            raise _Broken(f"{where}: hash does not match its content")
+        if record_line(canonical, record["hash"]) != line + b"\n":
+            raise _Broken(f"{where}: not written as the writer writes it (bytes were changed)")
+        self._link(number, where, record)
+        self._note(where, record)
+        self.count += 1
+        self.seq, self.digest = record["seq"], record["hash"]
+
+    def _link(self, number: int, where: str, record: AuditRecord) -> None:
+        if self.count == 0:
+            if (record["seq"], record["prev"]) != (1, GENESIS_HASH):
+                self.start = (where, number, record["seq"], record["prev"])
+        elif record["prev"] != self.digest:
+            raise _Broken(f"{where}: prev does not match the record before")
+        elif record["seq"] != self.seq + 1:
+            raise _Broken(f"{where}: seq {record['seq']} follows {self.seq}")
+        head = self.head
+        if head is not None and record["seq"] == head[0] and record["hash"] != head[1]:
+            raise _Broken(f"{where}: does not match {HEAD_FILE}")
+
+    def _note(self, where: str, record: AuditRecord) -> None:
+        event = record.get("event")
+        if event == "segment_removed":
+            entry = (record.get("segment"), record.get("last_seq"), record.get("last_hash"))
+            self.removed.append(entry)
+        elif event == "audit_recovered":
+            self.recovered.add(record.get("torn_segment"))
+        elif event == "audit_head_mismatch":
+            named = record.get("head_seq")
+            found = f"{HEAD_FILE} named seq {named}" if named is not None else f"no {HEAD_FILE}"
+            raise _Broken(
+                f"{where}: when this record was written the log did not reach the record "
+                f"{HEAD_FILE} named ({found}, the log ended at seq {self.seq}): records "
+                "were removed or HEAD was changed"
+            )
+
+    def finish(self, newest: int) -> None:
+        if self.start is not None:
+            where, number, first_seq, prev = self.start
+            explained = any(
+                isinstance(segment, int)
+                and segment < number
+                and (seq, digest) == (first_seq - 1, prev)
+                for segment, seq, digest in self.removed
+            )
+            if not explained:
+                raise _Broken(
+                    f"{where}: earlier segments are missing and no segment_removed record "
+                    "explains it"
+                )
+        for number in self.torn:
+            if number != newest and number not in self.recovered:
+                raise _Broken(f"{segment_name(number)}: torn line in the middle of the log")
+        if self.head is None:
+            raise _Broken(f"{HEAD_FILE} is missing or unreadable")
+        if self.head[0] > self.seq:
+            raise _Broken(
+                f"records after seq {self.seq} are missing ({HEAD_FILE} names seq {self.head[0]})"
+            )
+
+
+def verify_audit(directory: Path) -> VerifyResult:
+    """Walk every segment and check each line (byte for byte the writer's encoding of
+    a record whose hash matches), each `prev` and `seq`, the start, and `HEAD`."""
+    with shared_lock(directory):
+        found = segments(directory)
+        walk = _Walk(read_head(directory))
+        if not found and walk.head in (None, (0, GENESIS_HASH)):
+            return VerifyResult(0, 0, GENESIS_HASH)
+        try:
+            for number, path in found:
+                try:
+                    data = path.read_bytes()
+                except FileNotFoundError:
+                    raise _Broken(f"{path.name}: removed while it was being verified") from None
+                lines = data.split(b"\n")
+                ends_torn = bool(lines[-1])
+                if not ends_torn:
+                    lines.pop()
+                for index, line in enumerate(lines, start=1):
+                    if ends_torn and index == len(lines):
+                        walk.torn.append(number)
+                        break
+                    walk.line(number, f"{path.name} line {index}", line)
+            walk.finish(found[-1][0] if found else 0)
+        except _Broken as broken:
+            return VerifyResult(walk.count, len(found), walk.digest, str(broken))
+    notes = tuple(
+        f"torn final line in {segment_name(n)} (a crash during a write)" for n in walk.torn
+    )
+    return VerifyResult(walk.count, len(found), walk.digest, None, notes)
+
+
+def read_records(directory: Path) -> Iterator[AuditRecord]:
+    """Every readable record, oldest first (torn or broken lines are skipped, and so is
+    a segment removed while it is read)."""
+    for _, path in segments(directory):
+        with suppress(FileNotFoundError), open(path, "rb") as handle:
+            for line in handle:
+                if line.endswith(b"\n"):
+                    record = parse_record(line)
+                    if record is not None:
+                        yield record

@@ -1,0 +1,328 @@
+"""`verify`: tampering of every kind is found, legitimate crashes are not tampering, and a
+verify running next to a live writer sees a consistent log."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mymcp.governance import read_records, verify_audit
+from mymcp.governance.audit_format import segment_name
+from tests.governance.audit_logs import (
+    forged,
+    open_log,
+    rewrite,
+    segment_lines,
+    segment_numbers,
+    write,
+)
+
+
+def test_edit_is_detected(tmp_path: Path) -> None:
+    write(tmp_path, 10)
+    lines = segment_lines(tmp_path)
+    lines[4] = lines[4].replace(b'"allowed"', b'"denied"')
+    rewrite(tmp_path, lines)
+    result = verify_audit(tmp_path)
+    assert not result.ok
+    assert result.problem == "segment-000001.jsonl line 5: hash does not match its content"
+
+
+def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path: Path) -> None:
+    write(tmp_path, 10)
+    lines = segment_lines(tmp_path)
+    record = json.loads(lines[4])
+    record["decision"] = "denied"
+    lines[4] = forged(record)
+    rewrite(tmp_path, lines)
+    assert verify_audit(tmp_path).problem == (
+        "segment-000001.jsonl line 6: prev does not match the record before"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tamper", "problem"),
+    [
+        (lambda lines: lines[:3] + lines[4:], "line 4: prev does not match the record before"),
+        (lambda lines: [*lines[:5], lines[2], *lines[5:]], "line 6: prev does not match"),
+        (lambda lines: [lines[0], lines[2], lines[1], *lines[3:]], "line 2: prev does not match"),
+        (lambda lines: lines[:-1], "records after seq 9 are missing (HEAD names seq 10)"),
+        (lambda lines: lines[:-3], "records after seq 7 are missing (HEAD names seq 10)"),
+        (lambda lines: [*lines, lines[-1]], "line 11: prev does not match"),
+    ],
+    ids=["delete", "insert", "reorder", "truncate-one", "truncate-three", "duplicate-last"],
+)
+def test_deleted_inserted_reordered_and_truncated_lines_are_detected(
+    tmp_path: Path, tamper: Any, problem: str
+) -> None:
+    write(tmp_path, 10)
+    rewrite(tmp_path, tamper(segment_lines(tmp_path)))
+    result = verify_audit(tmp_path)
+    assert not result.ok
+    assert problem in str(result.problem)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # A repeated key: a JSON parser keeps the last, so the record still hashes right.
+        lambda line: b'{"decision":"denied",' + line[1:],
+        lambda line: line[:-1] + b"\r\n",
+        lambda line: line.replace(b'":"', b'": "', 1),
+        lambda line: b" " + line,
+        # The whole record in canonical JSON, `hash` in its sorted place instead of last.
+        lambda line: (
+            json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        ),
+    ],
+    ids=["duplicate-key", "crlf", "space-after-colon", "leading-space", "hash-not-last"],
+)
+def test_a_line_must_be_byte_for_byte_the_writers_encoding(tmp_path: Path, change: Any) -> None:
+    write(tmp_path, 6)
+    lines = segment_lines(tmp_path)
+    lines[3] = change(lines[3])
+    rewrite(tmp_path, lines)
+    result = verify_audit(tmp_path)
+    assert not result.ok
+    assert str(result.problem).startswith("segment-000001.jsonl line 4: ")
+
+
+def test_missing_head_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, 3)
+    (tmp_path / "HEAD").unlink()
+    assert verify_audit(tmp_path).problem == "HEAD is missing or unreadable"
+
+
+def test_every_segment_removed_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, 3).close()
+    for path in tmp_path.glob("segment-*.jsonl"):
+        path.unlink()
+    assert verify_audit(tmp_path).problem == ("records after seq 0 are missing (HEAD names seq 3)")
+
+
+def test_a_new_log_verifies_before_its_first_record(tmp_path: Path) -> None:
+    open_log(tmp_path).close()
+    assert (tmp_path / "HEAD").read_text() == f"0 {'0' * 64}\n"
+    result = verify_audit(tmp_path)
+    assert (result.ok, result.records, result.segments) == (True, 0, 0)
+
+
+def test_removing_the_oldest_segment_by_hand_is_detected(tmp_path: Path) -> None:
+    write(tmp_path, 200, max_segment_bytes=4096, max_segments=50)
+    segments = sorted(tmp_path.glob("segment-*.jsonl"))
+    assert len(segments) >= 3
+    segments[0].unlink()
+    result = verify_audit(tmp_path)
+    assert not result.ok
+    assert "earlier segments are missing" in str(result.problem)
+
+
+def test_removing_the_newest_segment_is_detected(tmp_path: Path) -> None:
+    write(tmp_path, 200, max_segment_bytes=4096, max_segments=50)
+    sorted(tmp_path.glob("segment-*.jsonl"))[-1].unlink()
+    assert "are missing" in str(verify_audit(tmp_path).problem)
+
+
+def test_a_broken_line_inside_a_segment_is_tampering(tmp_path: Path) -> None:
+    write(tmp_path, 5)
+    lines = segment_lines(tmp_path)
+    lines[2] = b'{"seq":3,"time":"2025-\n'
+    rewrite(tmp_path, lines)
+    assert verify_audit(tmp_path).problem == "segment-000001.jsonl line 3: not a valid record"
+
+
+# -- a cut-off log is not healed by the next write -------------------------------------------
+
+
+def test_a_truncated_log_stays_broken_after_the_next_write(tmp_path: Path) -> None:
+    write(tmp_path, 10).close()
+    rewrite(tmp_path, segment_lines(tmp_path)[:-2])
+    assert "records after seq 8 are missing" in str(verify_audit(tmp_path).problem)
+    for round_number in range(3):  # it stays broken, whatever is written after
+        log = open_log(tmp_path)
+        log.append("tool_call", tool=f"after_{round_number}", decision="allowed")
+        log.commit()
+        log.close()
+        result = verify_audit(tmp_path)
+        assert not result.ok
+        assert result.problem == (
+            "segment-000001.jsonl line 9: when this record was written the log did not reach "
+            "the record HEAD named (HEAD named seq 10, the log ended at seq 8): records were "
+            "removed or HEAD was changed"
+        )
+    mismatch = [r for r in read_records(tmp_path) if r["event"] == "audit_head_mismatch"]
+    assert len(mismatch) == 1  # recorded once, when it was found
+    assert (mismatch[0]["seq"], mismatch[0]["head_seq"]) == (9, 10)
+
+
+def test_a_running_writer_notices_a_cut_off_end(tmp_path: Path) -> None:
+    log = write(tmp_path, 10)
+    rewrite(tmp_path, segment_lines(tmp_path)[:-2])
+    log.append("tool_call", tool="after", decision="allowed")
+    log.commit()
+    assert "did not reach the record HEAD named" in str(verify_audit(tmp_path).problem)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda directory: (directory / "HEAD").unlink(),
+        lambda directory: (directory / "HEAD").write_text(f"3 {'a' * 64}\n"),
+        lambda directory: [path.unlink() for path in directory.glob("segment-*.jsonl")],
+    ],
+    ids=["head-removed", "head-replaced", "segments-removed"],
+)
+def test_a_head_that_disagrees_is_recorded_before_the_chain_goes_on(
+    tmp_path: Path, tamper: Any
+) -> None:
+    write(tmp_path, 5).close()
+    tamper(tmp_path)
+    write(tmp_path, 2).close()
+    assert "did not reach the record HEAD named" in str(verify_audit(tmp_path).problem)
+
+
+def test_head_lagging_after_a_crash_is_not_tampering(tmp_path: Path) -> None:
+    write(tmp_path, 5).close()
+    lagging = (tmp_path / "HEAD").read_bytes()
+    write(tmp_path, 3).close()
+    # A crash after the records were written but before HEAD was replaced.
+    (tmp_path / "HEAD").write_bytes(lagging)
+    assert verify_audit(tmp_path).ok
+    write(tmp_path, 2).close()
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    assert result.records == 10
+    assert not [r for r in read_records(tmp_path) if r["event"] == "audit_head_mismatch"]
+
+
+def test_a_crash_before_the_first_head_is_not_tampering(tmp_path: Path) -> None:
+    open_log(tmp_path).close()
+    genesis = (tmp_path / "HEAD").read_bytes()
+    write(tmp_path, 3).close()
+    (tmp_path / "HEAD").write_bytes(genesis)  # records written, HEAD not yet replaced
+    write(tmp_path, 1).close()
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    assert result.records == 4
+
+
+# -- legitimate crashes ----------------------------------------------------------------------
+
+
+def test_a_torn_last_line_is_reported_as_such_and_recovered(tmp_path: Path) -> None:
+    write(tmp_path, 5).close()
+    with open(tmp_path / "segment-000001.jsonl", "ab") as handle:
+        handle.write(b'{"seq":6,"time":"2025-')  # a crash in the middle of a write
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    assert result.notes == ("torn final line in segment-000001.jsonl (a crash during a write)",)
+    log = open_log(tmp_path)
+    log.append("tool_call", tool="after_crash")
+    log.commit()
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    assert result.segments == 2
+    events = [r["event"] for r in read_records(tmp_path)]
+    assert events[-2:] == ["audit_recovered", "tool_call"]
+
+
+def test_a_segment_holding_only_a_torn_line_may_become_the_oldest(tmp_path: Path) -> None:
+    """A crash during the first write to a new segment leaves a segment with one torn
+    line; retention later makes it the oldest, then removes it. None of it is tampering."""
+    write(tmp_path, 120, max_segment_bytes=4096, max_segments=3).close()
+    torn = segment_numbers(tmp_path)[-1] + 1
+    (tmp_path / segment_name(torn)).write_bytes(b'{"seq":99999,"ti')
+    assert verify_audit(tmp_path).ok
+    log = open_log(tmp_path, max_segment_bytes=4096, max_segments=3)
+    oldest_seen: set[int] = set()
+    for index in range(400):
+        log.append("tool_call", tool=f"t{index}", decision="allowed")
+        if index % 10 == 0:
+            log.commit()
+            oldest_seen.add(segment_numbers(tmp_path)[0])
+            result = verify_audit(tmp_path)
+            assert result.ok, (index, result.problem)
+    log.close()
+    assert torn in oldest_seen  # the torn segment was the oldest at some point
+    assert torn not in segment_numbers(tmp_path)  # and then it was removed
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+
+
+# -- verify next to a live writer ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_verify_during_rotating_writes_never_reports_a_false_break(tmp_path: Path) -> None:
+    log = open_log(tmp_path, max_segment_bytes=65536, max_segments=2)
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        while not stop.is_set():
+            for _ in range(50):
+                log.append("tool_call", tool="t", decision="allowed", args_digest="a" * 64)
+            log.commit()
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        results = [verify_audit(tmp_path) for _ in range(150)]
+    finally:
+        stop.set()
+        writer.join()
+    log.close()
+    assert [r.problem for r in results if not r.ok] == []
+    assert results[-1].records > 0
+
+
+def test_a_segment_removed_by_someone_else_during_verify_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, 200, max_segment_bytes=4096, max_segments=50).close()
+    read_bytes = Path.read_bytes
+
+    def vanish_once(path: Path) -> bytes:
+        if path.name == segment_name(2):
+            path.unlink()
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", vanish_once)
+    result = verify_audit(tmp_path)
+    assert result.problem == "segment-000002.jsonl: removed while it was being verified"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batches=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=8),
+    segment_bytes=st.sampled_from([600, 2048, 1 << 20]),
+    data=st.data(),
+)
+def test_any_commit_pattern_verifies_and_any_single_edit_is_caught(
+    tmp_path_factory: pytest.TempPathFactory, batches: list[int], segment_bytes: int, data: Any
+) -> None:
+    directory = tmp_path_factory.mktemp("audit")
+    log = open_log(directory, max_segment_bytes=segment_bytes, max_segments=1000)
+    for size in batches:
+        for index in range(size):
+            log.append("tool_call", tool=f"t{index}", decision="allowed")
+        log.commit()
+    result = verify_audit(directory)
+    assert result.ok, result.problem
+    assert result.records == sum(batches)
+    if not result.records:
+        return
+    segments = sorted(directory.glob("segment-*.jsonl"))
+    path = data.draw(st.sampled_from(segments))
+    lines = path.read_bytes().splitlines(keepends=True)
+    position = data.draw(st.integers(min_value=0, max_value=len(lines) - 1))
+    record = json.loads(lines[position])
+    record["tool"] = "forged"
+    lines[position] = forged(record)
+    path.write_bytes(b"".join(lines))
+    assert not verify_audit(directory).ok
