@@ -15,7 +15,7 @@ What the detectors see
     the interpreter's Unicode tables do not know, and the characters that render as
     (almost) nothing although Unicode files them otherwise (hair space, Braille blank,
     Hangul fillers) dropped; every lookalike of an ASCII letter, digit or token
-    punctuation mark in Unicode's confusables data (``confusables``: Cyrillic, Greek,
+    punctuation mark in Unicode's confusables data (``confusables.txt``: Cyrillic, Greek,
     Armenian, Cherokee, Canadian syllabics, Lisu, Latin extensions, symbols, ...), other
     scripts' decimal digits and dashes folded to ASCII.
 
@@ -92,7 +92,7 @@ What is not caught
     text (a legacy ``sk-`` key or a card number directly after a letter). Nor are a few
     spellings the readings cannot undo: one text using a two-way glyph both ways (a Greek
     capital iota for the I and for the l of one token) or one outside the basic plane
-    its second way (``confusables`` says why), a digit 1 written as a letter I or
+    its second way (``confusables.txt`` says why), a digit 1 written as a letter I or
     l lookalike, private-use characters (a font may draw them as anything), a secret split
     by a no-break space (which reads as the space it looks like), one text using blanks
     both between words and inside a secret (all of them read one way; no-break spaces
@@ -125,10 +125,10 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib.resources import files
 from itertools import accumulate, repeat
 from typing import Final
 
-from . import confusables
 from .model import ErrorCode, MemoryOperationError
 
 __all__ = ["PolicyReason", "enforce_content_policy", "find_disallowed"]
@@ -218,9 +218,40 @@ def _any_of(codes: Iterable[int]) -> re.Pattern[str]:
 
 
 @functools.cache
+def confusable_names() -> dict[str, dict[str, list[str]]]:
+    """The lookalike table of ``confusables.txt``: section -> ASCII character -> names.
+
+    A data file rather than code, so that a reviewer reads one line per ASCII character,
+    and so the table costs nothing until the first non-ASCII text is folded.
+    """
+    sections: dict[str, dict[str, list[str]]] = {}
+    section: dict[str, list[str]] = {}
+    text = files(__package__).joinpath("confusables.txt").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = sections.setdefault(line.strip("[]"), {})
+            continue
+        plain, _, names = line.partition("\t")
+        section[plain] = names.split(", ")
+    return sections
+
+
+def confusables(section: str) -> dict[str, str]:
+    """Each character listed in one section (``lookalikes``, ``second readings``) and the
+    ASCII character it reads as there."""
+    return {
+        unicodedata.lookup(name): plain
+        for plain, names in confusable_names()[section].items()
+        for name in names
+    }
+
+
+@functools.cache
 def _folding() -> _Folding:
     """Built on first use (a few tens of milliseconds) from the interpreter's Unicode tables."""
-    lookalikes = {ord(char): plain for char, plain in confusables.lookalikes().items()}
+    lookalikes = {ord(char): plain for char, plain in confusables("lookalikes").items()}
     table = dict.fromkeys(_SPECIAL_PURPOSE_PLANE, _MARK)
     table.update(dict.fromkeys(_ASCII_CONTROL_CODES, _MARK))
     spaces = []
@@ -247,7 +278,7 @@ def _folding() -> _Folding:
     # The marks read as themselves, and so need no entry.
     del table[ord(_MARK)], table[ord(_BLANK)]
     early = {code: table[code] for code in (*spaces, *map(ord, _INVISIBLE_LETTERS))}
-    second = {ord(char): plain for char, plain in confusables.second_readings().items()}
+    second = {ord(char): plain for char, plain in confusables("second readings").items()}
     first = {code: table.pop(code) for code in second}
     return _Folding(
         early=early,

@@ -18,16 +18,11 @@ from collections import Counter
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import PolicyReason, find_disallowed
-from mymcp.plugins.mnemosyne.memory.confusables import (
-    _LOOKALIKE_NAMES,
-    _SECOND_READING_NAMES,
-    lookalikes,
-    second_readings,
-)
+from mymcp.plugins.mnemosyne.memory.policy import confusable_names, confusables
 
 TOKEN_ALPHABET = set(string.ascii_letters + string.digits + "-_./+=:~'")
-LOOKALIKES = lookalikes()
-SECOND = second_readings()
+LOOKALIKES = confusables("lookalikes")
+SECOND = confusables("second readings")
 
 # Latin, Greek and Cyrillic letter names (after "LETTER" and an optional "SMALL CAPITAL")
 # and the ASCII characters, lower-cased, that letter is drawn like. A lone Latin letter,
@@ -155,8 +150,8 @@ def test_every_entry_is_a_character_the_reading_needs_the_table_for() -> None:
 
 
 def test_no_name_is_listed_twice() -> None:
-    for table in (_LOOKALIKE_NAMES, _SECOND_READING_NAMES):
-        names = Counter(name for listed in table.values() for name in listed.split(", "))
+    for table in confusable_names().values():
+        names = Counter(name for listed in table.values() for name in listed)
         assert [name for name, count in names.items() if count > 1] == []
 
 

@@ -26,7 +26,7 @@ from mymcp.plugins.mnemosyne.memory import (
     enforce_content_policy,
     find_disallowed,
 )
-from mymcp.plugins.mnemosyne.memory.confusables import lookalikes, second_readings
+from mymcp.plugins.mnemosyne.memory.policy import confusables
 
 PRIVATE_KEY = PolicyReason.PRIVATE_KEY_SHAPE
 CREDENTIAL = PolicyReason.CREDENTIAL_SHAPE
@@ -416,9 +416,9 @@ LOOKALIKES: dict[str, list[str]] = {
 # The policy's own table, inverted: every lookalike it reads as each ASCII character.
 # Glyphs that pass for two characters are left out here and disguise only in
 # ``disguised_second``, since one text must use each of them one way.
-TWO_WAY = second_readings()
+TWO_WAY = confusables("second readings")
 TABLE: dict[str, list[str]] = {}
-for _lookalike, _plain in lookalikes().items():
+for _lookalike, _plain in confusables("lookalikes").items():
     if _lookalike not in TWO_WAY:
         TABLE.setdefault(_plain, []).append(_lookalike)
 
