@@ -6,22 +6,20 @@ This ``__all__`` is the package's only public face; its modules are internal.
 
 Modules, each depending only on those listed before it: ``model`` (values and errors),
 ``policy`` (content policy), ``store`` (files, walks, lock, writer), ``search`` (text
-analysis and BM25F), ``index`` (rows, revalidation, derived views, snapshot),
-``tools`` (definitions, argument validation, outcomes), ``reads`` and ``writes``.
+analysis and BM25F), ``snapshot`` (the snapshot file format), ``index`` (rows,
+revalidation, derived views, when to save a snapshot), ``tools`` (definitions, argument
+validation, outcomes), ``reads`` and ``writes``.
 """
 
-from .index import IndexedRecord, MemoryIndex, Problem, Selection, Tally
+from .index import IndexedRecord, MemoryIndex, Problem
 from .model import (
+    CANDIDATE_LIMIT_DEFAULT,
+    CANDIDATE_LIMIT_MAX,
     CONTENT_MAX,
-    LABEL_MAX,
     MEMORY_KINDS,
     NAMESPACE_KINDS,
-    ORIGINS,
-    PUBLIC_ORIGINS,
     RECORD_SUFFIX,
-    RECORDED_VIA,
     TITLE_MAX,
-    Collection,
     ErrorCode,
     ErrorStatus,
     Lifecycle,
@@ -29,15 +27,11 @@ from .model import (
     MemoryRecord,
     MemoryRecordV1,
     MemoryRecordV2,
-    MemoryReference,
     Namespace,
     Provenance,
-    RelativePath,
     Scope,
-    V1Reference,
     V2Reference,
     error_payload,
-    format_timestamp,
     is_identifier,
     is_legacy_id,
     is_memory_id,
@@ -53,20 +47,16 @@ from .model import (
     reference_of,
     reference_parts,
     tag_key,
-    utc_now_seconds,
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
-from .reads import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX, CursorCodec, MemoryService
+from .reads import CursorCodec, MemoryService
 from .search import Bm25Parameters, DocumentTerms, TermIndex, document_terms
 from .store import (
     LOCK_FILE_NAME,
-    LOCK_TIMEOUT_SECONDS,
     MAX_RECORD_BYTES,
-    FileStamp,
     RecordRejected,
     RecordWriter,
     SkipReason,
-    ensure_root,
     file_digest,
     file_id,
     parse_record,
@@ -74,42 +64,32 @@ from .store import (
     serialize_record,
 )
 from .tools import KIND_GUIDANCE, TOOL_NAMES, ToolOutcome, tool_definition, tool_definitions
-from .writes import IndexProvider, MutationService, new_memory_id
+from .writes import MutationService
 
 __all__ = [
     "CANDIDATE_LIMIT_DEFAULT",
     "CANDIDATE_LIMIT_MAX",
     "CONTENT_MAX",
     "KIND_GUIDANCE",
-    "LABEL_MAX",
     "LOCK_FILE_NAME",
-    "LOCK_TIMEOUT_SECONDS",
     "MAX_RECORD_BYTES",
     "MEMORY_KINDS",
     "NAMESPACE_KINDS",
-    "ORIGINS",
-    "PUBLIC_ORIGINS",
     "RECORD_SUFFIX",
-    "RECORDED_VIA",
     "TITLE_MAX",
     "TOOL_NAMES",
     "Bm25Parameters",
-    "Collection",
     "CursorCodec",
     "document_terms",
     "DocumentTerms",
     "enforce_content_policy",
-    "ensure_root",
     "error_payload",
     "ErrorCode",
     "ErrorStatus",
     "file_digest",
     "file_id",
-    "FileStamp",
     "find_disallowed",
-    "format_timestamp",
     "IndexedRecord",
-    "IndexProvider",
     "is_identifier",
     "is_legacy_id",
     "is_memory_id",
@@ -122,11 +102,9 @@ __all__ = [
     "MemoryRecord",
     "MemoryRecordV1",
     "MemoryRecordV2",
-    "MemoryReference",
     "MemoryService",
     "MutationService",
     "Namespace",
-    "new_memory_id",
     "normalize_bounded_text",
     "normalize_language",
     "normalize_tag",
@@ -141,19 +119,14 @@ __all__ = [
     "RecordWriter",
     "reference_of",
     "reference_parts",
-    "RelativePath",
     "root_lock",
     "Scope",
-    "Selection",
     "serialize_record",
     "SkipReason",
-    "Tally",
     "tag_key",
     "TermIndex",
     "tool_definition",
     "tool_definitions",
     "ToolOutcome",
-    "utc_now_seconds",
-    "V1Reference",
     "V2Reference",
 ]

@@ -980,7 +980,6 @@ IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
 IN_ISDIR = 0x40000000
 IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
 IN_EXCL_UNLINK = 0x04000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -1111,9 +1110,9 @@ class Watcher:
 
         The watch is placed through ``/proc/self/fd``: the magic link names exactly the
         directory we opened without following symlinks, so no lookup by path can be raced
-        into watching something else. (That is also why IN_DONT_FOLLOW is not set here: it
-        would watch the magic link itself.) Watching a directory twice returns the same
-        descriptor, so re-arming after each walk is cheap.
+        into watching something else. (That is also why inotify's don't-follow flag is
+        not set here: it would watch the magic link itself.) Watching a directory twice
+        returns the same descriptor, so re-arming after each walk is cheap.
         """
         if self.broken:
             return False

@@ -959,18 +959,6 @@ INSPECT: Final = Tool(
 
 # -- memory_remember ------------------------------------------------------------------------
 
-REMEMBER_REQUIRED: Final = (
-    "scope",
-    "namespace",
-    "collection",
-    "kind",
-    "language",
-    "title",
-    "content",
-    "tags",
-    "origin",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class RememberRequest:

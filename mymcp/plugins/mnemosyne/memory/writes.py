@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from .index import IndexedRecord, MemoryIndex
 from .model import (
@@ -25,6 +25,7 @@ from .model import (
     Provenance,
     V2Reference,
     candidate_limit_exceeded,
+    checked_candidate_limit,
     is_memory_id,
     reference_parts,
     utc_now_seconds,
@@ -45,10 +46,6 @@ from .tools import (
     run_tool,
     tag_fields,
 )
-
-# -- _mutations: The mutation service: remember, revise, archive, restore and forget.
-
-_MAX_CANDIDATE_LIMIT: Final = 1_000_000
 
 
 class IndexProvider(Protocol):
@@ -97,10 +94,8 @@ class MutationService:
         id_factory: Callable[[], str] = new_memory_id,
         lock_timeout: float = LOCK_TIMEOUT_SECONDS,
     ) -> None:
-        if type(candidate_limit) is not int or not 1 <= candidate_limit <= _MAX_CANDIDATE_LIMIT:
-            raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._indexes = indexes
-        self._candidate_limit = candidate_limit
+        self._candidate_limit = checked_candidate_limit(candidate_limit)
         self._clock = clock
         self._new_id = id_factory
         self._lock_timeout = lock_timeout
