@@ -107,10 +107,12 @@ from .store import (
 
 _log = logging.getLogger("mymcp.memory.index")
 
-# A stamp only proves "unchanged" once the file's mtime is safely older than the moment we
-# read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
-# Two seconds covers the coarsest common filesystem clocks.
+# A stamp only proves "unchanged" once the file's last change (mtime or ctime) is safely
+# older than the moment we read it; otherwise a same-size rewrite within one timestamp
+# tick would go unnoticed. Two seconds covers the coarsest common filesystem clocks.
 _SETTLE_NS: Final = 2_000_000_000
+# The wall clock settledness is judged by (a name of its own, so tests can move it on).
+_now_ns: Callable[[], int] = time.time_ns
 _MAX_PROOFS: Final = 256
 _MAX_CACHED_RECORDS: Final = 1024
 # Seconds without a change before the snapshot is saved, at the least (it grows with the
@@ -715,7 +717,7 @@ class MemoryIndex:
                 and stamps[at + 4] == info.st_ctime_ns
             ):
                 return slot  # unchanged and settled: nothing to read
-        started = time.time_ns()
+        started = _now_ns()
         if info is None:
             return self._put(directory_id, name, None, False, None, SkipReason.UNREADABLE)
         stamp = FileStamp.of(info)
@@ -1582,7 +1584,9 @@ def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
 
 
 def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:
-    return stamp[3] < read_started_ns - _SETTLE_NS
+    # The later of mtime and ctime: a tool that restores an old mtime (cp -p, rsync -t,
+    # an editor keeping times) cannot move ctime, which every write sets to now.
+    return max(stamp[3], stamp[4]) < read_started_ns - _SETTLE_NS
 
 
 def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:

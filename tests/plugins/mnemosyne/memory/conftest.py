@@ -84,9 +84,18 @@ def _v1(
 
 
 def settle(path: Path) -> None:
-    """Backdate a file's mtime so its stamp counts as settled."""
+    """Backdate a file's mtime; its stamp counts as settled once its ctime is old too
+    (see `an_hour_later`)."""
     old = time.time_ns() - SETTLED_AGE_NS
     os.utime(path, ns=(old, old), follow_symlinks=False)
+
+
+@pytest.fixture
+def an_hour_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index judges stamps an hour from now: files the test wrote (and `settle`d)
+    have both times safely in the past, as files written long ago do. Without it, a file
+    written just now is too fresh to trust by its ctime, however old its mtime."""
+    monkeypatch.setattr(index_module, "_now_ns", lambda: time.time_ns() + SETTLED_AGE_NS)
 
 
 def v2_path(root: Path, body: dict[str, Any]) -> Path:

@@ -22,6 +22,7 @@ from mymcp.plugins.mnemosyne.memory import (
     parse_record,
     store,
 )
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
 from .conftest import scan
 
@@ -179,6 +180,7 @@ def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
     assert _scan(index) == {"bbbb"}
 
 
+@pytest.mark.usefixtures("an_hour_later")
 def test_unchanged_files_are_not_reread(
     root: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int], watch: bool
 ) -> None:
@@ -299,3 +301,29 @@ def test_reasons_enum_is_the_bounded_vocabulary() -> None:
         "symlink", "too_deep", "unreadable", "oversized",
         "invalid_encoding", "invalid_json", "invalid_record", "path_mismatch",
     }  # fmt: skip
+
+
+def test_a_stamp_is_trusted_only_once_its_ctime_is_old_too(
+    root: Path,
+    write: Writer,
+    v1: Factory,
+    count_reads: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # cp -p, rsync -t and some editors put an old mtime back on a file they just wrote;
+    # ctime still says when it changed. A stamp read within the settle time of that
+    # change is not trusted, since a same-size rewrite in the same clock tick would leave
+    # the whole stamp as it was: the next walk reads the file again.
+    path = write(v1(memory_id="aaaa"), "project/a.json")  # its mtime is an hour old
+    changed = path.stat().st_ctime_ns
+    now = [changed + 1_000_000_000]
+    monkeypatch.setattr(index_module, "_now_ns", lambda: now[0])
+    index = MemoryIndex(root, watch=False)
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 1
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 2  # not trusted yet
+    now[0] = changed + 3_000_000_000
+    assert _scan(index) == {"aaaa"}
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 3  # read once more, settled, then trusted

@@ -36,6 +36,9 @@ from mymcp.plugins.mnemosyne.memory import snapshot as snapshot_module
 
 from .conftest import scan
 
+# The files of a snapshot's root were written long before the restart that loads it.
+pytestmark = pytest.mark.usefixtures("an_hour_later")
+
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
 
