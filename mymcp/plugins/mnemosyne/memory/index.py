@@ -1180,11 +1180,6 @@ class MemoryIndex:
                     found.extend(Problem(self._parts_of(slot), "duplicate_id") for slot in slots)
         return sorted(found, key=lambda problem: problem.parts)
 
-    def known_candidates(self, scope: Scope) -> int:
-        """Candidate files the index knows in a scope (as of each directory's last look)."""
-        with self._lock:
-            return self._candidates((scope.value,), True)
-
     def recall(
         self,
         scope: Scope,

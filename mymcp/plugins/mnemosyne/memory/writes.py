@@ -282,9 +282,10 @@ class MutationService:
         container: tuple[str, ...] = (request.namespace.id,)
         if request.collection is not None:
             container += (request.collection.id,)
-        index.refresh(
-            request.scope, container, recursive=False, candidate_limit=self._candidate_limit
-        )
+        # The whole scope, not just the container: the quota below counts the scope, and
+        # files added by hand anywhere in it count too. With change notification this is
+        # a check of queued events when nothing changed.
+        scope = index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
         now = self._clock()
         record = MemoryRecordV2(
             id=self._new_id(),
@@ -314,8 +315,8 @@ class MutationService:
             return _result(status, existing)
         # A quota: remember never grows a scope past the limit every scope-wide read
         # enforces, so the tool cannot make the scope unreadable.
-        if index.known_candidates(request.scope) >= self._candidate_limit:
-            raise candidate_limit_exceeded(self._candidate_limit)
+        if scope.candidates >= self._candidate_limit:
+            raise candidate_limit_exceeded(self._candidate_limit, adding=True)
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         if dry_run:

@@ -28,6 +28,9 @@ from mymcp.plugins.mnemosyne.memory.tools import REMEMBER
 
 from .conftest import remember_args, tree_snapshot
 
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"
 
 
@@ -461,6 +464,31 @@ def test_remember_never_grows_a_scope_past_the_candidate_limit(root: Path) -> No
     assert listed["page"]["total_count"] == 3
     # An identical memory is still reported as existing: nothing would be added.
     assert memory.remember(collection={"id": "c0", "label": None})["status"] == "already_exists"
+
+
+def test_files_added_by_hand_elsewhere_in_the_scope_count_against_the_limit(
+    root: Path, write: Writer, v1: Factory
+) -> None:
+    memory = Memory(root, candidate_limit=5)
+    memory.reads = MemoryService(lambda: root, 5, CursorCodec.generate())
+    memory.writes = MutationService(memory.reads, 5)
+    assert (
+        memory.remember(namespace={"kind": "project", "id": "b", "label": None})["status"]
+        == "remembered"
+    )
+    # The index has seen namespace b only; four files appear by hand in namespace a.
+    for number in range(4):
+        write(v1(memory_id=f"hand-{number}"), f"project/a/hand-{number}.json")
+    before = tree_snapshot(root)
+    refused = memory.remember(
+        namespace={"kind": "project", "id": "b", "label": None}, title="Another"
+    )
+    assert (refused["status"], refused["code"]) == ("storage_error", "candidate_limit_exceeded")
+    assert "already holds 5 candidate files" in refused["message"]
+    assert tree_snapshot(root) == before
+    listed = memory.call("list", {"scope": "project"})
+    assert listed["status"] == "ok"
+    assert listed["page"]["total_count"] == 5
 
 
 def test_generated_id_conflict_is_write_conflict(root: Path) -> None:

@@ -137,4 +137,7 @@ def test_a_hundred_thousand_records_in_one_scope(tmp_path: Path) -> None:
     assert listed["page"]["total_count"] == total  # one deleted, one remembered
     index = second.current_index()
     assert len(index) == total
-    assert index.known_candidates(Scope.PROJECT) == total
+    selection = index.refresh(
+        Scope.PROJECT, recursive=True, candidate_limit=CANDIDATE_LIMIT_DEFAULT
+    )
+    assert selection.candidates == total
