@@ -568,7 +568,17 @@ class MemoryIndex:
             if changes.rescan or not self._patch(changes):
                 self._epoch += 1
                 return False
-        return self._proofs.get(key) == self._epoch
+        # A recursive walk armed a watch on every directory below its prefix, so its proof
+        # covers every selection inside it too: those directories it listed (anything
+        # else under that name, a file or a link, is for a walk of its own to report).
+        prefix, recursive = key
+        proofs, epoch = self._proofs, self._epoch
+        if proofs.get(key) == epoch:
+            return True
+        if prefix not in self._directory_ids:
+            return False
+        inner = len(prefix) if recursive else len(prefix) + 1
+        return any(proofs.get((prefix[:size], True)) == epoch for size in range(1, inner))
 
     def _patch(self, changes: Changes) -> bool:
         """Apply events naming single entries; False when a walk must account for them."""
