@@ -222,10 +222,9 @@ class Mnemosyne:
         except MemoryOperationError:
             _build_log.warning("index_build outcome=memory_source_unavailable")
             return
+        # Every scope is walked even when no record is there: the walks also remove the
+        # temp files of writes a killed process left, the first remember's included.
         total = _count_candidates(index.root)
-        if total == 0:
-            _build_log.info("index_build outcome=done records=0 skipped=0 seconds=0.0")
-            return
         done = 0
         last = [started]
 

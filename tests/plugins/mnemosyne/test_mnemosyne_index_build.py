@@ -80,7 +80,7 @@ def lines(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
         return [
             r.getMessage()
             for r in caplog.records
-            if r.name in ("mymcp.mnemosyne.index", "mymcp.memory.store")
+            if r.name in ("mymcp.mnemosyne.index", "mymcp.memory.index", "mymcp.memory.store")
         ]
 
     return read
@@ -160,3 +160,41 @@ def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
     caller.join(30)
     (answer,) = answers
     assert [memory["title"] for memory in answer["memories"]] == ["zebra crossing"]  # type: ignore[index]
+
+
+def _temp(directory: Path, record_id: str) -> Path:
+    """A temp file as an interrupted write leaves it: the record's full text."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f".{record_id}.{uuid.uuid4().hex[:16]}.tmp"
+    path.write_text(_record(record_id, "left behind by a killed write"))
+    return path
+
+
+def test_the_build_sweeps_interrupted_writes_in_every_scope(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    left = [
+        _temp(root / "project" / "alpha", "mem_" + uuid.uuid4().hex),
+        _temp(root / "project" / "beta" / "notes", "mem_" + uuid.uuid4().hex),
+        _temp(root / "knowledge" / "topic", "mem_" + uuid.uuid4().hex),
+    ]
+    unrelated = root / "knowledge" / "topic" / ".editor-backup.tmp"
+    unrelated.write_text("not ours")
+    _plugin(root).build_index(clock=Steps(0.1))
+    assert [path for path in left if path.exists()] == []
+    assert unrelated.exists()  # only the writer's own temp names are ever swept
+    assert sum(
+        int(line.rsplit("=", 1)[1]) for line in lines() if line.startswith("temp_sweep ")
+    ) == len(left)
+
+
+def test_the_build_sweeps_a_root_that_holds_no_record_yet(
+    tmp_path: Path, lines: Callable[[], list[str]]
+) -> None:
+    # What kill -9 during the very first memory_remember leaves: directories and a temp
+    # file, no record.
+    root = tmp_path / "memory"
+    left = _temp(root / "self" / "me", "mem_" + uuid.uuid4().hex)
+    _plugin(root).build_index(clock=Steps(0.1))
+    assert not left.exists()
+    assert lines()[-1].startswith("index_build outcome=done records=0 skipped=0 seconds=")

@@ -293,7 +293,6 @@ class MemoryIndex:
         self._entry_skips: dict[RelativePath, SkipReason] = {}
         # Skipped rows this process has logged (a restored snapshot knows others unread).
         self._reported: set[RelativePath] = set()
-        self._swept = False  # temp files of interrupted writes, once per process
         # Persistence.
         self._snapshot_directory = snapshot_directory
         self._started = False
@@ -477,8 +476,8 @@ class MemoryIndex:
             self._proofs[key] = epoch
         else:
             self._proofs.pop(key, None)
-        if stats.temps and not self._swept:
-            self._sweep_at_start(stats.temps)
+        if stats.temps:
+            self._sweep_temps(stats.temps)
         return stats.candidates
 
     def _note_entry_skips(self, prefix: RelativePath, recursive: bool, stats: WalkStats) -> None:
@@ -503,14 +502,19 @@ class MemoryIndex:
             self._entry_skips[parts] = reason
             log_skip(parts, reason)
 
-    def _sweep_at_start(self, temps: list[tuple[RelativePath, str]]) -> None:
-        """Remove interrupted writes' temp files once, if no writer holds the lock now."""
-        self._swept = True
+    def _sweep_temps(self, temps: list[tuple[RelativePath, str]]) -> None:
+        """Remove the temp files a walk met, if no writer holds the root lock right now.
+
+        Every writer creates and removes its temp files holding that lock, so any temp
+        file seen while it is free belongs to an interrupted write (a killed process).
+        When a writer is busy they stay known here, for the next walk or for that
+        writer's next write to their directory.
+        """
         try:
             with store.root_lock(self.root, timeout=0):
                 removed = store.sweep_temps(self.root, temps)
         except MemoryOperationError:
-            return  # a writer is busy: its own next write in that directory sweeps them
+            return
         for directory, name in temps:
             self._directories_at(directory).temps.discard(name)
         _log.info("temp_sweep outcome=removed count=%d", removed)
