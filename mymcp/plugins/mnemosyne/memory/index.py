@@ -782,14 +782,25 @@ class MemoryIndex:
         directory = self._directories[directory_id]
         assert directory is not None
         slot = directory.names.get(name)
+        stamps = array("q", stamp or (0, 0, 0, 0, 0))
+        reported = False
         if slot is None:
             slot = self._allocate()
             directory.names[name] = slot
             self._row_dir[slot] = directory_id
             self._names[slot] = name
         else:
+            # The same verdict on the same stamp (a file too fresh to trust, looked at
+            # again) is no change, so no second log line.
+            reported = (
+                isinstance(outcome, SkipReason)
+                and self._states[slot] == _SKIPPED
+                and _SKIP_REASONS[self._reasons[slot]] is outcome
+                and self._stamps[5 * slot : 5 * slot + 5] == stamps
+                and (*directory.parts, name) in self._reported
+            )
             self._detach(slot)
-        self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp or (0, 0, 0, 0, 0))
+        self._stamps[5 * slot : 5 * slot + 5] = stamps
         self._trusted[slot] = bool(trusted and stamp is not None)
         self._digests[32 * slot : 32 * slot + 32] = digest or bytes(32)
         self._titles[slot] = None
@@ -800,7 +811,8 @@ class MemoryIndex:
             self._reasons[slot] = _SKIP_REASONS.index(outcome)
             # A row is put only when its file is new or changed: one line per change.
             parts = (*directory.parts, name)
-            log_skip(parts, outcome)
+            if not reported:
+                log_skip(parts, outcome)
             self._reported.add(parts)
         else:
             self._titles[slot] = outcome.title

@@ -103,6 +103,7 @@ class SkipReason(StrEnum):
     INVALID_JSON = "invalid_json"
     INVALID_RECORD = "invalid_record"
     PATH_MISMATCH = "path_mismatch"
+    UNSAFE_PERMISSIONS = "unsafe_permissions"
 
 
 class RecordRejected(ValueError):
@@ -290,6 +291,7 @@ class ChildState(Enum):
     SYMLINK = "symlink"
     NOT_DIRECTORY = "not_directory"
     UNREADABLE = "unreadable"
+    UNSAFE = "unsafe"  # a directory others may write to, or another user's
 
 
 class UnreadableCandidate(Exception):
@@ -315,17 +317,27 @@ def open_root(root: Path) -> int | None:
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
 
 
+def unsafe_permissions(info: os.stat_result) -> bool:
+    """Whether a file or directory below the root is writable by group or others, or
+    belongs to another user: then anyone else may have put its contents there, and it is
+    neither read nor written through."""
+    return bool(info.st_mode & 0o022) or info.st_uid != os.geteuid()
+
+
 def open_child_directory(parent_fd: int, name: str) -> tuple[ChildState, int | None]:
-    """Open ``name`` under ``parent_fd`` as a directory without following a symlink."""
+    """Open ``name`` under ``parent_fd`` as a directory without following a symlink.
+
+    A directory with unsafe permissions is not opened (``UNSAFE``).
+    """
     try:
-        return ChildState.DIRECTORY, os.open(
-            name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd
-        )
+        fd = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd)
     except FileNotFoundError:
         return ChildState.MISSING, None
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             return ChildState.UNREADABLE, None
+    else:
+        return _checked_directory(fd)
     # ELOOP and ENOTDIR are both possible for a symlink depending on the platform, so the
     # entry itself decides which of the two it was.
     try:
@@ -339,6 +351,18 @@ def open_child_directory(parent_fd: int, name: str) -> tuple[ChildState, int | N
     return ChildState.NOT_DIRECTORY, None
 
 
+def _checked_directory(fd: int) -> tuple[ChildState, int | None]:
+    try:
+        unsafe = unsafe_permissions(os.fstat(fd))
+    except OSError:
+        os.close(fd)
+        return ChildState.UNREADABLE, None
+    if unsafe:
+        os.close(fd)
+        return ChildState.UNSAFE, None
+    return ChildState.DIRECTORY, fd
+
+
 def close_quietly(fd: int | None) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
@@ -346,7 +370,8 @@ def close_quietly(fd: int | None) -> None:
 
 
 def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, bytes]:
-    """Read one regular file of at most ``max_bytes`` without following symlinks.
+    """Read one regular file of at most ``max_bytes`` without following symlinks; one
+    with unsafe permissions is not read.
 
     The stamp comes from the open handle, so it describes exactly the bytes returned.
     """
@@ -360,6 +385,8 @@ def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, b
         stamp = FileStamp.of(info)
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableCandidate(SkipReason.UNREADABLE, stamp)
+        if unsafe_permissions(info):
+            raise UnreadableCandidate(SkipReason.UNSAFE_PERMISSIONS, stamp)
         if info.st_size > max_bytes:
             raise UnreadableCandidate(SkipReason.OVERSIZED, stamp)
         chunks: list[bytes] = []
@@ -436,8 +463,9 @@ def open_container(
 ) -> int | None:
     """Open ``root/parts...`` one no-follow step at a time.
 
-    None when any step is missing or a symlink (skipped, and noted in ``stats``); a step
-    that exists but is not a readable directory makes the whole source unavailable.
+    None when any step is missing, a symlink or a directory with unsafe permissions
+    (skipped, and noted in ``stats``); a step that exists but is not a readable directory
+    makes the whole source unavailable.
     """
     fd = open_root(root)
     if fd is not None and on_directory is not None:
@@ -452,6 +480,8 @@ def open_container(
             on_directory(fd, parts[:depth])
         if state is ChildState.SYMLINK:
             stats.skip(parts[:depth], SkipReason.SYMLINK)
+        elif state is ChildState.UNSAFE:
+            stats.skip(parts[:depth], SkipReason.UNSAFE_PERMISSIONS)
         elif state in (ChildState.NOT_DIRECTORY, ChildState.UNREADABLE):
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
     return fd
@@ -551,6 +581,8 @@ def _descend(
     if child is None:
         if state is ChildState.SYMLINK:
             stats.skip(parts, SkipReason.SYMLINK)
+        elif state is ChildState.UNSAFE:
+            stats.skip(parts, SkipReason.UNSAFE_PERMISSIONS)
         elif state is not ChildState.MISSING:
             stats.skip(parts, SkipReason.UNREADABLE)
         return
