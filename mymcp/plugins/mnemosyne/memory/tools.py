@@ -554,13 +554,24 @@ def tags_argument(minimum: int, description: str, code: ErrorCode, *, required: 
     return Argument("tags", schema, reader, code, rule, required)
 
 
+def _whole_number(value: object) -> int | None:
+    """``value`` as an int when JSON Schema calls it an integer: an int, or a float with
+    no fractional part (``5.0``, ``1e2``); never a bool. Otherwise None."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
 def _integer_reader(minimum: int, maximum: int | None, rule: str) -> Reader:
     def read(value: object) -> int:
-        if type(value) is not int:
+        number = _whole_number(value)
+        if number is None:
             raise _Rejected("wrong_type", rule)
-        if value < minimum or (maximum is not None and value > maximum):
+        if number < minimum or (maximum is not None and number > maximum):
             raise _Rejected("out_of_range", rule)
-        return value
+        return number
 
     return read
 
@@ -602,17 +613,17 @@ def _reference_reader(*, legacy: bool) -> Reader:
     def read(value: object) -> MemoryReference:
         if type(value) is not dict:
             raise _Rejected("wrong_type", _REFERENCE_RULE)
-        version = value.get("schema_version")
         if "schema_version" not in value:
             member("missing", "schema_version")
-        if type(version) is not int or version not in ((1, 2) if legacy else (2,)):
+        version = _whole_number(value["schema_version"])
+        if version not in ((1, 2) if legacy else (2,)):
             if version == 1 and not legacy:
                 raise _Rejected(
                     "not_allowed",
                     "must be a canonical (schema_version 2) reference: legacy memories are "
                     "read-only",
                 )
-            member("not_allowed" if type(version) is int else "wrong_type", "schema_version")
+            member("not_allowed" if version is not None else "wrong_type", "schema_version")
         members = _V2_MEMBERS if version == 2 else _V1_MEMBERS
         for name in members:
             if name not in value:

@@ -736,7 +736,7 @@ V2_REF = {
         pytest.param(revise_args(V2_REF, 0), "invalid_expected_revision", id="zero"),
         pytest.param(revise_args(V2_REF, True), "invalid_expected_revision", id="bool"),
         pytest.param(revise_args(V2_REF, "1"), "invalid_expected_revision", id="string"),
-        pytest.param(revise_args(V2_REF, 1.0), "invalid_expected_revision", id="float"),
+        pytest.param(revise_args(V2_REF, 1.5), "invalid_expected_revision", id="fraction"),
         # Arguments revise does not take are unknown arguments, named as such.
         pytest.param(revise_args(V2_REF, 1, language="de"), "invalid_request", id="language"),
         pytest.param(revise_args(V2_REF, 1, lifecycle="archived"), "invalid_request", id="state"),
@@ -922,3 +922,18 @@ def test_mutation_disabled_is_a_policy_error() -> None:
         "code": "mutation_disabled",
         "message": ErrorCode.MUTATION_DISABLED.message,
     }
+
+
+def test_whole_numbers_written_as_floats_are_integers(root: Path) -> None:
+    memory = Memory(root)
+    reference = memory.remember()["reference"]
+    spelled = {**reference, "schema_version": 2.0}
+    assert memory.inspect(spelled)["status"] == "ok"
+    archived = memory.call("archive", {"reference": spelled, "expected_revision": 1.0})
+    assert (archived["status"], archived["lifecycle"]["revision"]) == ("archived", 2)
+    restored = memory.call("restore", {"reference": reference, "expected_revision": 2e0})
+    assert restored["status"] == "restored"
+    fraction = memory.call("archive", {"reference": reference, "expected_revision": 3.5})
+    assert (fraction["code"], fraction["reason"]) == ("invalid_expected_revision", "wrong_type")
+    flag = memory.call("archive", {"reference": reference, "expected_revision": True})
+    assert (flag["code"], flag["reason"]) == ("invalid_expected_revision", "wrong_type")
