@@ -40,6 +40,7 @@ from mymcp.plugins.mnemosyne._settings import (
 )
 from mymcp.plugins.mnemosyne.memory import (
     RECORD_SUFFIX,
+    TOOL_GATES,
     CursorCodec,
     ErrorCode,
     MemoryOperationError,
@@ -63,20 +64,6 @@ _build_log = logging.getLogger("mymcp.mnemosyne.index")
 
 _PACKAGE: Final = "mymcp.plugins.mnemosyne"
 _MANIFEST_RESOURCE: Final = "manifest.json"
-
-# Registry order, the gate (a MnemosyneSettings field, None = always on) and the name of
-# the operation that serves each capability: ungated reads are `MemoryService` methods,
-# gated mutations are `MutationService` methods.
-_CAPABILITIES: Final[tuple[tuple[str, str | None, str], ...]] = (
-    ("memory_recall", None, "recall"),
-    ("memory_list", None, "list"),
-    ("memory_inspect", None, "inspect"),
-    ("memory_archive", "archive_restore", "archive"),
-    ("memory_restore", "archive_restore", "restore"),
-    ("memory_remember", "remember", "remember"),
-    ("memory_revise", "revise", "revise"),
-    ("memory_forget", "forget", "forget"),
-)
 
 _codec_lock = threading.Lock()
 _codec: CursorCodec | None = None
@@ -109,12 +96,20 @@ def mnemosyne_manifest() -> PluginDefinition:
 
 
 def selected_capabilities(settings: MnemosyneSettings) -> tuple[str, ...]:
-    """The local ids the gates select, in registry order (reads first, then mutations)."""
+    """The local ids the gates select, in registry order (reads first, then mutations).
+
+    Each tool names its gate (a `MnemosyneSettings` field; none for the reads).
+    """
     return tuple(
         local_id
-        for local_id, gate, _ in _CAPABILITIES
+        for local_id, gate in TOOL_GATES.items()
         if gate is None or getattr(settings, gate) is True
     )
+
+
+def _operation_name(local_id: str) -> str:
+    """The service method serving a tool: ``memory_recall`` is ``recall``."""
+    return local_id.removeprefix("memory_")
 
 
 def _bridge(operation: Callable[[Mapping[str, Any]], ToolOutcome]) -> ToolHandler:
@@ -151,14 +146,11 @@ def create_mnemosyne(
         snapshot_directory=lambda: index_snapshot_directory(environ, home),
     )
     mutations = MutationService(service, settings.candidate_limit)
-    operations = {
-        local_id: (service if gate is None else mutations, operation)
-        for local_id, gate, operation in _CAPABILITIES
-    }
     tools: list[ActivatedTool] = []
     for local_id in selected_capabilities(settings):
-        provider, name = operations[local_id]
-        operation = getattr(provider, name, None)
+        # Ungated reads are `MemoryService` methods, gated mutations `MutationService` ones.
+        provider = service if TOOL_GATES[local_id] is None else mutations
+        operation = getattr(provider, _operation_name(local_id), None)
         if not callable(operation):
             _log.warning("mnemosyne_adapter outcome=capability_unavailable capability=%s", local_id)
             continue

@@ -28,7 +28,15 @@ from mymcp.plugins.mnemosyne import (
     mnemosyne_manifest,
     selected_capabilities,
 )
-from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, MemoryService, ToolOutcome, tool_definition
+from mymcp.plugins.mnemosyne._settings import GATE_ENVIRONMENT
+from mymcp.plugins.mnemosyne.memory import (
+    TOOL_GATES,
+    TOOL_NAMES,
+    MemoryService,
+    MutationService,
+    ToolOutcome,
+    tool_definition,
+)
 from mymcp.runtime._composition import compose_runtime
 from mymcp.runtime.bootstrap import production_binding
 
@@ -132,6 +140,16 @@ def test_packaged_manifest_resource() -> None:
     assert document["$schema"] == "https://mymcp.local/schemas/plugin-manifest-v1.json"
     assert [c["id"] for c in document["capabilities"]] == list(TOOL_NAMES)
     assert parse_manifest(raw) == mnemosyne_manifest()
+
+
+def test_each_tool_names_a_real_gate_and_service_method() -> None:
+    # The adapter derives its registry from the tool definitions: a tool named
+    # memory_<op> is served by <op> on the read service (no gate) or the mutation service.
+    assert {gate for gate in TOOL_GATES.values() if gate is not None} == set(GATE_ENVIRONMENT)
+    for name, gate in TOOL_GATES.items():
+        service = MemoryService if gate is None else MutationService
+        assert callable(getattr(service, name.removeprefix("memory_"), None)), name
+    assert tuple(name for name, gate in TOOL_GATES.items() if gate is None) == READS
 
 
 def test_manifest_matches_contract() -> None:

@@ -63,7 +63,14 @@ from .store import (
     root_lock,
     serialize_record,
 )
-from .tools import KIND_GUIDANCE, TOOL_NAMES, ToolOutcome, tool_definition, tool_definitions
+from .tools import (
+    KIND_GUIDANCE,
+    TOOL_GATES,
+    TOOL_NAMES,
+    ToolOutcome,
+    tool_definition,
+    tool_definitions,
+)
 from .writes import MutationService
 
 __all__ = [
@@ -77,6 +84,7 @@ __all__ = [
     "NAMESPACE_KINDS",
     "RECORD_SUFFIX",
     "TITLE_MAX",
+    "TOOL_GATES",
     "TOOL_NAMES",
     "Bm25Parameters",
     "CursorCodec",

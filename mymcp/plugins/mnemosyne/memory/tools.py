@@ -312,6 +312,8 @@ class Tool(Generic[R]):
     ``build`` turns the read values (absent optional arguments are missing from the
     dict) into the request and applies the rules that tie arguments together.
     ``retrieval`` makes storage failures report as ``retrieval_error`` (recall only).
+    ``gate`` names the operator's setting that enables a mutation tool; the read tools
+    have none and are always on.
     """
 
     name: str
@@ -320,6 +322,7 @@ class Tool(Generic[R]):
     arguments: tuple[Argument, ...]
     build: Callable[[dict[str, Any]], R]
     retrieval: bool = False
+    gate: str | None = None
     # Every argument and member name an error may report: the log's vocabulary for them.
     field_names: frozenset[str] = field(init=False)
 
@@ -1273,6 +1276,7 @@ REMEMBER: Final = Tool(
         ),
     ),
     build=_build_remember,
+    gate="remember",
 )
 
 
@@ -1386,16 +1390,18 @@ REVISE: Final = Tool(
         ),
     ),
     build=_build_revise,
+    gate="revise",
 )
 
 
-def _change_tool(name: str, title: str, description: str) -> Tool[ChangeRequest]:
+def _change_tool(name: str, title: str, description: str, gate: str) -> Tool[ChangeRequest]:
     return Tool(
         name=name,
         title=title,
         description=f"{description} {CONSENT_NOTE}",
         arguments=(v2_reference_argument(_REFERENCE_HINT), expected_revision_argument()),
         build=_build_change,
+        gate=gate,
     )
 
 
@@ -1406,6 +1412,7 @@ ARCHIVE: Final = _change_tool(
     "recalled. Inspect first and pass its revision as expected_revision; the result is "
     "archived (revision + 1) or already_archived. memory_restore reverses it. On "
     "replacement_outcome_uncertain, inspect the same reference before any retry.",
+    "archive_restore",
 )
 RESTORE: Final = _change_tool(
     "memory_restore",
@@ -1414,6 +1421,7 @@ RESTORE: Final = _change_tool(
     "pass its revision as expected_revision; the result is restored (revision + 1) or "
     "already_active. On replacement_outcome_uncertain, inspect the same reference before "
     "any retry.",
+    "archive_restore",
 )
 FORGET: Final = _change_tool(
     "memory_forget",
@@ -1423,6 +1431,7 @@ FORGET: Final = _change_tool(
     "not_archived): archive it first, then inspect and pass its current revision as "
     "expected_revision. A second call gives not_found. On deletion_outcome_uncertain, "
     "inspect the same reference before any retry.",
+    "forget",
 )
 
 
@@ -1437,6 +1446,12 @@ TOOLS: Final[Mapping[str, Tool[Any]]] = MappingProxyType(
 """Every memory tool by its public name, in registry order (reads, then mutations)."""
 
 TOOL_NAMES: Final[tuple[str, ...]] = tuple(TOOLS)
+TOOL_GATES: Final[Mapping[str, str | None]] = MappingProxyType(
+    {name: tool.gate for name, tool in TOOLS.items()}
+)
+"""Each tool's gate (None: always on), in registry order: what the plugin adapter needs
+to register the tools, so a new tool is one `Tool` here, a service method and its
+manifest entry."""
 
 
 def tool_definition(name: str) -> dict[str, Any]:
