@@ -1,9 +1,11 @@
 """The trusted in-process adapter of the bundled Mnemosyne plugin, and its index build.
 
 It pairs the definition parsed from the packaged inert manifest with the gate-selected
-memory tools. Each tool's handler is a narrow synchronous bridge: raw arguments go to
-the memory service, its outcome comes back as a structured MCP result. The service
-owns validation, storage, error mapping and logging.
+memory tools. Each tool's handler is a narrow bridge: raw arguments go to the memory
+service, its outcome comes back as a structured MCP result. A read is synchronous (the
+host runs it on a worker thread); a mutation is a coroutine that runs it on this
+plugin's own writer threads, with its wait for the root lock bounded from the moment
+the call arrived. The services own validation, storage, error mapping and logging.
 
 A server builds the memory index when it starts, in the background, so the first call
 after a start does not pay for reading every file: the server answers meanwhile, and a
@@ -12,6 +14,7 @@ call that needs a scope still being built waits for it (the index serialises wal
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -21,6 +24,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
+
+import anyio
+from anyio import CapacityLimiter, to_thread
+from anyio.lowlevel import RunVar
 
 from mymcp.errors import ManifestError
 from mymcp.plugin import (
@@ -113,8 +120,57 @@ def _operation_name(local_id: str) -> str:
 
 
 def _bridge(operation: Callable[[Mapping[str, Any]], ToolOutcome]) -> ToolHandler:
+    """A read: the host runs it on one of its worker threads."""
+
     def handle(arguments: dict[str, Any]) -> dict[str, Any]:
         outcome = operation(arguments)
+        return structured_result(outcome.payload, is_error=outcome.is_error)
+
+    return handle
+
+
+# Mutations wait for the one root lock in turn, so a few threads serve them all; they
+# are this plugin's own, never taken from the reads' or the host's.
+_WRITER_THREADS: Final = 8
+_writer_limiter: RunVar[CapacityLimiter] = RunVar("mymcp_memory_writer_threads")
+
+
+def _writer_threads() -> CapacityLimiter:
+    """This event loop's limiter of mutation worker threads."""
+    try:
+        return _writer_limiter.get()
+    except LookupError:
+        limiter = CapacityLimiter(_WRITER_THREADS)
+        _writer_limiter.set(limiter)
+        return limiter
+
+
+def _queued_bridge(
+    operation: Callable[..., ToolOutcome],
+    refuse_busy: Callable[[Mapping[str, Any]], ToolOutcome],
+    timeout: float,
+    threads: Callable[[], CapacityLimiter] = _writer_threads,
+) -> ToolHandler:
+    """A mutation: its lock wait is bounded from the request's arrival, not from the
+    moment a worker thread picks it up.
+
+    The handler runs on the event loop as the call arrives, so the deadline starts
+    there; the operation gets it and waits for the root lock only until then. A call
+    still queued for a worker thread at the deadline gives up there with memory_busy,
+    without running; one that has started always runs to its end (its outcome is kept
+    even when the deadline passes meanwhile).
+    """
+
+    async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        done: list[ToolOutcome] = []
+
+        def run() -> None:
+            done.append(operation(arguments, deadline=deadline))
+
+        with anyio.move_on_after(timeout):
+            await to_thread.run_sync(run, limiter=threads())
+        outcome = done[0] if done else refuse_busy(arguments)
         return structured_result(outcome.payload, is_error=outcome.is_error)
 
     return handle
@@ -161,7 +217,15 @@ def create_mnemosyne(
             ActivatedTool(
                 capability=QualifiedCapabilityId(definition.plugin_id, "tool", local_id),
                 tool=tool_definition(local_id),
-                handler=_bridge(operation),
+                handler=(
+                    _bridge(operation)
+                    if provider is service
+                    else _queued_bridge(
+                        operation,
+                        functools.partial(mutations.refuse_busy, local_id),
+                        mutations.lock_timeout,
+                    )
+                ),
                 effects=declaration.effects,
                 consent=declaration.consent,
             )
