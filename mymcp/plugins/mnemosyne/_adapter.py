@@ -8,8 +8,9 @@ plugin's own writer threads, with its wait for the root lock bounded from the mo
 the call arrived. The services own validation, storage, error mapping and logging.
 
 A server builds the memory index when it starts, in the background, so the first call
-after a start does not pay for reading every file: the server answers meanwhile, and a
-call that needs a scope still being built waits for it (the index serialises walks).
+after a start does not pay for reading every file: the server answers meanwhile, a call
+that needs the scope being built waits for it, and calls about other scopes are let in
+every 256 files.
 """
 
 from __future__ import annotations

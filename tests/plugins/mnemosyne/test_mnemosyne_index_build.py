@@ -198,3 +198,63 @@ def test_the_build_sweeps_a_root_that_holds_no_record_yet(
     _plugin(root).build_index(clock=Steps(0.1))
     assert not left.exists()
     assert lines()[-1].startswith("index_build outcome=done records=0 skipped=0 seconds=")
+
+
+def _other(root: Path, scope: str, kind: tuple[str, str], word: str) -> None:
+    memory_id = "mem_" + uuid.uuid4().hex
+    body = json.loads(_record(memory_id, word))
+    body.update(scope=scope, kind=kind[1])
+    body["namespace"] = {"kind": kind[0], "id": "elsewhere", "label": None}
+    directory = root / scope / "elsewhere"
+    directory.mkdir(parents=True)
+    (directory / f"{memory_id}.json").write_text(json.dumps(body))
+
+
+def test_calls_about_other_scopes_answer_while_a_scope_is_built(root: Path) -> None:
+    # preference is built before project, knowledge after it: neither waits for it.
+    _other(root, "preference", ("domain", "preference"), "tea")
+    _other(root, "knowledge", ("topic", "reference"), "moss")
+    plugin = _plugin(root)
+    paused, release = threading.Event(), threading.Event()
+    readings = [0]
+
+    def clock() -> float:  # read at the start and at each progress report
+        if readings[0] == 1:
+            paused.set()
+            release.wait(30)
+        readings[0] += 1
+        return 0.0
+
+    builder = threading.Thread(target=plugin.build_index, kwargs={"clock": clock})
+    builder.start()
+    try:
+        assert paused.wait(30)  # building project, 256 files in, and reporting
+        answers: dict[str, object] = {}
+        answered = threading.Event()
+
+        def call() -> None:
+            answers["knowledge"] = plugin.service.recall({"query": "moss", "scope": "knowledge"})
+            # Meanwhile a file appears in the directory being walked (already listed);
+            # the next call applies its event, after another walk than the build's.
+            late = "mem_" + uuid.UUID(int=77777).hex
+            alpha = root / "project" / "alpha"
+            (alpha / f"{late}.json").write_text(_record(late, "late bloomer"))
+            answers["preference"] = plugin.service.recall({"query": "tea", "scope": "preference"})
+            answered.set()
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert answered.wait(30)
+        assert not release.is_set()  # answered while project is still being built
+        caller.join(30)
+        for scope, title in (("preference", "tea"), ("knowledge", "moss")):
+            memories = answers[scope].payload["memories"]  # type: ignore[attr-defined]
+            assert [memory["title"] for memory in memories] == [title]
+    finally:
+        release.set()
+        builder.join(30)
+    # The build kept what changed behind it: the late file is listed, with every other.
+    listed = plugin.service.list({"scope": "project", "page_size": 1}).payload
+    assert listed["page"]["total_count"] == RECORDS + 1
+    found = plugin.service.recall({"query": "bloomer", "scope": "project"}).payload
+    assert [memory["title"] for memory in found["memories"]] == ["late bloomer"]

@@ -17,6 +17,12 @@ Files stay the source of truth. A call first makes the part of the tree it reads
   re-read only when its stamp (identity, size, mtime, ctime) changed or is too fresh to
   trust, re-parsed only when its bytes changed; rows the walk no longer finds go.
 
+All of it happens under the index's one lock, with one exception: the startup build's
+walks (`refresh` with ``progress``) hand the lock over every 256 files, so calls about
+other scopes are answered meanwhile; calls that need the scope being built wait for it.
+Rows others put while the lock is handed over carry a walk mark at least as new as the
+build's, so its final sweep of rows it did not meet keeps them.
+
 Rows, and the invalidation contract of every cache. Each candidate file is one row in
 compact columns (no Python object per record): its stamp, digest, state (skipped,
 legacy, active or archived), title and kind. A row enters, changes or leaves only
@@ -264,6 +270,57 @@ def _item_hash(parts: RelativePath, digest: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(digest + text, digest_size=16).digest(), "big")
 
 
+# How long a background walk handing its lock over waits, at most, for a waiting caller
+# to take it (one always does at once; this only bounds a surprise).
+_HAND_OVER_SECONDS: Final = 1.0
+
+
+class _IndexLock:
+    """The index's reentrant lock, which a long background walk can hand to callers.
+
+    Entering it uncontended is one non-blocking acquire; a caller that has to wait is
+    counted, so `hand_over` knows when someone is waiting and lets them in first.
+    """
+
+    __slots__ = ("_lock", "_served", "_tally", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tally = threading.Lock()
+        self._waiting = 0
+        self._served = threading.Event()
+
+    def condition(self) -> threading.Condition:
+        """A condition over this lock (waiting on it releases the lock entirely)."""
+        return threading.Condition(self._lock)
+
+    def __enter__(self) -> None:
+        if self._lock.acquire(blocking=False):
+            return
+        with self._tally:
+            self._waiting += 1
+        self._lock.acquire()
+        with self._tally:
+            self._waiting -= 1
+        self._served.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def hand_over(self, between: Callable[[], None]) -> None:
+        """Release the lock (which the caller holds once), run ``between`` and take the
+        lock back, after a caller that was waiting for it had its turn."""
+        waiting = self._waiting
+        self._served.clear()
+        self._lock.release()
+        try:
+            between()
+            if waiting:
+                self._served.wait(_HAND_OVER_SECONDS)
+        finally:
+            self._lock.acquire()
+
+
 class MemoryIndex:
     """The rows and derived views of one memory root; see the module docstring.
 
@@ -279,7 +336,10 @@ class MemoryIndex:
         snapshot_directory: Path | None = None,
     ) -> None:
         self.root = root
-        self._lock = threading.RLock()
+        self._lock = _IndexLock()
+        # Scopes a background walk is building; calls that need one wait for it.
+        self._building: set[str] = set()
+        self._built = self._lock.condition()
         self._watcher = Watcher.create() if watch else None
         self._epoch = 0
         self._revision = 0
@@ -370,20 +430,34 @@ class MemoryIndex:
 
         A missing or symlinked container holds nothing; one that is not a readable
         directory makes the source unavailable. More ``*.json`` candidates than the
-        limit fails the whole call. ``progress``, when given, hears the number of
-        candidates examined every 256 files of a walk; an exception it raises ends the
-        walk and leaves the selection to be walked again.
+        limit fails the whole call.
+
+        ``progress`` makes this a background walk (the startup build): every 256 files
+        it hears the number of candidates examined, outside the lock, and calls about
+        other scopes that were waiting get their turn there; calls that need this scope
+        wait until the walk is over. An exception it raises ends the walk and leaves the
+        selection to be walked again.
         """
         prefix = (scope.value, *container)
         key = (prefix, recursive)
         with self._lock:
             self._start()
+            while scope.value in self._building:
+                self._built.wait()
             if self._proven(key):
                 candidates = self._candidates(prefix, recursive)
                 if candidates > candidate_limit:
                     raise candidate_limit_exceeded(candidate_limit)
                 return Selection(scope, prefix, recursive, candidates, self._revision)
-            candidates = self._walk(scope, prefix, recursive, candidate_limit, progress)
+            if progress is None:
+                candidates = self._walk(scope, prefix, recursive, candidate_limit)
+            else:
+                self._building.add(scope.value)
+                try:
+                    candidates = self._walk(scope, prefix, recursive, candidate_limit, progress)
+                finally:
+                    self._building.discard(scope.value)
+                    self._built.notify_all()
             return Selection(scope, prefix, recursive, candidates, self._revision)
 
     def _walk(
@@ -443,14 +517,15 @@ class MemoryIndex:
             marks[self._visit(current[1], dir_fd, name, info)] = mark
 
         if progress is not None:
-            examine = visit
+            examine, hand_over = visit, self._lock.hand_over
 
             def visit(
                 dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
             ) -> None:
                 examine(dir_fd, directory, name, info)
                 if not stats.candidates & 255:
-                    progress(stats.candidates)
+                    examined = stats.candidates
+                    hand_over(lambda: progress(examined))
 
         try:
             visited.add(self._directory_id(prefix))
@@ -530,7 +605,9 @@ class MemoryIndex:
             inside = parts[:size] == prefix and (recursive or len(parts) == size)
             if not inside:
                 continue
-            for slot in [slot for slot in directory.names.values() if marks[slot] != mark]:
+            # Rows put since the walk began carry its mark or a later one: a walk that
+            # handed the lock over meanwhile keeps what others wrote or patched then.
+            for slot in [slot for slot in directory.names.values() if marks[slot] < mark]:
                 self._remove(slot)
             if directory_id not in visited and not directory.names:
                 self._directories[directory_id] = None
@@ -759,6 +836,7 @@ class MemoryIndex:
             # Same bytes at the same path: the earlier verdict still holds, skip the parse.
             self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp)
             self._trusted[slot] = trusted
+            self._marks[slot] = self._walks
             return slot
         parts = (*directory.parts, name)
         try:
@@ -801,6 +879,7 @@ class MemoryIndex:
             )
             self._detach(slot)
         self._stamps[5 * slot : 5 * slot + 5] = stamps
+        self._marks[slot] = self._walks  # current as of the latest walk (see `_prune`)
         self._trusted[slot] = bool(trusted and stamp is not None)
         self._digests[32 * slot : 32 * slot + 32] = digest or bytes(32)
         self._titles[slot] = None
