@@ -146,3 +146,31 @@ def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
     # The second server started from the snapshot, and no log names a record's text.
     assert any("index_snapshot outcome=loaded" in line for line in server.output)
     assert "Quinces" not in "".join(server.output)
+
+
+def test_a_server_stopped_with_sigterm_saves_its_snapshot_and_restarts_from_it(
+    tmp_path: Path,
+) -> None:
+    # systemd and launchd stop a service with SIGTERM: a graceful stop like an interrupt,
+    # exit handlers included.
+    sandbox = make_sandbox(tmp_path)
+    sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
+    with serve(sandbox, ALL_GATES) as server:
+        session = Session(server.url)
+        try:
+            _remember(session, "Sloes make a bitter gin.")
+        finally:
+            session.close()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 0
+    assert any("Application shutdown complete" in line for line in server.output)
+    assert any("index_snapshot outcome=saved" in line for line in server.output)
+    assert len(_snapshot_files(sandbox)) == 1
+    with serve(sandbox, ALL_GATES) as server:
+        session = Session(server.url)
+        try:
+            recalled = session.call("memory_recall", {"query": "sloes", "scope": "knowledge"})
+        finally:
+            session.close()
+    assert [m["content"] for m in recalled["memories"]] == ["Sloes make a bitter gin."]
+    assert any("index_snapshot outcome=loaded rows=1 " in line for line in server.output)
