@@ -7,7 +7,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,18 @@ def settle(path: Path) -> None:
     (see `an_hour_later`)."""
     old = time.time_ns() - SETTLED_AGE_NS
     os.utime(path, ns=(old, old), follow_symlinks=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_umask() -> Iterator[None]:
+    """Files the tests write by hand are the user's own and writable by nobody else,
+    whatever the umask the suite runs under (0002 would make every one group-writable,
+    which the index skips)."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 @pytest.fixture
