@@ -132,22 +132,32 @@ def test_a_scope_over_the_candidate_limit_names_the_setting(
     )
 
 
-def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
-    plugin = _plugin(root)
-    paused, release = threading.Event(), threading.Event()
+class PausedBuild:
+    """A build started on its own thread that stops at its first progress report (256
+    files into project, reporting) until `release` is set."""
 
-    readings = [0]
+    def __init__(self, plugin: Mnemosyne) -> None:
+        self.paused, self.release = threading.Event(), threading.Event()
+        self.readings = 0
+        self.thread = threading.Thread(target=plugin.build_index, kwargs={"clock": self.clock})
+        self.thread.start()
+        assert self.paused.wait(30)
 
-    def clock() -> float:  # read at the start and at each progress report
-        if readings[0] == 1:
-            paused.set()
-            release.wait(30)
-        readings[0] += 1
+    def clock(self) -> float:  # read at the start and at each progress report
+        if self.readings == 1:
+            self.paused.set()
+            self.release.wait(30)
+        self.readings += 1
         return 0.0
 
-    builder = threading.Thread(target=plugin.build_index, kwargs={"clock": clock})
-    builder.start()
-    assert paused.wait(30)  # the build holds the index, 256 files in
+    def finish(self) -> None:
+        self.release.set()
+        self.thread.join(30)
+
+
+def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
+    plugin = _plugin(root)
+    build = PausedBuild(plugin)
     answers: list[object] = []
     caller = threading.Thread(
         target=lambda: answers.append(
@@ -155,8 +165,7 @@ def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
         )
     )
     caller.start()
-    release.set()
-    builder.join(30)
+    build.finish()
     caller.join(30)
     (answer,) = answers
     assert [memory["title"] for memory in answer["memories"]] == ["zebra crossing"]  # type: ignore[index]
@@ -215,20 +224,8 @@ def test_calls_about_other_scopes_answer_while_a_scope_is_built(root: Path) -> N
     _other(root, "preference", ("domain", "preference"), "tea")
     _other(root, "knowledge", ("topic", "reference"), "moss")
     plugin = _plugin(root)
-    paused, release = threading.Event(), threading.Event()
-    readings = [0]
-
-    def clock() -> float:  # read at the start and at each progress report
-        if readings[0] == 1:
-            paused.set()
-            release.wait(30)
-        readings[0] += 1
-        return 0.0
-
-    builder = threading.Thread(target=plugin.build_index, kwargs={"clock": clock})
-    builder.start()
+    build = PausedBuild(plugin)
     try:
-        assert paused.wait(30)  # building project, 256 files in, and reporting
         answers: dict[str, object] = {}
         answered = threading.Event()
 
@@ -245,14 +242,13 @@ def test_calls_about_other_scopes_answer_while_a_scope_is_built(root: Path) -> N
         caller = threading.Thread(target=call)
         caller.start()
         assert answered.wait(30)
-        assert not release.is_set()  # answered while project is still being built
+        assert not build.release.is_set()  # answered while project is still being built
         caller.join(30)
         for scope, title in (("preference", "tea"), ("knowledge", "moss")):
             memories = answers[scope].payload["memories"]  # type: ignore[attr-defined]
             assert [memory["title"] for memory in memories] == [title]
     finally:
-        release.set()
-        builder.join(30)
+        build.finish()
     # The build kept what changed behind it: the late file is listed, with every other.
     listed = plugin.service.list({"scope": "project", "page_size": 1}).payload
     assert listed["page"]["total_count"] == RECORDS + 1

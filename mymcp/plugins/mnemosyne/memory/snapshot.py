@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .model import CANDIDATE_LIMIT_MAX
+from .store import DIRECTORY_MODE, FILE_MODE, read_at_most, write_private
 
 MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
 FORMAT: Final = 2
@@ -45,8 +46,6 @@ _MAX_HEADER: Final = 1 << 20
 # one scope may ever hold is a bound no real snapshot reaches, and keeps a planted or
 # runaway file from being read into memory.
 MAX_SNAPSHOT_BYTES: Final = CANDIDATE_LIMIT_MAX * 1024
-_FILE_MODE: Final = 0o600
-_DIRECTORY_MODE: Final = 0o700
 _TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _READ_CHUNK: Final = 1 << 24
@@ -253,7 +252,7 @@ def _open_directory(directory: Path, *, create: bool) -> int | None:
     """A handle on the cache directory (None when it is absent and not to be created);
     every file operation goes through it, so the directory checked is the one used."""
     if create:
-        directory.mkdir(mode=_DIRECTORY_MODE, parents=True, exist_ok=True)
+        directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -310,13 +309,10 @@ def write_snapshot(directory: Path, root: Path, data: bytes) -> None:
     try:
         _sweep(directory_fd, target)
         temp = f".{target}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(temp, _TEMP_FLAGS, _FILE_MODE, dir_fd=directory_fd)
+        fd = os.open(temp, _TEMP_FLAGS, FILE_MODE, dir_fd=directory_fd)
         try:
             try:
-                os.fchmod(fd, _FILE_MODE)  # whatever the umask did
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_private(fd, data)
             finally:
                 os.close(fd)
             os.replace(temp, target, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
@@ -355,18 +351,10 @@ def read_snapshot(directory: Path, root: Path) -> bytes | None:
                 raise SnapshotUnusable("unsafe_file")
             if info.st_size > MAX_SNAPSHOT_BYTES:
                 raise SnapshotUnusable("too_large")
-            chunks: list[bytes] = []
-            total = 0
-            # One byte past the bound catches a file that grew after fstat.
-            while total <= MAX_SNAPSHOT_BYTES:
-                chunk = os.read(fd, min(_READ_CHUNK, MAX_SNAPSHOT_BYTES + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-            if total > MAX_SNAPSHOT_BYTES:
+            data = read_at_most(fd, MAX_SNAPSHOT_BYTES, _READ_CHUNK)
+            if data is None:
                 raise SnapshotUnusable("too_large")
-            return b"".join(chunks)
+            return data
         except OSError:
             raise SnapshotUnusable("corrupt") from None
         finally:

@@ -369,6 +369,31 @@ def close_quietly(fd: int | None) -> None:
             os.close(fd)
 
 
+def read_at_most(fd: int, limit: int, chunk_size: int = _READ_CHUNK) -> bytes | None:
+    """The rest of an open file, or None when it holds more than ``limit`` bytes.
+
+    One byte past the bound is read, so a file that grew after its fstat is caught.
+    """
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, min(chunk_size, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return None if total > limit else b"".join(chunks)
+
+
+def write_private(fd: int, data: bytes) -> None:
+    """Make a file this process just created private (mode 0600, whatever the umask
+    did) and write all of ``data`` to it."""
+    os.fchmod(fd, FILE_MODE)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, bytes]:
     """Read one regular file of at most ``max_bytes`` without following symlinks; one
     with unsafe permissions is not read.
@@ -389,18 +414,10 @@ def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, b
             raise UnreadableCandidate(SkipReason.UNSAFE_PERMISSIONS, stamp)
         if info.st_size > max_bytes:
             raise UnreadableCandidate(SkipReason.OVERSIZED, stamp)
-        chunks: list[bytes] = []
-        total = 0
-        # Read one byte past the bound so a file that grew after fstat is still caught.
-        while total <= max_bytes:
-            chunk = os.read(fd, min(_READ_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:
+        data = read_at_most(fd, max_bytes)
+        if data is None:
             raise UnreadableCandidate(SkipReason.OVERSIZED, stamp)
-        return stamp, b"".join(chunks)
+        return stamp, data
     except OSError:
         raise UnreadableCandidate(SkipReason.UNREADABLE) from None
     finally:
@@ -798,11 +815,7 @@ def _write_temp(dir_fd: int, final_name: str, data: bytes) -> str:
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         try:
             try:
-                os.fchmod(fd, FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
+                write_private(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)

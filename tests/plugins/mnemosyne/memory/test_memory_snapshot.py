@@ -73,6 +73,25 @@ def _state(index: MemoryIndex) -> tuple[set[str], list[str], int]:
     return everything.ids, ranked, listed
 
 
+State = tuple[set[str], list[str], int]
+
+
+@pytest.fixture
+def expected(root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory) -> State:
+    """A filled root whose snapshot was just saved, and what the services show of it."""
+    _fill(write, v1, v2)
+    return _state(_saved(root, cache))
+
+
+@pytest.fixture
+def index(root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory) -> MemoryIndex:
+    """A filled root and an index (keeping its snapshot in the cache) that walked it."""
+    _fill(write, v1, v2)
+    walked = MemoryIndex(root, snapshot_directory=cache)
+    scan(walked)
+    return walked
+
+
 def test_a_matching_snapshot_spares_every_read(
     root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
 ) -> None:
@@ -128,16 +147,12 @@ def test_edits_made_while_no_server_ran_are_seen_on_the_first_call(
 )
 def test_a_corrupt_snapshot_is_ignored_and_replaced(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     count_reads: dict[str, int],
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     path = snapshot_module.snapshot_path(cache, root)
     data = bytearray(path.read_bytes())
     if damage == "flip-payload":
@@ -187,16 +202,12 @@ def _rewrite(
 @pytest.mark.parametrize("mismatch", ["format", "analysis", "root", "inode"])
 def test_a_foreign_snapshot_is_ignored(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     mismatch: str,
     count_reads: dict[str, int],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     path = snapshot_module.snapshot_path(cache, root)
 
     def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
@@ -237,10 +248,8 @@ def test_a_snapshot_of_a_recreated_root_is_ignored(
 
 @pytest.mark.parametrize("section", ["row_dir", "orders/project", "terms/term_ids", "states"])
 def test_a_snapshot_that_disagrees_with_itself_is_ignored(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, section: str
+    root: Path, expected: State, cache: Path, section: str
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     path = snapshot_module.snapshot_path(cache, root)
 
     def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
@@ -258,10 +267,8 @@ def test_a_snapshot_that_disagrees_with_itself_is_ignored(
 
 
 def test_a_snapshot_others_may_write_is_not_trusted(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+    root: Path, expected: State, cache: Path, count_reads: dict[str, int]
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     snapshot_module.snapshot_path(cache, root).chmod(0o666)
     before = dict(count_reads)
     index = MemoryIndex(root, snapshot_directory=cache)
@@ -299,10 +306,8 @@ def test_files_changed_while_the_snapshot_loads_are_seen(
 
 
 def test_two_writers_saving_at_once_never_leave_a_torn_snapshot(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+    root: Path, expected: State, cache: Path
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     first = MemoryIndex(root, snapshot_directory=cache)
     second = MemoryIndex(root, snapshot_directory=cache)
     scan(first)
@@ -430,11 +435,8 @@ class _WatchedLock:
 
 
 def test_leaving_the_process_waits_for_a_save_running_in_the_background(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
 ) -> None:
-    _fill(write, v1, v2)
-    index = MemoryIndex(root, snapshot_directory=cache)
-    scan(index)
     lock = _WatchedLock()
     monkeypatch.setattr(snapshot_module, "SAVES", lock)
     writing, release = threading.Event(), threading.Event()
@@ -469,11 +471,8 @@ def test_leaving_the_process_waits_for_a_save_running_in_the_background(
 
 
 def test_calls_go_on_while_a_snapshot_is_encoded_and_written(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
 ) -> None:
-    _fill(write, v1, v2)
-    index = MemoryIndex(root, snapshot_directory=cache)
-    scan(index)
     encoding, release = threading.Event(), threading.Event()
     real_encode = snapshot_module.encode
 
@@ -529,11 +528,8 @@ def test_a_save_waits_for_changes_to_pause_but_never_past_its_bound(
 
 
 def test_a_later_change_pushes_the_save_back(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
 ) -> None:
-    _fill(write, v1, v2)
-    index = MemoryIndex(root, snapshot_directory=cache)
-    scan(index)
     timers: list[float] = []
     monkeypatch.setattr(
         MemoryIndex, "_start_timer", lambda self, delay: timers.append(delay) or None
@@ -561,15 +557,11 @@ def test_a_later_change_pushes_the_save_back(
 
 def test_a_cache_directory_others_may_write_is_never_used(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     count_reads: dict[str, int],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     cache.chmod(0o777)
     caplog.set_level("INFO", logger="mymcp.memory.index")
     before = dict(count_reads)
@@ -586,15 +578,8 @@ def test_a_cache_directory_others_may_write_is_never_used(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory away takes root")
 def test_a_cache_directory_of_another_user_is_never_used(
-    root: Path,
-    cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
-    caplog: pytest.LogCaptureFixture,
+    root: Path, expected: State, cache: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     os.chown(cache, 65534, -1)  # nobody's
     caplog.set_level("INFO", logger="mymcp.memory.index")
     index = MemoryIndex(root, snapshot_directory=cache)
@@ -604,11 +589,8 @@ def test_a_cache_directory_of_another_user_is_never_used(
 
 
 def test_the_snapshot_is_created_exclusively_and_private_whatever_the_umask(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
 ) -> None:
-    _fill(write, v1, v2)
-    index = MemoryIndex(root, snapshot_directory=cache)
-    scan(index)
     opened: list[tuple[str, int]] = []
     real_open = os.open
 
@@ -635,15 +617,11 @@ def test_the_snapshot_is_created_exclusively_and_private_whatever_the_umask(
 
 def test_a_snapshot_larger_than_the_bound_is_never_read(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     saved = snapshot_module.snapshot_path(cache, root).stat()
     monkeypatch.setattr(snapshot_module, "MAX_SNAPSHOT_BYTES", saved.st_size - 1)
     read: list[int] = []
