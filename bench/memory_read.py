@@ -3,10 +3,11 @@
 For each size (default 100, 1,000, 10,000 and 100,000 records) a temporary memory root
 is seeded with canonical version-2 records in one scope and namespace
 (``knowledge``/``bench``), written exactly as the plugin writes them (``serialize_record``
-at the ``reference_parts`` path, backdated so the index may trust their stamps). A real
-``python -m mymcp.cli`` server is started on a free loopback port in a temporary
-HOME/XDG sandbox with ``MNEMOSYNE_MEMORY_ROOT`` pointing at the root, and one keep-alive
-HTTP/1.1 connection sends ``initialize`` and then sequential ``tools/call`` requests:
+at the ``reference_parts`` path, backdated, then left alone for the index's settle time
+so it may trust their stamps). A real ``python -m mymcp.cli`` server is started on a
+free loopback port in a temporary HOME/XDG sandbox with ``MNEMOSYNE_MEMORY_ROOT``
+pointing at the root, and one keep-alive HTTP/1.1 connection sends ``initialize`` and
+then sequential ``tools/call`` requests:
 
 * recall: 3-word queries drawn from the corpus vocabulary (scope-wide);
 * list, first page: ``{"scope": "knowledge"}`` (page size 50);
@@ -63,6 +64,7 @@ from tests.e2e.server import RunningServer, Sandbox, serve  # noqa: E402
 SCOPE = Scope.KNOWLEDGE
 NAMESPACE = "bench"
 SETTLED_AGE_NS = 3600 * 1_000_000_000
+SETTLE_SECONDS = 2.5
 
 
 def vocabulary(size: int = 3000, seed: int = 7) -> list[str]:
@@ -112,6 +114,9 @@ def seed_root(root: Path, count: int, *, seed: int = 11) -> list[str]:
         path = root.joinpath(*parts)
         path.write_bytes(serialize_record(record))
         os.utime(path, ns=(settled, settled))
+    # The index trusts a stamp only once the file's ctime is old enough too, as the files
+    # of a real root are: give the last ones written that long.
+    time.sleep(SETTLE_SECONDS)
     return words
 
 

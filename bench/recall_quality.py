@@ -121,7 +121,7 @@ def write_corpus(root: Path, docs: Sequence[dict[str, Any]], namespace: str) -> 
         path = root.joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_bytes(serialize_record(record))
-        # Backdated like an old file, so the index may trust its stamp at once.
+        # Backdated like an old file (quality does not depend on the stamps' trust).
         os.utime(path, ns=(settled, settled))
         ids[memory_id] = str(doc["id"])
     return ids

@@ -334,12 +334,24 @@ def _fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
+def _leave_on_sigterm(signum: int, frame: object) -> None:
+    # uvicorn shuts down gracefully on SIGTERM (what systemd and launchd send), then
+    # raises it again for the handler it found: the default one would end the process
+    # before its exit handlers (the memory index snapshot) run. Leave as an interrupt does.
+    raise SystemExit(EXIT_OK)
+
+
 def serve(
     limits: ConnectionLimits | None = None,
     args: argparse.Namespace | None = None,
 ) -> int:
-    """Build the host and serve it until interrupted; exit 1 before binding on failure."""
+    """Build the host and serve it until interrupted or terminated (exit 0 either way);
+    exit 1 before binding on failure."""
+    import signal
+
     import uvicorn
+
+    signal.signal(signal.SIGTERM, _leave_on_sigterm)
 
     from mymcp.app import create_host_app
     from mymcp.runtime.bootstrap import build_host

@@ -19,8 +19,7 @@ layer and one write system call per line than on the record itself. So a line he
 f-string, and the per-request lines (INFO and below from `mcp` and its children) emitted on
 the event loop are collected for at most 20 ms and written together. Every other line is
 written at once, after any pending ones: warnings, startup, and the shutdown lines, which
-uvicorn writes just before it re-raises SIGTERM and the process ends without running exit
-handlers.
+uvicorn writes just before it re-raises the signal that stopped it.
 """
 
 from __future__ import annotations

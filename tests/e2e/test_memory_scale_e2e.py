@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.e2e.server import Sandbox, make_sandbox, serve
 
@@ -107,8 +108,10 @@ def _snapshot_files(sandbox: Sandbox) -> list[Path]:
     return sorted((sandbox.home / ".cache" / "mymcp").glob("memory-index-*.bin"))
 
 
+# An interrupt, and what systemd and launchd send to stop a service.
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
-    tmp_path: Path,
+    tmp_path: Path, stop: signal.Signals
 ) -> None:
     sandbox = make_sandbox(tmp_path)
     sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
@@ -122,10 +125,13 @@ def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
             ]
         finally:
             session.close()
-        # Stopped with an interrupt, the server saves its index on the way out, in the
-        # user's cache directory (it also saves shortly after changes stop coming).
-        server.process.send_signal(signal.SIGINT)
-        server.process.wait(timeout=60)
+        # Stopped, the server saves its index on the way out, in the user's cache
+        # directory (it also saves shortly after changes stop coming).
+        server.process.send_signal(stop)
+        returned = server.process.wait(timeout=60)
+    if stop is signal.SIGTERM:
+        assert returned == 0  # a graceful stop, exit handlers included
+    assert any("Application shutdown complete" in line for line in server.output)
     assert any("index_snapshot outcome=saved" in line for line in server.output)
     assert len(_snapshot_files(sandbox)) == 1
     directory = sandbox.memory_root / "knowledge" / "fruit"
@@ -144,5 +150,5 @@ def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
     assert medlars == {"status": "no_matches", "memories": []}
     assert listed["page"]["total_count"] == 1
     # The second server started from the snapshot, and no log names a record's text.
-    assert any("index_snapshot outcome=loaded" in line for line in server.output)
+    assert any("index_snapshot outcome=loaded rows=2 " in line for line in server.output)
     assert "Quinces" not in "".join(server.output)

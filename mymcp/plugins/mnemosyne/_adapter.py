@@ -1,17 +1,21 @@
 """The trusted in-process adapter of the bundled Mnemosyne plugin, and its index build.
 
 It pairs the definition parsed from the packaged inert manifest with the gate-selected
-memory tools. Each tool's handler is a narrow synchronous bridge: raw arguments go to
-the memory service, its outcome comes back as a structured MCP result. The service
-owns validation, storage, error mapping and logging.
+memory tools. Each tool's handler is a narrow bridge: raw arguments go to the memory
+service, its outcome comes back as a structured MCP result. A read is synchronous (the
+host runs it on a worker thread); a mutation is a coroutine that runs it on this
+plugin's own writer threads, with its wait for the root lock bounded from the moment
+the call arrived. The services own validation, storage, error mapping and logging.
 
 A server builds the memory index when it starts, in the background, so the first call
-after a start does not pay for reading every file: the server answers meanwhile, and a
-call that needs a scope still being built waits for it (the index serialises walks).
+after a start does not pay for reading every file: the server answers meanwhile, a call
+that needs the scope being built waits for it, and calls about other scopes are let in
+every 256 files.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -21,6 +25,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
+
+import anyio
+from anyio import CapacityLimiter, to_thread
+from anyio.lowlevel import RunVar
 
 from mymcp.errors import ManifestError
 from mymcp.plugin import (
@@ -40,6 +48,7 @@ from mymcp.plugins.mnemosyne._settings import (
 )
 from mymcp.plugins.mnemosyne.memory import (
     RECORD_SUFFIX,
+    TOOL_GATES,
     CursorCodec,
     ErrorCode,
     MemoryOperationError,
@@ -63,20 +72,6 @@ _build_log = logging.getLogger("mymcp.mnemosyne.index")
 
 _PACKAGE: Final = "mymcp.plugins.mnemosyne"
 _MANIFEST_RESOURCE: Final = "manifest.json"
-
-# Registry order, the gate (a MnemosyneSettings field, None = always on) and the name of
-# the operation that serves each capability: ungated reads are `MemoryService` methods,
-# gated mutations are `MutationService` methods.
-_CAPABILITIES: Final[tuple[tuple[str, str | None, str], ...]] = (
-    ("memory_recall", None, "recall"),
-    ("memory_list", None, "list"),
-    ("memory_inspect", None, "inspect"),
-    ("memory_archive", "archive_restore", "archive"),
-    ("memory_restore", "archive_restore", "restore"),
-    ("memory_remember", "remember", "remember"),
-    ("memory_revise", "revise", "revise"),
-    ("memory_forget", "forget", "forget"),
-)
 
 _codec_lock = threading.Lock()
 _codec: CursorCodec | None = None
@@ -109,17 +104,74 @@ def mnemosyne_manifest() -> PluginDefinition:
 
 
 def selected_capabilities(settings: MnemosyneSettings) -> tuple[str, ...]:
-    """The local ids the gates select, in registry order (reads first, then mutations)."""
+    """The local ids the gates select, in registry order (reads first, then mutations).
+
+    Each tool names its gate (a `MnemosyneSettings` field; none for the reads).
+    """
     return tuple(
         local_id
-        for local_id, gate, _ in _CAPABILITIES
+        for local_id, gate in TOOL_GATES.items()
         if gate is None or getattr(settings, gate) is True
     )
 
 
+def _operation_name(local_id: str) -> str:
+    """The service method serving a tool: ``memory_recall`` is ``recall``."""
+    return local_id.removeprefix("memory_")
+
+
 def _bridge(operation: Callable[[Mapping[str, Any]], ToolOutcome]) -> ToolHandler:
+    """A read: the host runs it on one of its worker threads."""
+
     def handle(arguments: dict[str, Any]) -> dict[str, Any]:
         outcome = operation(arguments)
+        return structured_result(outcome.payload, is_error=outcome.is_error)
+
+    return handle
+
+
+# Mutations wait for the one root lock in turn, so a few threads serve them all; they
+# are this plugin's own, never taken from the reads' or the host's.
+_WRITER_THREADS: Final = 8
+_writer_limiter: RunVar[CapacityLimiter] = RunVar("mymcp_memory_writer_threads")
+
+
+def _writer_threads() -> CapacityLimiter:
+    """This event loop's limiter of mutation worker threads."""
+    try:
+        return _writer_limiter.get()
+    except LookupError:
+        limiter = CapacityLimiter(_WRITER_THREADS)
+        _writer_limiter.set(limiter)
+        return limiter
+
+
+def _queued_bridge(
+    operation: Callable[..., ToolOutcome],
+    refuse_busy: Callable[[Mapping[str, Any]], ToolOutcome],
+    timeout: float,
+    threads: Callable[[], CapacityLimiter] = _writer_threads,
+) -> ToolHandler:
+    """A mutation: its lock wait is bounded from the request's arrival, not from the
+    moment a worker thread picks it up.
+
+    The handler runs on the event loop as the call arrives, so the deadline starts
+    there; the operation gets it and waits for the root lock only until then. A call
+    still queued for a worker thread at the deadline gives up there with memory_busy,
+    without running; one that has started always runs to its end (its outcome is kept
+    even when the deadline passes meanwhile).
+    """
+
+    async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        done: list[ToolOutcome] = []
+
+        def run() -> None:
+            done.append(operation(arguments, deadline=deadline))
+
+        with anyio.move_on_after(timeout):
+            await to_thread.run_sync(run, limiter=threads())
+        outcome = done[0] if done else refuse_busy(arguments)
         return structured_result(outcome.payload, is_error=outcome.is_error)
 
     return handle
@@ -151,14 +203,11 @@ def create_mnemosyne(
         snapshot_directory=lambda: index_snapshot_directory(environ, home),
     )
     mutations = MutationService(service, settings.candidate_limit)
-    operations = {
-        local_id: (service if gate is None else mutations, operation)
-        for local_id, gate, operation in _CAPABILITIES
-    }
     tools: list[ActivatedTool] = []
     for local_id in selected_capabilities(settings):
-        provider, name = operations[local_id]
-        operation = getattr(provider, name, None)
+        # Ungated reads are `MemoryService` methods, gated mutations `MutationService` ones.
+        provider = service if TOOL_GATES[local_id] is None else mutations
+        operation = getattr(provider, _operation_name(local_id), None)
         if not callable(operation):
             _log.warning("mnemosyne_adapter outcome=capability_unavailable capability=%s", local_id)
             continue
@@ -169,7 +218,15 @@ def create_mnemosyne(
             ActivatedTool(
                 capability=QualifiedCapabilityId(definition.plugin_id, "tool", local_id),
                 tool=tool_definition(local_id),
-                handler=_bridge(operation),
+                handler=(
+                    _bridge(operation)
+                    if provider is service
+                    else _queued_bridge(
+                        operation,
+                        functools.partial(mutations.refuse_busy, local_id),
+                        mutations.lock_timeout,
+                    )
+                ),
                 effects=declaration.effects,
                 consent=declaration.consent,
             )
@@ -222,10 +279,9 @@ class Mnemosyne:
         except MemoryOperationError:
             _build_log.warning("index_build outcome=memory_source_unavailable")
             return
+        # Every scope is walked even when no record is there: the walks also remove the
+        # temp files of writes a killed process left, the first remember's included.
         total = _count_candidates(index.root)
-        if total == 0:
-            _build_log.info("index_build outcome=done records=0 skipped=0 seconds=0.0")
-            return
         done = 0
         last = [started]
 

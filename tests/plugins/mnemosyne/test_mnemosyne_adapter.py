@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mymcp.config import BUNDLED_PLUGIN_ID
@@ -28,7 +30,15 @@ from mymcp.plugins.mnemosyne import (
     mnemosyne_manifest,
     selected_capabilities,
 )
-from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, MemoryService, ToolOutcome, tool_definition
+from mymcp.plugins.mnemosyne._settings import GATE_ENVIRONMENT
+from mymcp.plugins.mnemosyne.memory import (
+    TOOL_GATES,
+    TOOL_NAMES,
+    MemoryService,
+    MutationService,
+    ToolOutcome,
+    tool_definition,
+)
 from mymcp.runtime._composition import compose_runtime
 from mymcp.runtime.bootstrap import production_binding
 
@@ -69,27 +79,33 @@ def all_gate_settings() -> list[MnemosyneSettings]:
 class StubMutations:
     """Stand-in mutation operations, to test the adapter's wiring without a memory root."""
 
+    lock_timeout = 5.0
+
     def __init__(self, indexes: MemoryService, candidate_limit: int) -> None:
         assert isinstance(indexes, MemoryService)
         self.candidate_limit = candidate_limit
 
-    def _stub(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def _stub(self, name: str, arguments: Mapping[str, Any], deadline: float) -> ToolOutcome:
+        assert deadline > 0  # the bridge hands every mutation its deadline
         return ToolOutcome({"status": name, "echo": dict(arguments)}, is_error=False)
 
-    def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        return self._stub("archived", arguments)
+    def archive(self, arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        return self._stub("archived", arguments, deadline)
 
-    def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        return self._stub("restored", arguments)
+    def restore(self, arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        return self._stub("restored", arguments, deadline)
 
-    def remember(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        return self._stub("remembered", arguments)
+    def remember(self, arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        return self._stub("remembered", arguments, deadline)
 
-    def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def revise(self, arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
         return ToolOutcome({"status": "refused", "code": "disallowed_content"}, is_error=True)
 
-    def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        return self._stub("forgotten", arguments)
+    def forget(self, arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        return self._stub("forgotten", arguments, deadline)
+
+    def refuse_busy(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        return ToolOutcome({"status": "storage_error", "code": "memory_busy"}, is_error=True)
 
 
 class PartialMutations(StubMutations):
@@ -104,19 +120,23 @@ def full_service(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def handlers_of(adapter: PluginAdapter) -> dict[str, Callable[[dict[str, Any]], Mapping[str, Any]]]:
-    """The synchronous handlers by local id (every Mnemosyne handler is synchronous)."""
+    """The handlers by local id, each called to completion: reads are synchronous,
+    mutations coroutines (run here on their own event loop)."""
 
-    def sync(tool: ActivatedTool) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
-        assert tool.is_async is False
+    def complete(tool: ActivatedTool) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
+        assert tool.is_async is (tool.capability.local_id not in READS)
 
         def call(arguments: dict[str, Any]) -> Mapping[str, Any]:
-            result = tool.handler(arguments)
+            if tool.is_async:
+                result = anyio.run(tool.handler, arguments)  # type: ignore[arg-type]
+            else:
+                result = tool.handler(arguments)
             assert isinstance(result, Mapping)
             return result
 
         return call
 
-    return {tool.capability.local_id: sync(tool) for tool in adapter.contribution.tools}
+    return {tool.capability.local_id: complete(tool) for tool in adapter.contribution.tools}
 
 
 def names(adapter: PluginAdapter) -> list[str]:
@@ -132,6 +152,16 @@ def test_packaged_manifest_resource() -> None:
     assert document["$schema"] == "https://mymcp.local/schemas/plugin-manifest-v1.json"
     assert [c["id"] for c in document["capabilities"]] == list(TOOL_NAMES)
     assert parse_manifest(raw) == mnemosyne_manifest()
+
+
+def test_each_tool_names_a_real_gate_and_service_method() -> None:
+    # The adapter derives its registry from the tool definitions: a tool named
+    # memory_<op> is served by <op> on the read service (no gate) or the mutation service.
+    assert {gate for gate in TOOL_GATES.values() if gate is not None} == set(GATE_ENVIRONMENT)
+    for name, gate in TOOL_GATES.items():
+        service = MemoryService if gate is None else MutationService
+        assert callable(getattr(service, name.removeprefix("memory_"), None)), name
+    assert tuple(name for name, gate in TOOL_GATES.items() if gate is None) == READS
 
 
 def test_manifest_matches_contract() -> None:
@@ -232,7 +262,7 @@ def test_activated_tools_carry_declared_metadata() -> None:
         assert tool.effects == declared[local_id].effects
         assert tool.consent == declared[local_id].consent
         assert tool.definition() == tool_definition(local_id)
-        assert tool.is_async is False
+        assert tool.is_async is (local_id not in READS)
 
 
 @pytest.mark.usefixtures("full_service")
@@ -402,3 +432,76 @@ def test_candidate_limit_reaches_the_service(tmp_path: Path) -> None:
     result = handlers_of(adapter)["memory_list"]({"scope": "project"})
     assert result["isError"] is True
     assert assert_structured(result)["code"] == "candidate_limit_exceeded"
+
+
+# --- mutations queued for a writer thread ------------------------------------------------
+
+
+def test_a_mutation_still_queued_at_its_deadline_gives_up_without_running() -> None:
+    # One writer thread, held by a first call that waits (as for another process's lock);
+    # the second call waits for the thread, and its deadline counts from its arrival.
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def operation(arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        ran.append(arguments["call"])
+        started.set()
+        release.wait(30)
+        return ToolOutcome({"status": "remembered"}, is_error=False)
+
+    def refuse(arguments: Mapping[str, Any]) -> ToolOutcome:
+        return ToolOutcome({"status": "storage_error", "code": "memory_busy"}, is_error=True)
+
+    async def scenario() -> list[Mapping[str, Any]]:
+        limiter = anyio.CapacityLimiter(1)
+        handler = _adapter._queued_bridge(operation, refuse, 0.05, lambda: limiter)
+        results: list[Mapping[str, Any]] = []
+
+        async def first() -> None:
+            results.append(await handler({"call": "first"}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await anyio.to_thread.run_sync(started.wait, 30)
+            # The first call still holds the only thread: the second gives up queued.
+            results.append(await handler({"call": "second"}))
+            assert not release.is_set()
+            release.set()
+        return results
+
+    busy, done = anyio.run(scenario)
+    assert busy["structuredContent"] == {"status": "storage_error", "code": "memory_busy"}
+    assert busy["isError"] is True
+    assert done["structuredContent"] == {"status": "remembered"}
+    assert ran == ["first"]  # the queued call never ran
+
+
+def test_a_started_mutation_runs_to_its_end_and_keeps_its_outcome() -> None:
+    # Once a worker runs it, a mutation is never cut off: cancelling the call (as its
+    # deadline does) waits for the write, and its outcome is the answer.
+    started, release = threading.Event(), threading.Event()
+
+    def operation(arguments: Mapping[str, Any], *, deadline: float) -> ToolOutcome:
+        started.set()
+        release.wait(30)
+        return ToolOutcome({"status": "remembered"}, is_error=False)
+
+    def refuse(arguments: Mapping[str, Any]) -> ToolOutcome:
+        raise AssertionError("a started call is never refused")
+
+    async def scenario() -> list[Mapping[str, Any]]:
+        limiter = anyio.CapacityLimiter(1)
+        handler = _adapter._queued_bridge(operation, refuse, 30.0, lambda: limiter)
+        results: list[Mapping[str, Any]] = []
+
+        async def call() -> None:
+            results.append(await handler({}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await anyio.to_thread.run_sync(started.wait, 30)
+            group.cancel_scope.cancel()
+            release.set()
+        return results
+
+    assert [r["structuredContent"] for r in anyio.run(scenario)] == [{"status": "remembered"}]

@@ -80,7 +80,7 @@ def lines(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
         return [
             r.getMessage()
             for r in caplog.records
-            if r.name in ("mymcp.mnemosyne.index", "mymcp.memory.store")
+            if r.name in ("mymcp.mnemosyne.index", "mymcp.memory.index", "mymcp.memory.store")
         ]
 
     return read
@@ -132,22 +132,32 @@ def test_a_scope_over_the_candidate_limit_names_the_setting(
     )
 
 
-def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
-    plugin = _plugin(root)
-    paused, release = threading.Event(), threading.Event()
+class PausedBuild:
+    """A build started on its own thread that stops at its first progress report (256
+    files into project, reporting) until `release` is set."""
 
-    readings = [0]
+    def __init__(self, plugin: Mnemosyne) -> None:
+        self.paused, self.release = threading.Event(), threading.Event()
+        self.readings = 0
+        self.thread = threading.Thread(target=plugin.build_index, kwargs={"clock": self.clock})
+        self.thread.start()
+        assert self.paused.wait(30)
 
-    def clock() -> float:  # read at the start and at each progress report
-        if readings[0] == 1:
-            paused.set()
-            release.wait(30)
-        readings[0] += 1
+    def clock(self) -> float:  # read at the start and at each progress report
+        if self.readings == 1:
+            self.paused.set()
+            self.release.wait(30)
+        self.readings += 1
         return 0.0
 
-    builder = threading.Thread(target=plugin.build_index, kwargs={"clock": clock})
-    builder.start()
-    assert paused.wait(30)  # the build holds the index, 256 files in
+    def finish(self) -> None:
+        self.release.set()
+        self.thread.join(30)
+
+
+def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
+    plugin = _plugin(root)
+    build = PausedBuild(plugin)
     answers: list[object] = []
     caller = threading.Thread(
         target=lambda: answers.append(
@@ -155,8 +165,92 @@ def test_a_call_during_the_build_waits_and_sees_every_file(root: Path) -> None:
         )
     )
     caller.start()
-    release.set()
-    builder.join(30)
+    build.finish()
     caller.join(30)
     (answer,) = answers
     assert [memory["title"] for memory in answer["memories"]] == ["zebra crossing"]  # type: ignore[index]
+
+
+def _temp(directory: Path, record_id: str) -> Path:
+    """A temp file as an interrupted write leaves it: the record's full text."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f".{record_id}.{uuid.uuid4().hex[:16]}.tmp"
+    path.write_text(_record(record_id, "left behind by a killed write"))
+    return path
+
+
+def test_the_build_sweeps_interrupted_writes_in_every_scope(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    left = [
+        _temp(root / "project" / "alpha", "mem_" + uuid.uuid4().hex),
+        _temp(root / "project" / "beta" / "notes", "mem_" + uuid.uuid4().hex),
+        _temp(root / "knowledge" / "topic", "mem_" + uuid.uuid4().hex),
+    ]
+    unrelated = root / "knowledge" / "topic" / ".editor-backup.tmp"
+    unrelated.write_text("not ours")
+    _plugin(root).build_index(clock=Steps(0.1))
+    assert [path for path in left if path.exists()] == []
+    assert unrelated.exists()  # only the writer's own temp names are ever swept
+    assert sum(
+        int(line.rsplit("=", 1)[1]) for line in lines() if line.startswith("temp_sweep ")
+    ) == len(left)
+
+
+def test_the_build_sweeps_a_root_that_holds_no_record_yet(
+    tmp_path: Path, lines: Callable[[], list[str]]
+) -> None:
+    # What kill -9 during the very first memory_remember leaves: directories and a temp
+    # file, no record.
+    root = tmp_path / "memory"
+    left = _temp(root / "self" / "me", "mem_" + uuid.uuid4().hex)
+    _plugin(root).build_index(clock=Steps(0.1))
+    assert not left.exists()
+    assert lines()[-1].startswith("index_build outcome=done records=0 skipped=0 seconds=")
+
+
+def _other(root: Path, scope: str, kind: tuple[str, str], word: str) -> None:
+    memory_id = "mem_" + uuid.uuid4().hex
+    body = json.loads(_record(memory_id, word))
+    body.update(scope=scope, kind=kind[1])
+    body["namespace"] = {"kind": kind[0], "id": "elsewhere", "label": None}
+    directory = root / scope / "elsewhere"
+    directory.mkdir(parents=True)
+    (directory / f"{memory_id}.json").write_text(json.dumps(body))
+
+
+def test_calls_about_other_scopes_answer_while_a_scope_is_built(root: Path) -> None:
+    # preference is built before project, knowledge after it: neither waits for it.
+    _other(root, "preference", ("domain", "preference"), "tea")
+    _other(root, "knowledge", ("topic", "reference"), "moss")
+    plugin = _plugin(root)
+    build = PausedBuild(plugin)
+    try:
+        answers: dict[str, object] = {}
+        answered = threading.Event()
+
+        def call() -> None:
+            answers["knowledge"] = plugin.service.recall({"query": "moss", "scope": "knowledge"})
+            # Meanwhile a file appears in the directory being walked (already listed);
+            # the next call applies its event, after another walk than the build's.
+            late = "mem_" + uuid.UUID(int=77777).hex
+            alpha = root / "project" / "alpha"
+            (alpha / f"{late}.json").write_text(_record(late, "late bloomer"))
+            answers["preference"] = plugin.service.recall({"query": "tea", "scope": "preference"})
+            answered.set()
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        assert answered.wait(30)
+        assert not build.release.is_set()  # answered while project is still being built
+        caller.join(30)
+        for scope, title in (("preference", "tea"), ("knowledge", "moss")):
+            memories = answers[scope].payload["memories"]  # type: ignore[attr-defined]
+            assert [memory["title"] for memory in memories] == [title]
+    finally:
+        build.finish()
+    # The build kept what changed behind it: the late file is listed, with every other.
+    listed = plugin.service.list({"scope": "project", "page_size": 1}).payload
+    assert listed["page"]["total_count"] == RECORDS + 1
+    found = plugin.service.recall({"query": "bloomer", "scope": "project"}).payload
+    assert [memory["title"] for memory in found["memories"]] == ["late bloomer"]

@@ -17,23 +17,47 @@ Files stay the source of truth. A call first makes the part of the tree it reads
   re-read only when its stamp (identity, size, mtime, ctime) changed or is too fresh to
   trust, re-parsed only when its bytes changed; rows the walk no longer finds go.
 
-Rows and the one rule for everything derived from them. Each candidate file is one row
-in compact columns (no Python object per record): its stamp, digest, state (skipped,
-legacy, active or archived), title and kind. Every derived view is owned here and is
-changed in exactly two places, `_attach` and `_detach`, the only ways a row enters or
-leaves: the per-directory counts and snapshot sums behind list cursors, the per-scope
-list order, the duplicate map of remember, the legacy-id map, the BM25F postings
-(`TermIndex`) and the cache of parsed records. Nothing is derived from object identity.
-``revision`` counts row changes; the one lazily built value (the documents of one
-namespace, for narrowed recall) is keyed by it and rebuilt when it moved. ``epoch``
-counts the events only a walk can account for; a proof is valid while its epoch is.
+All of it happens under the index's one lock, with one exception: the startup build's
+walks (`refresh` with ``progress``) hand the lock over every 256 files, so calls about
+other scopes are answered meanwhile; calls that need the scope being built wait for it.
+Rows others put while the lock is handed over carry a walk mark at least as new as the
+build's, so its final sweep of rows it did not meet keeps them.
 
-Snapshot. With a snapshot directory, the rows and postings are saved (atomically, in
-the background, when enough changed, and at exit) and loaded on the first call. The
-snapshot never overrides the files: a loaded row is used only when a fresh stat of its
-file matches the saved stamp, the first call's walk re-reads changed files and drops
-missing ones, and a snapshot of another root, another format, or one that fails its
-checksum or any consistency check is ignored and replaced.
+Rows, and the invalidation contract of every cache. Each candidate file is one row in
+compact columns (no Python object per record): its stamp, digest, state (skipped,
+legacy, active or archived), title and kind. A row enters, changes or leaves only
+through `_attach` and `_detach`, and each cache below is kept true by exactly the rule
+given; nothing is keyed on object identity.
+
+* Updated in `_attach` / `_detach` themselves: the per-directory counts and checksums
+  behind list cursors, the duplicate map of remember, the legacy-id map and the BM25F
+  postings (`TermIndex.add` / `remove`).
+* The parsed-record cache (``_records``, at most 1,024): an entry goes in `_detach`,
+  so a record is cached only while its row is unchanged.
+* The per-scope list order: `_detach` deletes the row from it; `_attach` puts the row
+  in the scope's pending set (``_unordered``), which `_ordered` merges in before any
+  reader looks at the order. A pending row is never in the order and vice versa.
+* Documents of one namespace (narrowed recall): keyed by ``revision``, which both
+  `_attach` and `_detach` bump; rebuilt on first use after it moved.
+* Per scope in `TermIndex` (its ``_Corpus``): per-term scores (``gains``) and per-record
+  length norms (``norms``) are dropped by every add or remove in that scope; impact
+  orders are patched by every add and remove, computed under the corpus averages of
+  the moment they were built, and rebuilt once those averages drifted past a bound
+  (scores over them stay exact: the drift is folded into the bounds).
+* Proofs that a selection is current: keyed by ``epoch``, which counts the changes only
+  a walk can account for (an event no single entry explains, a lost watch, a root that
+  changed identity, a write without change notification).
+* Skip reports (which files were logged as skipped): a row's report goes with the row;
+  entries that are not rows are forgotten when a walk of their selection no longer
+  meets them.
+
+Snapshot. With a snapshot directory, copies of the columns (and the postings) are
+taken under the lock and written by `snapshot` outside it: once changes pause, at the
+latest a bounded time after the first unsaved one, and at exit. The first call loads
+it. The snapshot never overrides the files: a loaded row is used only when a fresh stat
+of its file matches the saved stamp, the first call's walk re-reads changed files and
+drops missing ones, and a snapshot of another root, format or analysis, or one that
+fails its checksum or any consistency check, is ignored and replaced.
 """
 
 from __future__ import annotations
@@ -42,24 +66,21 @@ import atexit
 import bisect
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import stat
-import struct
 import threading
 import time
 import weakref
-import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, groupby
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from . import store
+from . import snapshot, store
 from .model import (
     MEMORY_KINDS,
     RECORD_SUFFIX,
@@ -92,14 +113,19 @@ from .store import (
 
 _log = logging.getLogger("mymcp.memory.index")
 
-# A stamp only proves "unchanged" once the file's mtime is safely older than the moment we
-# read it; otherwise a same-size rewrite within one timestamp tick would go unnoticed.
-# Two seconds covers the coarsest common filesystem clocks.
+# A stamp only proves "unchanged" once the file's last change (mtime or ctime) is safely
+# older than the moment we read it; otherwise a same-size rewrite within one timestamp
+# tick would go unnoticed. Two seconds covers the coarsest common filesystem clocks.
 _SETTLE_NS: Final = 2_000_000_000
+# The wall clock settledness is judged by (a name of its own, so tests can move it on).
+_now_ns: Callable[[], int] = time.time_ns
 _MAX_PROOFS: Final = 256
 _MAX_CACHED_RECORDS: Final = 1024
-# Seconds between the last change of a burst and the snapshot save.
+# Seconds without a change before the snapshot is saved, at the least (it grows with the
+# time a save takes), and how many such waits a steady stream of changes may defer it.
 _SAVE_DELAY: Final = 2.0
+_SAVE_SPAN: Final = 10
+_SNAPSHOT_VERSIONS: Final = {"analysis": ANALYSIS_VERSION}
 
 # Row states.
 _FREE, _SKIPPED, _LEGACY, _ACTIVE, _ARCHIVED = 0, 1, 2, 3, 4
@@ -122,10 +148,6 @@ class IndexedRecord:
     scope: Scope
     record: MemoryRecord
     digest: bytes
-
-    @property
-    def scope_relative_path(self) -> str:
-        return "/".join(self.parts[1:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +270,57 @@ def _item_hash(parts: RelativePath, digest: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(digest + text, digest_size=16).digest(), "big")
 
 
+# How long a background walk handing its lock over waits, at most, for a waiting caller
+# to take it (one always does at once; this only bounds a surprise).
+_HAND_OVER_SECONDS: Final = 1.0
+
+
+class _IndexLock:
+    """The index's reentrant lock, which a long background walk can hand to callers.
+
+    Entering it uncontended is one non-blocking acquire; a caller that has to wait is
+    counted, so `hand_over` knows when someone is waiting and lets them in first.
+    """
+
+    __slots__ = ("_lock", "_served", "_tally", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tally = threading.Lock()
+        self._waiting = 0
+        self._served = threading.Event()
+
+    def condition(self) -> threading.Condition:
+        """A condition over this lock (waiting on it releases the lock entirely)."""
+        return threading.Condition(self._lock)
+
+    def __enter__(self) -> None:
+        if self._lock.acquire(blocking=False):
+            return
+        with self._tally:
+            self._waiting += 1
+        self._lock.acquire()
+        with self._tally:
+            self._waiting -= 1
+        self._served.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def hand_over(self, between: Callable[[], None]) -> None:
+        """Release the lock (which the caller holds once), run ``between`` and take the
+        lock back, after a caller that was waiting for it had its turn."""
+        waiting = self._waiting
+        self._served.clear()
+        self._lock.release()
+        try:
+            between()
+            if waiting:
+                self._served.wait(_HAND_OVER_SECONDS)
+        finally:
+            self._lock.acquire()
+
+
 class MemoryIndex:
     """The rows and derived views of one memory root; see the module docstring.
 
@@ -263,12 +336,35 @@ class MemoryIndex:
         snapshot_directory: Path | None = None,
     ) -> None:
         self.root = root
-        self._lock = threading.RLock()
+        self._lock = _IndexLock()
+        # Scopes a background walk is building; calls that need one wait for it.
+        self._building: set[str] = set()
+        self._built = self._lock.condition()
         self._watcher = Watcher.create() if watch else None
         self._epoch = 0
         self._revision = 0
         self._proofs: dict[tuple[RelativePath, bool], int] = {}
         self._root_identity: tuple[int, int] | None = None
+        self._empty_rows()
+        self._walks = 0
+        # Entries passed over that are not rows (links, directories too deep or
+        # unreadable), by root-relative parts: each is logged when first met, and again
+        # only after it was gone or changed its reason.
+        self._entry_skips: dict[RelativePath, SkipReason] = {}
+        # Skipped rows this process has logged (a restored snapshot knows others unread).
+        self._reported: set[RelativePath] = set()
+        # Persistence.
+        self._snapshot_directory = snapshot_directory
+        self._started = False
+        self._unsaved = 0
+        self._saving: threading.Timer | None = None
+        self._first_change = self._last_change = 0.0
+        self._save_seconds = 0.0
+        if snapshot_directory is not None:
+            atexit.register(_save_at_exit, weakref.ref(self))
+
+    def _empty_rows(self) -> None:
+        """No rows and empty derived views: a fresh index, or one whose snapshot failed."""
         self._terms = TermIndex()
         # Directories.
         self._directories: list[_Directory | None] = []
@@ -296,22 +392,7 @@ class MemoryIndex:
         self._duplicates_more: dict[int, list[int]] = {}
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
-        self._walks = 0
-        # Entries passed over that are not rows (links, directories too deep or
-        # unreadable), by root-relative parts: each is logged when first met, and again
-        # only after it was gone or changed its reason.
-        self._entry_skips: dict[RelativePath, SkipReason] = {}
-        # Skipped rows this process has logged (a restored snapshot knows others unread).
-        self._reported: set[RelativePath] = set()
-        self._swept = False  # temp files of interrupted writes, once per process
-        # Persistence.
-        self._snapshot_directory = snapshot_directory
-        self._started = False
-        self._unsaved = 0
-        self._saving: threading.Timer | None = None
-        self._save_seconds = 0.0
-        if snapshot_directory is not None:
-            atexit.register(_save_at_exit, weakref.ref(self))
+        self._revision += 1
 
     # -- properties -----------------------------------------------------------------------
 
@@ -349,20 +430,34 @@ class MemoryIndex:
 
         A missing or symlinked container holds nothing; one that is not a readable
         directory makes the source unavailable. More ``*.json`` candidates than the
-        limit fails the whole call. ``progress``, when given, hears the number of
-        candidates examined every 256 files of a walk; an exception it raises ends the
-        walk and leaves the selection to be walked again.
+        limit fails the whole call.
+
+        ``progress`` makes this a background walk (the startup build): every 256 files
+        it hears the number of candidates examined, outside the lock, and calls about
+        other scopes that were waiting get their turn there; calls that need this scope
+        wait until the walk is over. An exception it raises ends the walk and leaves the
+        selection to be walked again.
         """
         prefix = (scope.value, *container)
         key = (prefix, recursive)
         with self._lock:
             self._start()
+            while scope.value in self._building:
+                self._built.wait()
             if self._proven(key):
                 candidates = self._candidates(prefix, recursive)
                 if candidates > candidate_limit:
                     raise candidate_limit_exceeded(candidate_limit)
                 return Selection(scope, prefix, recursive, candidates, self._revision)
-            candidates = self._walk(scope, prefix, recursive, candidate_limit, progress)
+            if progress is None:
+                candidates = self._walk(scope, prefix, recursive, candidate_limit)
+            else:
+                self._building.add(scope.value)
+                try:
+                    candidates = self._walk(scope, prefix, recursive, candidate_limit, progress)
+                finally:
+                    self._building.discard(scope.value)
+                    self._built.notify_all()
             return Selection(scope, prefix, recursive, candidates, self._revision)
 
     def _walk(
@@ -422,14 +517,15 @@ class MemoryIndex:
             marks[self._visit(current[1], dir_fd, name, info)] = mark
 
         if progress is not None:
-            examine = visit
+            examine, hand_over = visit, self._lock.hand_over
 
             def visit(
                 dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
             ) -> None:
                 examine(dir_fd, directory, name, info)
                 if not stats.candidates & 255:
-                    progress(stats.candidates)
+                    examined = stats.candidates
+                    hand_over(lambda: progress(examined))
 
         try:
             visited.add(self._directory_id(prefix))
@@ -455,8 +551,8 @@ class MemoryIndex:
             self._proofs[key] = epoch
         else:
             self._proofs.pop(key, None)
-        if stats.temps and not self._swept:
-            self._sweep_at_start(stats.temps)
+        if stats.temps:
+            self._sweep_temps(stats.temps)
         return stats.candidates
 
     def _note_entry_skips(self, prefix: RelativePath, recursive: bool, stats: WalkStats) -> None:
@@ -481,14 +577,19 @@ class MemoryIndex:
             self._entry_skips[parts] = reason
             log_skip(parts, reason)
 
-    def _sweep_at_start(self, temps: list[tuple[RelativePath, str]]) -> None:
-        """Remove interrupted writes' temp files once, if no writer holds the lock now."""
-        self._swept = True
+    def _sweep_temps(self, temps: list[tuple[RelativePath, str]]) -> None:
+        """Remove the temp files a walk met, if no writer holds the root lock right now.
+
+        Every writer creates and removes its temp files holding that lock, so any temp
+        file seen while it is free belongs to an interrupted write (a killed process).
+        When a writer is busy they stay known here, for the next walk or for that
+        writer's next write to their directory.
+        """
         try:
             with store.root_lock(self.root, timeout=0):
                 removed = store.sweep_temps(self.root, temps)
         except MemoryOperationError:
-            return  # a writer is busy: its own next write in that directory sweeps them
+            return
         for directory, name in temps:
             self._directories_at(directory).temps.discard(name)
         _log.info("temp_sweep outcome=removed count=%d", removed)
@@ -504,7 +605,9 @@ class MemoryIndex:
             inside = parts[:size] == prefix and (recursive or len(parts) == size)
             if not inside:
                 continue
-            for slot in [slot for slot in directory.names.values() if marks[slot] != mark]:
+            # Rows put since the walk began carry its mark or a later one: a walk that
+            # handed the lock over meanwhile keeps what others wrote or patched then.
+            for slot in [slot for slot in directory.names.values() if marks[slot] < mark]:
                 self._remove(slot)
             if directory_id not in visited and not directory.names:
                 self._directories[directory_id] = None
@@ -546,7 +649,17 @@ class MemoryIndex:
             if changes.rescan or not self._patch(changes):
                 self._epoch += 1
                 return False
-        return self._proofs.get(key) == self._epoch
+        # A recursive walk armed a watch on every directory below its prefix, so its proof
+        # covers every selection inside it too: those directories it listed (anything
+        # else under that name, a file or a link, is for a walk of its own to report).
+        prefix, recursive = key
+        proofs, epoch = self._proofs, self._epoch
+        if proofs.get(key) == epoch:
+            return True
+        if prefix not in self._directory_ids:
+            return False
+        inner = len(prefix) if recursive else len(prefix) + 1
+        return any(proofs.get((prefix[:size], True)) == epoch for size in range(1, inner))
 
     def _patch(self, changes: Changes) -> bool:
         """Apply events naming single entries; False when a walk must account for them."""
@@ -669,9 +782,6 @@ class MemoryIndex:
         self._marks.append(0)
         return slot
 
-    def _stamp_of(self, slot: int) -> tuple[int, ...]:
-        return tuple(self._stamps[5 * slot : 5 * slot + 5])
-
     def _digest_of(self, slot: int) -> bytes:
         return bytes(self._digests[32 * slot : 32 * slot + 32])
 
@@ -698,7 +808,7 @@ class MemoryIndex:
                 and stamps[at + 4] == info.st_ctime_ns
             ):
                 return slot  # unchanged and settled: nothing to read
-        started = time.time_ns()
+        started = _now_ns()
         if info is None:
             return self._put(directory_id, name, None, False, None, SkipReason.UNREADABLE)
         stamp = FileStamp.of(info)
@@ -726,6 +836,7 @@ class MemoryIndex:
             # Same bytes at the same path: the earlier verdict still holds, skip the parse.
             self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp)
             self._trusted[slot] = trusted
+            self._marks[slot] = self._walks
             return slot
         parts = (*directory.parts, name)
         try:
@@ -749,14 +860,26 @@ class MemoryIndex:
         directory = self._directories[directory_id]
         assert directory is not None
         slot = directory.names.get(name)
+        stamps = array("q", stamp or (0, 0, 0, 0, 0))
+        reported = False
         if slot is None:
             slot = self._allocate()
             directory.names[name] = slot
             self._row_dir[slot] = directory_id
             self._names[slot] = name
         else:
+            # The same verdict on the same stamp (a file too fresh to trust, looked at
+            # again) is no change, so no second log line.
+            reported = (
+                isinstance(outcome, SkipReason)
+                and self._states[slot] == _SKIPPED
+                and _SKIP_REASONS[self._reasons[slot]] is outcome
+                and self._stamps[5 * slot : 5 * slot + 5] == stamps
+                and (*directory.parts, name) in self._reported
+            )
             self._detach(slot)
-        self._stamps[5 * slot : 5 * slot + 5] = array("q", stamp or (0, 0, 0, 0, 0))
+        self._stamps[5 * slot : 5 * slot + 5] = stamps
+        self._marks[slot] = self._walks  # current as of the latest walk (see `_prune`)
         self._trusted[slot] = bool(trusted and stamp is not None)
         self._digests[32 * slot : 32 * slot + 32] = digest or bytes(32)
         self._titles[slot] = None
@@ -767,7 +890,8 @@ class MemoryIndex:
             self._reasons[slot] = _SKIP_REASONS.index(outcome)
             # A row is put only when its file is new or changed: one line per change.
             parts = (*directory.parts, name)
-            log_skip(parts, outcome)
+            if not reported:
+                log_skip(parts, outcome)
             self._reported.add(parts)
         else:
             self._titles[slot] = outcome.title
@@ -845,6 +969,7 @@ class MemoryIndex:
         """Remove a row from every derived view (before it changes or goes)."""
         self._revision += 1
         self._unsaved += 1
+        self._schedule_save()
         self._records.pop(slot, None)
         directory = self._directories[self._row_dir[slot]]
         assert directory is not None
@@ -1160,11 +1285,6 @@ class MemoryIndex:
                     found.extend(Problem(self._parts_of(slot), "duplicate_id") for slot in slots)
         return sorted(found, key=lambda problem: problem.parts)
 
-    def known_candidates(self, scope: Scope) -> int:
-        """Candidate files the index knows in a scope (as of each directory's last look)."""
-        with self._lock:
-            return self._candidates((scope.value,), True)
-
     def recall(
         self,
         scope: Scope,
@@ -1251,22 +1371,64 @@ class MemoryIndex:
             return
         self._started = True
         if self._snapshot_directory is not None:
-            _load_snapshot(self)
+            self._load_snapshot(self._snapshot_directory)
             self._unsaved = 0
             if self._saving is not None:  # scheduled while loading: nothing new to save
                 self._saving.cancel()
                 self._saving = None
 
-    def _schedule_save(self) -> None:
-        """Save the snapshot a little after changes stop coming (one save per burst).
-
-        A server is usually stopped by a signal that ends the process without exit
-        handlers, so the snapshot is kept close behind the rows rather than written at
-        exit. The wait grows with the time a save takes, bounding its share of the lock.
-        """
-        if self._snapshot_directory is None or self._saving is not None or not self._started:
+    def _load_snapshot(self, directory: Path) -> None:
+        """Fill the empty index from its snapshot; any doubt leaves the index empty."""
+        started = time.perf_counter()
+        try:
+            data = snapshot.read_snapshot(directory, self.root)
+            if data is None:
+                return
+            self._restore(snapshot.decode(data, self.root, _SNAPSHOT_VERSIONS))
+        except snapshot.SnapshotUnusable as exc:
+            self._empty_rows()
+            if exc.reason == "unsafe_directory":
+                self._disable_snapshot(exc.reason)
+            elif exc.reason == "foreign":
+                _log.info("index_snapshot outcome=ignored reason=foreign")
+            else:
+                _log.warning("index_snapshot outcome=ignored reason=%s", exc.reason)
             return
-        delay = max(_SAVE_DELAY, 20 * self._save_seconds)
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError, MemoryError):
+            self._empty_rows()
+            _log.warning("index_snapshot outcome=ignored reason=corrupt")
+            return
+        _log.info(
+            "index_snapshot outcome=loaded rows=%d ms=%d",
+            len(self),
+            int((time.perf_counter() - started) * 1000),
+        )
+
+    def _disable_snapshot(self, reason: str) -> None:
+        """Keep no snapshot from now on (the cache directory is not safe to use)."""
+        self._snapshot_directory = None
+        _log.warning("index_snapshot outcome=disabled reason=%s", reason)
+
+    def _schedule_save(self) -> None:
+        """Save the snapshot once changes pause, or at the latest a bounded time after the
+        first unsaved one (see `save_wait`).
+
+        A server is usually stopped by a signal, and one that kills the process runs no
+        exit handler, so the snapshot is kept close behind the rows rather than written
+        only at exit. The waits grow with the time a save takes, bounding its cost.
+        """
+        if self._snapshot_directory is None or not self._started:
+            return
+        now = time.monotonic()
+        self._last_change = now
+        if self._saving is None:
+            self._first_change = now
+            self._start_timer(self._save_quiet())
+
+    def _save_quiet(self) -> float:
+        return max(_SAVE_DELAY, 20 * self._save_seconds)
+
+    def _start_timer(self, delay: float) -> None:
         timer = threading.Timer(delay, self._save_later)
         timer.daemon = True
         self._saving = timer
@@ -1274,49 +1436,240 @@ class MemoryIndex:
 
     def _save_later(self) -> None:
         with self._lock:
+            if self._saving is None or self._saving is not threading.current_thread():
+                return  # cancelled, or replaced by a save that covered it
+            quiet = self._save_quiet()
+            wait = save_wait(
+                time.monotonic(), self._first_change, self._last_change, quiet, _SAVE_SPAN * quiet
+            )
+            if wait > 0:
+                self._start_timer(wait)
+                return
             self._saving = None
         with contextlib.suppress(Exception):  # a cache that cannot be written is no error
             self.save()
 
     def save(self) -> bool:
-        """Write the snapshot now (atomically); False when there is nowhere to write it."""
-        directory = self._snapshot_directory
-        if directory is None:
+        """Write the snapshot now (atomically); False when there is nowhere to write it.
+
+        The columns are copied under the index lock; encoding and writing them happen
+        outside it, so calls go on meanwhile.
+        """
+        if self._snapshot_directory is None:
             return False
         started = time.perf_counter()
-        with _SAVES:
+        with snapshot.SAVES:
             with self._lock:
-                if not self._started:
+                directory = self._snapshot_directory
+                if not self._started or directory is None:
                     return False
                 if self._saving is not None:  # this save covers what the timer would
                     self._saving.cancel()
                     self._saving = None
-                payload = _snapshot_bytes(self)
+                columns = self._columns()
                 self._unsaved = 0
-            saved = _write_snapshot(directory, self.root, payload)
+            try:
+                data = snapshot.encode(self.root, _SNAPSHOT_VERSIONS, columns)
+                del columns
+                snapshot.write_snapshot(directory, self.root, data)
+            except snapshot.SnapshotUnusable as exc:
+                self._disable_snapshot(exc.reason)
+                return False
+            except OSError:
+                _log.warning("index_snapshot outcome=not_saved")
+                with self._lock:
+                    self._unsaved += 1  # the exit handler tries again
+                return False
         self._save_seconds = time.perf_counter() - started
-        return saved
+        _log.info("index_snapshot outcome=saved bytes=%d", len(data))
+        return True
 
     def drop_snapshot(self) -> None:
         """Delete the saved snapshot now; a fresh one follows shortly.
 
         The snapshot holds titles and indexed words, so after a record is forgotten no
         copy of them may stay on disk: the file (and any temp file of an interrupted
-        save) goes at once, and the next save no longer has the record.
+        save) goes at once, and the next save no longer has the record. A save already
+        encoding holds `snapshot.SAVES`, so the removal waits for it and then removes
+        what it wrote.
 
         Raises MemoryOperationError(deletion_outcome_uncertain) when it cannot be removed.
         """
         directory = self._snapshot_directory
         if directory is None:
             return
-        with _SAVES:
+        with snapshot.SAVES:
             try:
-                _remove_snapshot(directory, self.root)
+                snapshot.remove_snapshot(directory, self.root)
             except OSError:
                 raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
             with self._lock:
                 self._unsaved += 1
                 self._schedule_save()
+
+    def _columns(self) -> dict[str, Any]:
+        """Copies of every column a snapshot holds, consistent because they are taken
+        under the lock (the caller holds it); nothing here is encoded yet."""
+        directories = self._directories
+        live = [d for d in directories if d is not None]
+        for scope in list(self._unordered):
+            self._ordered(scope)
+        legacy = sorted(self._legacy_ids)
+        return {
+            "directories": ["/".join(d.parts) if d is not None else None for d in directories],
+            "directory_counts": array(
+                "q", (v for d in live for v in (d.candidates, d.legacy, d.canonical))
+            ),
+            "directory_sums": [f"{d.legacy_sum:x}/{d.canonical_sum:x}" for d in live],
+            "row_dir": self._row_dir[:],
+            "names": list(self._names),
+            "stamps": self._stamps[:],
+            "trusted": bytes(self._trusted),
+            "digests": bytes(self._digests),
+            "states": bytes(self._states),
+            "reasons": bytes(self._reasons),
+            "titles": list(self._titles),
+            "kinds": bytes(self._kinds),
+            "duplicate_keys": self._duplicate_keys[:],
+            "legacy_slots": array("I", legacy),
+            "legacy_ids": [self._legacy_ids[slot] for slot in legacy],
+            "orders": {scope: order[:] for scope, order in self._orders.items()},
+            "terms": self._terms.export(),
+        }
+
+    def _restore(self, columns: dict[str, Any]) -> None:
+        """Take a snapshot's columns as the rows and views of this (empty) index.
+
+        Raises ValueError (or another lookup or type error) when they do not fit
+        together; the caller then empties the index again.
+        """
+        directories: list[_Directory | None] = []
+        counts: array[int] = columns["directory_counts"]
+        sums: list[str | None] = columns["directory_sums"]
+        live = 0
+        for text in columns["directories"]:
+            if text is None:
+                directories.append(None)
+                continue
+            directory = _Directory(tuple(text.split("/")))
+            directory.candidates, directory.legacy, directory.canonical = counts[
+                3 * live : 3 * live + 3
+            ]
+            legacy_sum, canonical_sum = (sums[live] or "").split("/")
+            directory.legacy_sum = int(legacy_sum, 16)
+            directory.canonical_sum = int(canonical_sum, 16)
+            live += 1
+            directories.append(directory)
+        if live != len(sums) or 3 * live != len(counts):
+            raise ValueError("directory columns")
+        row_dir: array[int] = _typed(columns["row_dir"], "I")
+        names: list[str | None] = columns["names"]
+        rows = len(row_dir)
+        stamps: array[int] = _typed(columns["stamps"], "q")
+        trusted = bytearray(columns["trusted"])
+        digests = bytearray(columns["digests"])
+        states = bytearray(columns["states"])
+        reasons = bytearray(columns["reasons"])
+        titles: list[str | None] = columns["titles"]
+        kinds = bytearray(columns["kinds"])
+        duplicate_keys: array[int] = _typed(columns["duplicate_keys"], "q")
+        if not (
+            len(names) == len(trusted) == len(states) == len(reasons) == len(titles) == rows
+            and len(kinds) == len(duplicate_keys) == rows
+            and len(stamps) == 5 * rows
+            and len(digests) == 32 * rows
+        ):
+            raise ValueError("row columns")
+        # Whole-column checks and table building run in C where they can; only rare rows
+        # (legacy records, duplicate keys) take Python loops.
+        if rows and (
+            max(states) > _ARCHIVED
+            or max(reasons) >= len(_SKIP_REASONS)
+            or max(kinds) >= len(_KINDS)
+            or max(row_dir) >= len(directories)
+        ):
+            raise ValueError("row values")
+        legacy_ids = {
+            slot: text
+            for slot, text in zip(
+                _typed(columns["legacy_slots"], "I"), columns["legacy_ids"], strict=True
+            )
+            if text is not None
+        }
+        live_rows = list(compress(range(rows), states.translate(_LIVE_MASK)))
+        for directory_id, group in groupby(
+            sorted(live_rows, key=row_dir.__getitem__), row_dir.__getitem__
+        ):
+            members = list(group)
+            found = directories[directory_id]
+            held = [names[slot] for slot in members]
+            if found is None or None in held:
+                raise ValueError("row")
+            found.names = dict(zip(held, members, strict=True))  # type: ignore[arg-type]
+            if len(found.names) != len(members):
+                raise ValueError("names")
+        canonical = list(compress(range(rows), states.translate(_CANONICAL_MASK)))
+        duplicates: dict[int, int] = {}
+        duplicates_more: dict[int, list[int]] = {}
+        for slot in canonical:
+            key = duplicate_keys[slot]
+            if key in duplicates:
+                duplicates_more.setdefault(key, []).append(slot)
+            else:
+                duplicates[key] = slot
+        legacy_slots: dict[str, dict[str, set[int]]] = {}
+        for slot, legacy_id in legacy_ids.items():
+            found = directories[row_dir[slot]]
+            if states[slot] != _LEGACY or found is None:
+                raise ValueError("legacy row")
+            legacy_slots.setdefault(found.parts[0], {}).setdefault(legacy_id, set()).add(slot)
+        if states.count(_LEGACY) != len(legacy_ids):
+            raise ValueError("legacy ids")
+        orders: dict[str, array[int]] = {}
+        for scope, order in columns["orders"].items():
+            Scope(scope)
+            orders[scope] = _typed(order, "I")
+            if order and max(order) >= rows:
+                raise ValueError("order")
+        if sum(map(len, orders.values())) != len(canonical) + states.count(_LEGACY):
+            raise ValueError("order size")
+        terms = columns["terms"]
+        if terms["count"] != states.count(_ACTIVE) + states.count(_LEGACY):
+            raise ValueError("documents")
+        term_index = TermIndex.restore(terms)
+        # Everything fits: take it.
+        self._directories = directories
+        self._directory_ids = {d.parts: i for i, d in enumerate(directories) if d is not None}
+        self._row_dir, self._names, self._stamps = row_dir, names, stamps
+        self._trusted, self._digests, self._states = trusted, digests, states
+        self._reasons, self._titles, self._kinds = reasons, titles, kinds
+        self._duplicate_keys = duplicate_keys
+        self._marks = array("I", bytes(4 * rows))
+        self._legacy_ids = legacy_ids
+        self._free = list(compress(range(rows), states.translate(_FREE_MASK)))
+        self._duplicates, self._duplicates_more = duplicates, duplicates_more
+        self._legacy_slots = legacy_slots
+        self._orders = orders
+        self._terms = term_index
+        self._revision += 1
+
+
+def _typed(column: object, typecode: str) -> array[Any]:
+    """``column`` when it is an array of ``typecode``; ValueError otherwise."""
+    if not isinstance(column, array) or column.typecode != typecode:
+        raise ValueError("column type")
+    return column
+
+
+def save_wait(now: float, first: float, last: float, quiet: float, span: float) -> float:
+    """Seconds until a snapshot save is due: ``quiet`` seconds after the ``last`` change,
+    but never later than ``span`` seconds after the ``first`` unsaved one (0: due now).
+
+    Changes that keep coming push the save back, up to the bound: under steady writes
+    a snapshot is still written every ``span`` seconds.
+    """
+    due = min(last + quiet, first + span)
+    return max(0.0, due - now)
 
 
 def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
@@ -1331,7 +1684,9 @@ def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
 
 
 def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:
-    return stamp[3] < read_started_ns - _SETTLE_NS
+    # The later of mtime and ctime: a tool that restores an old mtime (cp -p, rsync -t,
+    # an editor keeping times) cannot move ctime, which every write sets to now.
+    return max(stamp[3], stamp[4]) < read_started_ns - _SETTLE_NS
 
 
 def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
@@ -1343,459 +1698,8 @@ def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
         saving.cancel()
     # A save running in a background thread would be cut off when the process ends:
     # wait for it, then save whatever it did not cover.
-    with _SAVES:
+    with snapshot.SAVES:
         pass
     if index._unsaved:
         with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
             index.save()
-
-
-# -- snapshot format --------------------------------------------------------------------------
-
-_MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
-_FORMAT: Final = 1
-_HEADER: Final = struct.Struct("<I")
-_MAX_HEADER: Final = 1 << 20
-
-
-def snapshot_path(directory: Path, root: Path) -> Path:
-    """Where the snapshot of ``root`` lives in ``directory``."""
-    name = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:24]
-    return directory / f"memory-index-{name}.bin"
-
-
-class _Writer:
-    """Collects named sections: arrays, string lists and small JSON values."""
-
-    def __init__(self) -> None:
-        self.sections: list[list[Any]] = []
-        self.chunks: list[bytes] = []
-        self.values: dict[str, Any] = {}
-
-    def array(self, name: str, data: array[Any]) -> None:
-        raw = data.tobytes()
-        self.sections.append([name, data.typecode, len(raw)])
-        self.chunks.append(raw)
-
-    def raw(self, name: str, data: bytes | bytearray) -> None:
-        self.sections.append([name, "raw", len(data)])
-        self.chunks.append(bytes(data))
-
-    def strings(self, name: str, items: Sequence[str | None]) -> None:
-        lengths = array("i", (-1 if item is None else len(item) for item in items))
-        text = "".join(item for item in items if item is not None)
-        self.array(f"{name}#lengths", lengths)
-        self.raw(f"{name}#text", text.encode("utf-8", "surrogatepass"))
-
-
-class _Reader:
-    def __init__(self, sections: dict[str, tuple[str, memoryview]], values: dict[str, Any]) -> None:
-        self.sections = sections
-        self.values = values
-
-    def array(self, name: str, typecode: str) -> array[Any]:
-        kind, data = self.sections[name]
-        if kind != typecode:
-            raise ValueError("section type")
-        result = array(typecode)
-        result.frombytes(data)
-        return result
-
-    def raw(self, name: str) -> bytes:
-        kind, data = self.sections[name]
-        if kind != "raw":
-            raise ValueError("section type")
-        return bytes(data)
-
-    def strings(self, name: str) -> list[str | None]:
-        lengths = self.array(f"{name}#lengths", "i")
-        text = self.raw(f"{name}#text").decode("utf-8", "surrogatepass")
-        items: list[str | None] = []
-        at = 0
-        for length in lengths:
-            if length < 0:
-                items.append(None)
-            else:
-                items.append(text[at : at + length])
-                at += length
-        if at != len(text):
-            raise ValueError("string section length")
-        return items
-
-
-def _put_parts(out: _Writer, prefix: str, parts: dict[str, Any]) -> dict[str, Any]:
-    """Write a nested description of arrays, bytes and string lists as sections.
-
-    Returns what the header records: plain values as they are, and for every section
-    its kind, so `_get_parts` can read the description back.
-    """
-    layout: dict[str, Any] = {}
-    for name, value in parts.items():
-        where = f"{prefix}/{name}"
-        if isinstance(value, array):
-            out.array(where, value)
-            layout[name] = ["array", value.typecode]
-        elif isinstance(value, bytes | bytearray):
-            out.raw(where, value)
-            layout[name] = ["raw"]
-        elif isinstance(value, dict):
-            layout[name] = ["parts", _put_parts(out, where, value)]
-        elif isinstance(value, list) and all(type(item) is str for item in value):
-            out.strings(where, value)
-            layout[name] = ["strings"]
-        else:
-            layout[name] = ["value", value]
-    return layout
-
-
-def _get_parts(read: _Reader, prefix: str, layout: dict[str, Any]) -> dict[str, Any]:
-    parts: dict[str, Any] = {}
-    for name, (kind, *detail) in layout.items():
-        where = f"{prefix}/{name}"
-        if kind == "array":
-            parts[name] = read.array(where, detail[0])
-        elif kind == "raw":
-            parts[name] = read.raw(where)
-        elif kind == "parts":
-            parts[name] = _get_parts(read, where, detail[0])
-        elif kind == "strings":
-            parts[name] = read.strings(where)
-        elif kind == "value":
-            parts[name] = detail[0]
-        else:
-            raise ValueError("layout")
-    return parts
-
-
-def _snapshot_bytes(index: MemoryIndex) -> bytes:
-    """The whole index state, consistent because it is taken under the index lock."""
-    out = _Writer()
-    directories = [d for d in index._directories]
-    out.strings("directories", ["/".join(d.parts) if d is not None else None for d in directories])
-    out.array(
-        "directory_counts",
-        array(
-            "q",
-            (
-                v
-                for d in directories
-                if d is not None
-                for v in (d.candidates, d.legacy, d.canonical)
-            ),
-        ),
-    )
-    out.strings(
-        "directory_sums",
-        [f"{d.legacy_sum:x}/{d.canonical_sum:x}" for d in directories if d is not None],
-    )
-    out.array("row_dir", index._row_dir)
-    out.strings("names", index._names)
-    out.array("stamps", index._stamps)
-    out.raw("trusted", index._trusted)
-    out.raw("digests", index._digests)
-    out.raw("states", index._states)
-    out.raw("reasons", index._reasons)
-    out.strings("titles", index._titles)
-    out.raw("kinds", index._kinds)
-    out.array("duplicate_keys", index._duplicate_keys)
-    legacy = sorted(index._legacy_ids)
-    out.array("legacy_slots", array("I", legacy))
-    out.strings("legacy_ids", [index._legacy_ids[slot] for slot in legacy])
-    for scope in list(index._unordered):
-        index._ordered(scope)
-    scopes = sorted(index._orders)
-    out.values["scopes"] = scopes
-    for scope in scopes:
-        out.array(f"order/{scope}", index._orders[scope])
-    out.values["terms"] = _put_parts(out, "terms", index._terms.export())
-    info = os.stat(index.root)
-    payload = b"".join(out.chunks)
-    header = {
-        "format": _FORMAT,
-        "analysis": ANALYSIS_VERSION,
-        "root": os.fsdecode(os.path.abspath(index.root)),
-        "device": info.st_dev,
-        "inode": info.st_ino,
-        "sections": out.sections,
-        "values": out.values,
-        "checksum": zlib.crc32(payload),
-    }
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    return _MAGIC + _HEADER.pack(len(encoded)) + encoded + payload
-
-
-_SAVES: Final = threading.Lock()  # one snapshot write or removal at a time per process
-
-
-def _snapshot_temps(target: Path) -> Iterator[tuple[Path, int]]:
-    """Temp files of interrupted or running saves of ``target``, with their writer's pid."""
-    prefix = f".{target.name}."
-    try:
-        names = os.listdir(target.parent)
-    except FileNotFoundError:
-        return
-    for name in names:
-        pid, _, rest = name.removeprefix(prefix).partition(".")
-        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and rest:
-            yield target.parent / name, int(pid)
-
-
-def _sweep_snapshot_temps(target: Path) -> None:
-    """Remove temp files this process or a process that no longer runs left behind.
-
-    Called holding `_SAVES`, so none of this process's saves is running.
-    """
-    for path, pid in _snapshot_temps(target):
-        if pid == os.getpid() or not _running(pid):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_snapshot(directory: Path, root: Path) -> None:
-    target = snapshot_path(directory, root)
-    _sweep_snapshot_temps(target)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(target)
-
-
-def _write_snapshot(directory: Path, root: Path, payload: bytes) -> bool:
-    """Replace the snapshot file atomically; False (and a log line) when that failed."""
-    target = snapshot_path(directory, root)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _sweep_snapshot_temps(target)
-        fd = os.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        _log.warning("index_snapshot outcome=not_saved")
-        return False
-    _log.info("index_snapshot outcome=saved bytes=%d", len(payload))
-    return True
-
-
-def _read_snapshot(path: Path) -> bytes | None:
-    """The snapshot file's bytes if it is a private regular file of ours, else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        raise ValueError("unreadable") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-            raise ValueError("not a private file")
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 24)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _load_snapshot(index: MemoryIndex) -> None:
-    """Fill an empty index from its snapshot; any doubt leaves the index empty."""
-    assert index._snapshot_directory is not None
-    path = snapshot_path(index._snapshot_directory, index.root)
-    started = time.perf_counter()
-    try:
-        data = _read_snapshot(path)
-        if data is None:
-            return
-        header, payload = _parse_container(data)
-        info = os.stat(index.root)
-        if (
-            header.get("format") != _FORMAT
-            or header.get("analysis") != ANALYSIS_VERSION
-            or header.get("root") != os.fsdecode(os.path.abspath(index.root))
-            or header.get("device") != info.st_dev
-            or header.get("inode") != info.st_ino
-        ):
-            _log.info("index_snapshot outcome=ignored reason=foreign")
-            return
-        if zlib.crc32(payload) != header.get("checksum"):
-            raise ValueError("checksum")
-        _restore(index, header, payload)
-    except (
-        ValueError,
-        KeyError,
-        TypeError,
-        IndexError,
-        OverflowError,
-        AssertionError,
-        UnicodeError,
-        OSError,
-        MemoryError,
-        struct.error,
-    ):
-        _reset(index)
-        _log.warning("index_snapshot outcome=ignored reason=corrupt")
-        return
-    _log.info(
-        "index_snapshot outcome=loaded rows=%d ms=%d",
-        len(index),
-        int((time.perf_counter() - started) * 1000),
-    )
-
-
-def _parse_container(data: bytes) -> tuple[dict[str, Any], bytes]:
-    if not data.startswith(_MAGIC):
-        raise ValueError("magic")
-    at = len(_MAGIC)
-    (size,) = _HEADER.unpack_from(data, at)
-    at += _HEADER.size
-    if size > _MAX_HEADER:
-        raise ValueError("header size")
-    header = json.loads(data[at : at + size])
-    if type(header) is not dict:
-        raise ValueError("header")
-    return header, data[at + size :]
-
-
-def _reset(index: MemoryIndex) -> None:
-    """Back to the empty state a fresh index has (after a rejected snapshot)."""
-    fresh = MemoryIndex(index.root, watch=False)
-    for name in (
-        "_terms", "_directories", "_directory_ids", "_free", "_row_dir", "_names", "_stamps",
-        "_trusted", "_digests", "_states", "_reasons", "_titles", "_kinds", "_duplicate_keys",
-        "_marks", "_legacy_ids", "_orders", "_unordered", "_legacy_slots", "_duplicates",
-        "_duplicates_more", "_records", "_namespaces",
-    ):  # fmt: skip
-        setattr(index, name, getattr(fresh, name))
-    index._revision += 1
-
-
-def _restore(index: MemoryIndex, header: dict[str, Any], payload: bytes) -> None:
-    view = memoryview(payload)
-    sections: dict[str, tuple[str, memoryview]] = {}
-    at = 0
-    for name, kind, length in header["sections"]:
-        if type(length) is not int or length < 0 or at + length > len(view):
-            raise ValueError("section bounds")
-        sections[name] = (kind, view[at : at + length])
-        at += length
-    if at != len(view):
-        raise ValueError("trailing bytes")
-    read = _Reader(sections, header["values"])
-    directory_names = read.strings("directories")
-    counts = read.array("directory_counts", "q")
-    sums = read.strings("directory_sums")
-    directories: list[_Directory | None] = []
-    live = 0
-    for text in directory_names:
-        if text is None:
-            directories.append(None)
-            continue
-        directory = _Directory(tuple(text.split("/")))
-        directory.candidates, directory.legacy, directory.canonical = counts[
-            3 * live : 3 * live + 3
-        ]
-        legacy_sum, canonical_sum = (sums[live] or "").split("/")
-        directory.legacy_sum, directory.canonical_sum = int(legacy_sum, 16), int(canonical_sum, 16)
-        live += 1
-        directories.append(directory)
-    row_dir = read.array("row_dir", "I")
-    names = read.strings("names")
-    rows = len(row_dir)
-    stamps = read.array("stamps", "q")
-    trusted = bytearray(read.raw("trusted"))
-    digests = bytearray(read.raw("digests"))
-    states = bytearray(read.raw("states"))
-    reasons = bytearray(read.raw("reasons"))
-    titles = read.strings("titles")
-    kinds = bytearray(read.raw("kinds"))
-    duplicate_keys = read.array("duplicate_keys", "q")
-    if not (
-        len(names) == len(trusted) == len(states) == len(reasons) == len(titles) == rows
-        and len(kinds) == len(duplicate_keys) == rows
-        and len(stamps) == 5 * rows
-        and len(digests) == 32 * rows
-    ):
-        raise ValueError("row columns")
-    legacy_ids = dict(zip(read.array("legacy_slots", "I"), read.strings("legacy_ids"), strict=True))
-    index._directories = directories
-    index._directory_ids = {d.parts: i for i, d in enumerate(directories) if d is not None}
-    index._row_dir, index._names, index._stamps = row_dir, names, stamps
-    index._trusted, index._digests, index._states = trusted, digests, states
-    index._reasons, index._titles, index._kinds = reasons, titles, kinds
-    index._duplicate_keys = duplicate_keys
-    index._marks = array("I", bytes(4 * rows))
-    index._legacy_ids = {slot: text for slot, text in legacy_ids.items() if text is not None}
-    # Whole-column checks and table building run in C where they can; only rare rows
-    # (legacy records, duplicate keys) take Python loops.
-    if rows and (
-        max(states) > _ARCHIVED
-        or max(reasons) >= len(_SKIP_REASONS)
-        or max(kinds) >= len(_KINDS)
-        or max(row_dir) >= len(directories)
-    ):
-        raise ValueError("row values")
-    live_rows = list(compress(range(rows), states.translate(_LIVE_MASK)))
-    index._free = list(compress(range(rows), states.translate(_FREE_MASK)))
-    for directory_id, group in groupby(
-        sorted(live_rows, key=row_dir.__getitem__), row_dir.__getitem__
-    ):
-        members = list(group)
-        directory = directories[directory_id]
-        held = [names[slot] for slot in members]
-        if directory is None or None in held:
-            raise ValueError("row")
-        directory.names = dict(zip(held, members, strict=True))
-        if len(directory.names) != len(members):
-            raise ValueError("names")
-    canonical = list(compress(range(rows), states.translate(_CANONICAL_MASK)))
-    for slot in canonical:
-        key = duplicate_keys[slot]
-        if key in index._duplicates:
-            index._duplicates_more.setdefault(key, []).append(slot)
-        else:
-            index._duplicates[key] = slot
-    for slot, legacy_id in index._legacy_ids.items():
-        directory = directories[row_dir[slot]]
-        if states[slot] != _LEGACY or directory is None:
-            raise ValueError("legacy row")
-        index._legacy_slots.setdefault(directory.parts[0], {}).setdefault(legacy_id, set()).add(
-            slot
-        )
-    records = len(canonical) + states.count(_LEGACY)
-    if states.count(_LEGACY) != len(index._legacy_ids):
-        raise ValueError("legacy ids")
-    listed = 0
-    for scope in read.values["scopes"]:
-        Scope(scope)
-        order = read.array(f"order/{scope}", "I")
-        if order and max(order) >= rows:
-            raise ValueError("order")
-        listed += len(order)
-        index._orders[scope] = order
-    if listed != records:
-        raise ValueError("order size")
-    terms = _get_parts(read, "terms", read.values["terms"])
-    if terms["count"] != states.count(_ACTIVE) + states.count(_LEGACY):
-        raise ValueError("documents")
-    index._terms = TermIndex.restore(terms)
-    index._revision += 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 # -- errors: stable codes, their statuses and fixed messages -------------------------------
 
@@ -199,15 +199,40 @@ class MemoryOperationError(Exception):
         )
 
 
-def candidate_limit_exceeded(limit: int) -> MemoryOperationError:
-    """The refusal of a selection with more than ``limit`` candidate files; it names the
+CANDIDATE_LIMIT_DEFAULT: Final = 200_000
+"""How many ``*.json`` files one selection (a scope, namespace or collection) may hold.
+
+It bounds the work and memory of one call and of the index: each indexed record costs
+about 1-3 kB of memory, so the default allows 100,000 records in a scope with room to
+grow, at roughly 100-300 MB. Remember refuses to grow a scope past it.
+"""
+CANDIDATE_LIMIT_MAX: Final = 1_000_000
+
+
+def checked_candidate_limit(limit: object) -> int:
+    """``limit`` when it is a whole number from 1 to `CANDIDATE_LIMIT_MAX`; else ValueError."""
+    if type(limit) is not int or not 1 <= limit <= CANDIDATE_LIMIT_MAX:
+        raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
+    return limit
+
+
+def candidate_limit_exceeded(limit: int, *, adding: bool = False) -> MemoryOperationError:
+    """The refusal of a selection with more than ``limit`` candidate files or, when
+    ``adding``, of a new record for a scope that already holds ``limit``. It names the
     limit and the setting that raises it (neither is content)."""
+    held = (
+        f"the scope already holds {limit} candidate files, the candidate limit, and no "
+        "memory is added past it"
+        if adding
+        else f"the selected memory source holds more than {limit} candidate files, the "
+        "candidate limit"
+    )
     return MemoryOperationError(
         ErrorCode.CANDIDATE_LIMIT_EXCEEDED,
         message=(
-            f"the selected memory source holds more than {limit} candidate files, the "
-            "candidate limit; the operator raises it with [memory] candidate_limit in "
-            "~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT (at most 1000000)"
+            f"{held}; the operator raises it with [memory] candidate_limit in "
+            f"~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT (at most "
+            f"{CANDIDATE_LIMIT_MAX})"
         ),
     )
 

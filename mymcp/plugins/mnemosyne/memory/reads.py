@@ -33,6 +33,7 @@ from .model import (
     MemoryReference,
     V1Reference,
     V2Reference,
+    checked_candidate_limit,
     reference_of,
     reference_parts,
     tag_key,
@@ -51,14 +52,6 @@ from .tools import (
     run_tool,
 )
 
-CANDIDATE_LIMIT_DEFAULT: Final = 200_000
-"""How many ``*.json`` files one selection (a scope, namespace or collection) may hold.
-
-It bounds the work and memory of one call and of the index: each indexed record costs
-about 1-3 kB of memory, so the default allows 100,000 records in a scope with room to
-grow, at roughly 100-300 MB.
-"""
-CANDIDATE_LIMIT_MAX: Final = 1_000_000
 RECALL_LIMIT: Final = 5
 # Roots only change when the operator's environment does; a few indexes cover tests and
 # reconfiguration without letting abandoned roots pin memory forever.
@@ -82,10 +75,8 @@ class MemoryService:
         *,
         snapshot_directory: Callable[[], Path | None] | None = None,
     ) -> None:
-        if type(candidate_limit) is not int or not 1 <= candidate_limit <= CANDIDATE_LIMIT_MAX:
-            raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._resolve_root = root_resolver
-        self._candidate_limit = candidate_limit
+        self._candidate_limit = checked_candidate_limit(candidate_limit)
         self._codec = cursor_codec
         self._snapshot_directory = snapshot_directory
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()

@@ -103,6 +103,7 @@ class SkipReason(StrEnum):
     INVALID_JSON = "invalid_json"
     INVALID_RECORD = "invalid_record"
     PATH_MISMATCH = "path_mismatch"
+    UNSAFE_PERMISSIONS = "unsafe_permissions"
 
 
 class RecordRejected(ValueError):
@@ -290,6 +291,7 @@ class ChildState(Enum):
     SYMLINK = "symlink"
     NOT_DIRECTORY = "not_directory"
     UNREADABLE = "unreadable"
+    UNSAFE = "unsafe"  # a directory others may write to, or another user's
 
 
 class UnreadableCandidate(Exception):
@@ -315,17 +317,27 @@ def open_root(root: Path) -> int | None:
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
 
 
+def unsafe_permissions(info: os.stat_result) -> bool:
+    """Whether a file or directory below the root is writable by group or others, or
+    belongs to another user: then anyone else may have put its contents there, and it is
+    neither read nor written through."""
+    return bool(info.st_mode & 0o022) or info.st_uid != os.geteuid()
+
+
 def open_child_directory(parent_fd: int, name: str) -> tuple[ChildState, int | None]:
-    """Open ``name`` under ``parent_fd`` as a directory without following a symlink."""
+    """Open ``name`` under ``parent_fd`` as a directory without following a symlink.
+
+    A directory with unsafe permissions is not opened (``UNSAFE``).
+    """
     try:
-        return ChildState.DIRECTORY, os.open(
-            name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd
-        )
+        fd = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd)
     except FileNotFoundError:
         return ChildState.MISSING, None
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             return ChildState.UNREADABLE, None
+    else:
+        return _checked_directory(fd)
     # ELOOP and ENOTDIR are both possible for a symlink depending on the platform, so the
     # entry itself decides which of the two it was.
     try:
@@ -339,14 +351,52 @@ def open_child_directory(parent_fd: int, name: str) -> tuple[ChildState, int | N
     return ChildState.NOT_DIRECTORY, None
 
 
+def _checked_directory(fd: int) -> tuple[ChildState, int | None]:
+    try:
+        unsafe = unsafe_permissions(os.fstat(fd))
+    except OSError:
+        os.close(fd)
+        return ChildState.UNREADABLE, None
+    if unsafe:
+        os.close(fd)
+        return ChildState.UNSAFE, None
+    return ChildState.DIRECTORY, fd
+
+
 def close_quietly(fd: int | None) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
 
 
+def read_at_most(fd: int, limit: int, chunk_size: int = _READ_CHUNK) -> bytes | None:
+    """The rest of an open file, or None when it holds more than ``limit`` bytes.
+
+    One byte past the bound is read, so a file that grew after its fstat is caught.
+    """
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, min(chunk_size, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return None if total > limit else b"".join(chunks)
+
+
+def write_private(fd: int, data: bytes) -> None:
+    """Make a file this process just created private (mode 0600, whatever the umask
+    did) and write all of ``data`` to it."""
+    os.fchmod(fd, FILE_MODE)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, bytes]:
-    """Read one regular file of at most ``max_bytes`` without following symlinks.
+    """Read one regular file of at most ``max_bytes`` without following symlinks; one
+    with unsafe permissions is not read.
 
     The stamp comes from the open handle, so it describes exactly the bytes returned.
     """
@@ -360,20 +410,14 @@ def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, b
         stamp = FileStamp.of(info)
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableCandidate(SkipReason.UNREADABLE, stamp)
+        if unsafe_permissions(info):
+            raise UnreadableCandidate(SkipReason.UNSAFE_PERMISSIONS, stamp)
         if info.st_size > max_bytes:
             raise UnreadableCandidate(SkipReason.OVERSIZED, stamp)
-        chunks: list[bytes] = []
-        total = 0
-        # Read one byte past the bound so a file that grew after fstat is still caught.
-        while total <= max_bytes:
-            chunk = os.read(fd, min(_READ_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:
+        data = read_at_most(fd, max_bytes)
+        if data is None:
             raise UnreadableCandidate(SkipReason.OVERSIZED, stamp)
-        return stamp, b"".join(chunks)
+        return stamp, data
     except OSError:
         raise UnreadableCandidate(SkipReason.UNREADABLE) from None
     finally:
@@ -436,8 +480,9 @@ def open_container(
 ) -> int | None:
     """Open ``root/parts...`` one no-follow step at a time.
 
-    None when any step is missing or a symlink (skipped, and noted in ``stats``); a step
-    that exists but is not a readable directory makes the whole source unavailable.
+    None when any step is missing, a symlink or a directory with unsafe permissions
+    (skipped, and noted in ``stats``); a step that exists but is not a readable directory
+    makes the whole source unavailable.
     """
     fd = open_root(root)
     if fd is not None and on_directory is not None:
@@ -452,6 +497,8 @@ def open_container(
             on_directory(fd, parts[:depth])
         if state is ChildState.SYMLINK:
             stats.skip(parts[:depth], SkipReason.SYMLINK)
+        elif state is ChildState.UNSAFE:
+            stats.skip(parts[:depth], SkipReason.UNSAFE_PERMISSIONS)
         elif state in (ChildState.NOT_DIRECTORY, ChildState.UNREADABLE):
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
     return fd
@@ -551,6 +598,8 @@ def _descend(
     if child is None:
         if state is ChildState.SYMLINK:
             stats.skip(parts, SkipReason.SYMLINK)
+        elif state is ChildState.UNSAFE:
+            stats.skip(parts, SkipReason.UNSAFE_PERMISSIONS)
         elif state is not ChildState.MISSING:
             stats.skip(parts, SkipReason.UNREADABLE)
         return
@@ -766,11 +815,7 @@ def _write_temp(dir_fd: int, final_name: str, data: bytes) -> str:
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         try:
             try:
-                os.fchmod(fd, FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
+                write_private(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -980,7 +1025,6 @@ IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
 IN_ISDIR = 0x40000000
 IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
 IN_EXCL_UNLINK = 0x04000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -1111,9 +1155,9 @@ class Watcher:
 
         The watch is placed through ``/proc/self/fd``: the magic link names exactly the
         directory we opened without following symlinks, so no lookup by path can be raced
-        into watching something else. (That is also why IN_DONT_FOLLOW is not set here: it
-        would watch the magic link itself.) Watching a directory twice returns the same
-        descriptor, so re-arming after each walk is cheap.
+        into watching something else. (That is also why inotify's don't-follow flag is
+        not set here: it would watch the magic link itself.) Watching a directory twice
+        returns the same descriptor, so re-arming after each walk is cheap.
         """
         if self.broken:
             return False

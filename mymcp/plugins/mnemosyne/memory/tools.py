@@ -312,6 +312,8 @@ class Tool(Generic[R]):
     ``build`` turns the read values (absent optional arguments are missing from the
     dict) into the request and applies the rules that tie arguments together.
     ``retrieval`` makes storage failures report as ``retrieval_error`` (recall only).
+    ``gate`` names the operator's setting that enables a mutation tool; the read tools
+    have none and are always on.
     """
 
     name: str
@@ -320,6 +322,7 @@ class Tool(Generic[R]):
     arguments: tuple[Argument, ...]
     build: Callable[[dict[str, Any]], R]
     retrieval: bool = False
+    gate: str | None = None
     # Every argument and member name an error may report: the log's vocabulary for them.
     field_names: frozenset[str] = field(init=False)
 
@@ -554,13 +557,24 @@ def tags_argument(minimum: int, description: str, code: ErrorCode, *, required: 
     return Argument("tags", schema, reader, code, rule, required)
 
 
+def _whole_number(value: object) -> int | None:
+    """``value`` as an int when JSON Schema calls it an integer: an int, or a float with
+    no fractional part (``5.0``, ``1e2``); never a bool. Otherwise None."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
 def _integer_reader(minimum: int, maximum: int | None, rule: str) -> Reader:
     def read(value: object) -> int:
-        if type(value) is not int:
+        number = _whole_number(value)
+        if number is None:
             raise _Rejected("wrong_type", rule)
-        if value < minimum or (maximum is not None and value > maximum):
+        if number < minimum or (maximum is not None and number > maximum):
             raise _Rejected("out_of_range", rule)
-        return value
+        return number
 
     return read
 
@@ -602,17 +616,17 @@ def _reference_reader(*, legacy: bool) -> Reader:
     def read(value: object) -> MemoryReference:
         if type(value) is not dict:
             raise _Rejected("wrong_type", _REFERENCE_RULE)
-        version = value.get("schema_version")
         if "schema_version" not in value:
             member("missing", "schema_version")
-        if type(version) is not int or version not in ((1, 2) if legacy else (2,)):
+        version = _whole_number(value["schema_version"])
+        if version not in ((1, 2) if legacy else (2,)):
             if version == 1 and not legacy:
                 raise _Rejected(
                     "not_allowed",
                     "must be a canonical (schema_version 2) reference: legacy memories are "
                     "read-only",
                 )
-            member("not_allowed" if type(version) is int else "wrong_type", "schema_version")
+            member("not_allowed" if version is not None else "wrong_type", "schema_version")
         members = _V2_MEMBERS if version == 2 else _V1_MEMBERS
         for name in members:
             if name not in value:
@@ -959,18 +973,6 @@ INSPECT: Final = Tool(
 
 # -- memory_remember ------------------------------------------------------------------------
 
-REMEMBER_REQUIRED: Final = (
-    "scope",
-    "namespace",
-    "collection",
-    "kind",
-    "language",
-    "title",
-    "content",
-    "tags",
-    "origin",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class RememberRequest:
@@ -1274,6 +1276,7 @@ REMEMBER: Final = Tool(
         ),
     ),
     build=_build_remember,
+    gate="remember",
 )
 
 
@@ -1387,16 +1390,18 @@ REVISE: Final = Tool(
         ),
     ),
     build=_build_revise,
+    gate="revise",
 )
 
 
-def _change_tool(name: str, title: str, description: str) -> Tool[ChangeRequest]:
+def _change_tool(name: str, title: str, description: str, gate: str) -> Tool[ChangeRequest]:
     return Tool(
         name=name,
         title=title,
         description=f"{description} {CONSENT_NOTE}",
         arguments=(v2_reference_argument(_REFERENCE_HINT), expected_revision_argument()),
         build=_build_change,
+        gate=gate,
     )
 
 
@@ -1407,6 +1412,7 @@ ARCHIVE: Final = _change_tool(
     "recalled. Inspect first and pass its revision as expected_revision; the result is "
     "archived (revision + 1) or already_archived. memory_restore reverses it. On "
     "replacement_outcome_uncertain, inspect the same reference before any retry.",
+    "archive_restore",
 )
 RESTORE: Final = _change_tool(
     "memory_restore",
@@ -1415,6 +1421,7 @@ RESTORE: Final = _change_tool(
     "pass its revision as expected_revision; the result is restored (revision + 1) or "
     "already_active. On replacement_outcome_uncertain, inspect the same reference before "
     "any retry.",
+    "archive_restore",
 )
 FORGET: Final = _change_tool(
     "memory_forget",
@@ -1424,6 +1431,7 @@ FORGET: Final = _change_tool(
     "not_archived): archive it first, then inspect and pass its current revision as "
     "expected_revision. A second call gives not_found. On deletion_outcome_uncertain, "
     "inspect the same reference before any retry.",
+    "forget",
 )
 
 
@@ -1438,6 +1446,12 @@ TOOLS: Final[Mapping[str, Tool[Any]]] = MappingProxyType(
 """Every memory tool by its public name, in registry order (reads, then mutations)."""
 
 TOOL_NAMES: Final[tuple[str, ...]] = tuple(TOOLS)
+TOOL_GATES: Final[Mapping[str, str | None]] = MappingProxyType(
+    {name: tool.gate for name, tool in TOOLS.items()}
+)
+"""Each tool's gate (None: always on), in registry order: what the plugin adapter needs
+to register the tools, so a new tool is one `Tool` here, a service method and its
+manifest entry."""
 
 
 def tool_definition(name: str) -> dict[str, Any]:

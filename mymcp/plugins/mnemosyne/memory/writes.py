@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Final, Protocol
+from functools import partial
+from typing import Any, Protocol
 
 from .index import IndexedRecord, MemoryIndex
 from .model import (
@@ -25,6 +27,7 @@ from .model import (
     Provenance,
     V2Reference,
     candidate_limit_exceeded,
+    checked_candidate_limit,
     is_memory_id,
     reference_parts,
     utc_now_seconds,
@@ -37,6 +40,7 @@ from .tools import (
     REMEMBER,
     RESTORE,
     REVISE,
+    TOOLS,
     ChangeRequest,
     LogFields,
     RememberRequest,
@@ -45,10 +49,6 @@ from .tools import (
     run_tool,
     tag_fields,
 )
-
-# -- _mutations: The mutation service: remember, revise, archive, restore and forget.
-
-_MAX_CANDIDATE_LIMIT: Final = 1_000_000
 
 
 class IndexProvider(Protocol):
@@ -63,6 +63,10 @@ def new_memory_id() -> str:
 
 
 # -- the service ----------------------------------------------------------------------
+
+
+def _busy(_request: object, _fields: LogFields) -> dict[str, Any]:
+    raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
 
 
 def _result(status: str, record: MemoryRecordV2) -> dict[str, Any]:
@@ -85,7 +89,12 @@ class MutationService:
     the root. ``candidate_limit`` bounds remember's container scan and is the most a
     scope may hold before remember refuses; ``clock`` returns the strict UTC-second
     timestamp used for created_at/updated_at; ``lock_timeout`` is how long a mutation
-    waits for another writer before answering ``memory_busy``.
+    may wait, from the moment its request arrived, for the root lock before answering
+    ``memory_busy``.
+
+    Each mutation takes an optional ``deadline`` (a `time.monotonic` value): the caller
+    that queued the request before it ran passes its arrival plus `lock_timeout`, so the
+    time spent waiting for a worker counts too. Past the deadline the lock is tried once.
     """
 
     def __init__(
@@ -97,17 +106,25 @@ class MutationService:
         id_factory: Callable[[], str] = new_memory_id,
         lock_timeout: float = LOCK_TIMEOUT_SECONDS,
     ) -> None:
-        if type(candidate_limit) is not int or not 1 <= candidate_limit <= _MAX_CANDIDATE_LIMIT:
-            raise ValueError("candidate_limit must be an integer from 1 to 1,000,000")
         self._indexes = indexes
-        self._candidate_limit = candidate_limit
+        self._candidate_limit = checked_candidate_limit(candidate_limit)
         self._clock = clock
         self._new_id = id_factory
         self._lock_timeout = lock_timeout
 
+    @property
+    def lock_timeout(self) -> float:
+        return self._lock_timeout
+
     # -- public operations -----------------------------------------------------------
 
-    def remember(self, arguments: Mapping[str, Any], *, dry_run: bool = False) -> ToolOutcome:
+    def remember(
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+        deadline: float | None = None,
+    ) -> ToolOutcome:
         """Create one canonical record, or report the identical one that already exists.
 
         With ``dry_run`` every check runs (arguments, content policy, duplicates, the
@@ -116,28 +133,42 @@ class MutationService:
         """
         if dry_run:
             return run_tool(REMEMBER, arguments, self._rehearse)
-        return run_tool(REMEMBER, arguments, self._remember)
+        return run_tool(REMEMBER, arguments, partial(self._remember, deadline=deadline))
 
-    def revise(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def revise(self, arguments: Mapping[str, Any], *, deadline: float | None = None) -> ToolOutcome:
         """Replace the mutable text of one record as a whole (revision + 1)."""
-        return run_tool(REVISE, arguments, self._revise)
+        return run_tool(REVISE, arguments, partial(self._revise, deadline=deadline))
 
-    def archive(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def archive(
+        self, arguments: Mapping[str, Any], *, deadline: float | None = None
+    ) -> ToolOutcome:
         """Move an active record to archived (excluded from recall, still inspectable)."""
-        return run_tool(ARCHIVE, arguments, self._archive)
+        return run_tool(ARCHIVE, arguments, partial(self._archive, deadline=deadline))
 
-    def restore(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def restore(
+        self, arguments: Mapping[str, Any], *, deadline: float | None = None
+    ) -> ToolOutcome:
         """Move an archived record back to active."""
-        return run_tool(RESTORE, arguments, self._restore)
+        return run_tool(RESTORE, arguments, partial(self._restore, deadline=deadline))
 
-    def forget(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+    def forget(self, arguments: Mapping[str, Any], *, deadline: float | None = None) -> ToolOutcome:
         """Physically delete one archived record at its current revision."""
-        return run_tool(FORGET, arguments, self._forget)
+        return run_tool(FORGET, arguments, partial(self._forget, deadline=deadline))
+
+    def refuse_busy(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """The answer to a call of tool ``name`` that waited out its lock timeout before
+        it could even start: ``memory_busy`` (retryable, nothing changed), logged like
+        every outcome. Only the arguments are checked; nothing else runs."""
+        return run_tool(TOOLS[name], arguments, _busy)
 
     # -- operations on validated requests --------------------------------------------
 
     def _remember(
-        self, request: RememberRequest, fields: LogFields, dry_run: bool = False
+        self,
+        request: RememberRequest,
+        fields: LogFields,
+        dry_run: bool = False,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         fields.update(
             scope=request.scope.value,
@@ -164,7 +195,7 @@ class MutationService:
             payload = self._remember_locked(index, request, dry_run=True)
         else:
             ensure_root(index.root)
-            with root_lock(index.root, self._lock_timeout):
+            with root_lock(index.root, self._wait(deadline)):
                 payload = self._remember_locked(index, request)
         fields["memory_id"] = payload["reference"]["id"]
         return payload
@@ -172,7 +203,9 @@ class MutationService:
     def _rehearse(self, request: RememberRequest, fields: LogFields) -> dict[str, Any]:
         return self._remember(request, fields, dry_run=True)
 
-    def _revise(self, request: ReviseRequest, fields: LogFields) -> dict[str, Any]:
+    def _revise(
+        self, request: ReviseRequest, fields: LogFields, *, deadline: float | None
+    ) -> dict[str, Any]:
         fields.update(schema_version=2, scope=request.reference.scope.value)
         enforce_content_policy(
             [
@@ -200,20 +233,32 @@ class MutationService:
             return None if revised == record else revised
 
         return self._change(
-            request.reference, request.expected_revision, change, ("revised", "already_current")
+            request.reference,
+            request.expected_revision,
+            change,
+            ("revised", "already_current"),
+            deadline,
         )
 
-    def _archive(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
-        return self._transition(request, fields, "archived", ("archived", "already_archived"))
+    def _archive(
+        self, request: ChangeRequest, fields: LogFields, *, deadline: float | None
+    ) -> dict[str, Any]:
+        statuses = ("archived", "already_archived")
+        return self._transition(request, fields, "archived", statuses, deadline)
 
-    def _restore(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
-        return self._transition(request, fields, "active", ("restored", "already_active"))
+    def _restore(
+        self, request: ChangeRequest, fields: LogFields, *, deadline: float | None
+    ) -> dict[str, Any]:
+        statuses = ("restored", "already_active")
+        return self._transition(request, fields, "active", statuses, deadline)
 
-    def _forget(self, request: ChangeRequest, fields: LogFields) -> dict[str, Any]:
+    def _forget(
+        self, request: ChangeRequest, fields: LogFields, *, deadline: float | None
+    ) -> dict[str, Any]:
         reference = request.reference
         fields.update(schema_version=2, scope=reference.scope.value)
         index = self._indexes.current_index()
-        with self._locked_existing(index):
+        with self._locked_existing(index, deadline):
             found, record = self._current(index, reference, request.expected_revision)
             if not record.lifecycle.archived:
                 raise MemoryOperationError(ErrorCode.NOT_ARCHIVED)
@@ -222,7 +267,12 @@ class MutationService:
         return {"status": "forgotten", "reference": reference.to_json()}
 
     def _transition(
-        self, request: ChangeRequest, fields: LogFields, target: str, statuses: tuple[str, str]
+        self,
+        request: ChangeRequest,
+        fields: LogFields,
+        target: str,
+        statuses: tuple[str, str],
+        deadline: float | None,
     ) -> dict[str, Any]:
         fields.update(schema_version=2, scope=request.reference.scope.value)
 
@@ -233,15 +283,25 @@ class MutationService:
                 record, lifecycle=Lifecycle(target, record.lifecycle.revision)
             )
 
-        return self._change(request.reference, request.expected_revision, change, statuses)
+        return self._change(
+            request.reference, request.expected_revision, change, statuses, deadline
+        )
 
     # -- internals -------------------------------------------------------------------
 
-    def _locked_existing(self, index: MemoryIndex) -> AbstractContextManager[None]:
+    def _wait(self, deadline: float | None) -> float:
+        """How long the root lock may still be waited for (0: one attempt)."""
+        if deadline is None:
+            return self._lock_timeout
+        return max(0.0, deadline - time.monotonic())
+
+    def _locked_existing(
+        self, index: MemoryIndex, deadline: float | None
+    ) -> AbstractContextManager[None]:
         """The root lock, or not_found at once when there is no root to change at all."""
         if not os.path.lexists(index.root):
             raise MemoryOperationError(ErrorCode.NOT_FOUND)
-        return root_lock(index.root, self._lock_timeout)
+        return root_lock(index.root, self._wait(deadline))
 
     def _current(
         self, index: MemoryIndex, reference: V2Reference, expected: int
@@ -260,6 +320,7 @@ class MutationService:
         expected: int,
         change: Callable[[MemoryRecordV2], MemoryRecordV2 | None],
         statuses: tuple[str, str],
+        deadline: float | None,
     ) -> dict[str, Any]:
         """Lock, re-read, check the revision, apply ``change`` and replace the file.
 
@@ -267,7 +328,7 @@ class MutationService:
         idempotent outcome writes nothing and keeps revision and timestamps.
         """
         index = self._indexes.current_index()
-        with self._locked_existing(index):
+        with self._locked_existing(index, deadline):
             found, record = self._current(index, reference, expected)
             updated = change(record)
             if updated is None:
@@ -287,9 +348,10 @@ class MutationService:
         container: tuple[str, ...] = (request.namespace.id,)
         if request.collection is not None:
             container += (request.collection.id,)
-        index.refresh(
-            request.scope, container, recursive=False, candidate_limit=self._candidate_limit
-        )
+        # The whole scope, not just the container: the quota below counts the scope, and
+        # files added by hand anywhere in it count too. With change notification this is
+        # a check of queued events when nothing changed.
+        scope = index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
         now = self._clock()
         record = MemoryRecordV2(
             id=self._new_id(),
@@ -319,8 +381,8 @@ class MutationService:
             return _result(status, existing)
         # A quota: remember never grows a scope past the limit every scope-wide read
         # enforces, so the tool cannot make the scope unreadable.
-        if index.known_candidates(request.scope) >= self._candidate_limit:
-            raise candidate_limit_exceeded(self._candidate_limit)
+        if scope.candidates >= self._candidate_limit:
+            raise candidate_limit_exceeded(self._candidate_limit, adding=True)
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         if dry_run:

@@ -7,7 +7,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,9 +84,30 @@ def _v1(
 
 
 def settle(path: Path) -> None:
-    """Backdate a file's mtime so its stamp counts as settled."""
+    """Backdate a file's mtime; its stamp counts as settled once its ctime is old too
+    (see `an_hour_later`)."""
     old = time.time_ns() - SETTLED_AGE_NS
     os.utime(path, ns=(old, old), follow_symlinks=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_umask() -> Iterator[None]:
+    """Files the tests write by hand are the user's own and writable by nobody else,
+    whatever the umask the suite runs under (0002 would make every one group-writable,
+    which the index skips)."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+@pytest.fixture
+def an_hour_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index judges stamps an hour from now: files the test wrote (and `settle`d)
+    have both times safely in the past, as files written long ago do. Without it, a file
+    written just now is too fresh to trust by its ctime, however old its mtime."""
+    monkeypatch.setattr(index_module, "_now_ns", lambda: time.time_ns() + SETTLED_AGE_NS)
 
 
 def v2_path(root: Path, body: dict[str, Any]) -> Path:

@@ -237,7 +237,8 @@ def test_sigkilled_writer_never_leaves_a_torn_or_listed_temp_file(tmp_path: Path
 
 def test_forget_removes_every_file_holding_the_record_text(tmp_path: Path) -> None:
     root = tmp_path / "memory"
-    # Started before the writer ran, so its own start-up sweep found nothing to do.
+    # It walked before the writer ran and nothing walks again before forget: only forget
+    # can remove the temp file planted below.
     reads = MemoryService(lambda: root, 100_000, CursorCodec.generate())
     reads.list({"scope": "project"})
     environment = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -14,16 +14,20 @@ from typing import Any
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import (
+    CursorCodec,
     MemoryIndex,
     MemoryOperationError,
+    MemoryService,
+    MutationService,
     Scope,
     SkipReason,
     file_id,
     parse_record,
     store,
 )
+from mymcp.plugins.mnemosyne.memory import index as index_module
 
-from .conftest import scan
+from .conftest import remember_args, scan
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -179,6 +183,7 @@ def test_fresh_same_size_edit_is_seen_even_within_one_timestamp_tick(
     assert _scan(index) == {"bbbb"}
 
 
+@pytest.mark.usefixtures("an_hour_later")
 def test_unchanged_files_are_not_reread(
     root: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int], watch: bool
 ) -> None:
@@ -298,4 +303,108 @@ def test_reasons_enum_is_the_bounded_vocabulary() -> None:
     assert {r.value for r in SkipReason} == {
         "symlink", "too_deep", "unreadable", "oversized",
         "invalid_encoding", "invalid_json", "invalid_record", "path_mismatch",
+        "unsafe_permissions",
     }  # fmt: skip
+
+
+def test_a_stamp_is_trusted_only_once_its_ctime_is_old_too(
+    root: Path,
+    write: Writer,
+    v1: Factory,
+    count_reads: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # cp -p, rsync -t and some editors put an old mtime back on a file they just wrote;
+    # ctime still says when it changed. A stamp read within the settle time of that
+    # change is not trusted, since a same-size rewrite in the same clock tick would leave
+    # the whole stamp as it was: the next walk reads the file again.
+    path = write(v1(memory_id="aaaa"), "project/a.json")  # its mtime is an hour old
+    changed = path.stat().st_ctime_ns
+    now = [changed + 1_000_000_000]
+    monkeypatch.setattr(index_module, "_now_ns", lambda: now[0])
+    index = MemoryIndex(root, watch=False)
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 1
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 2  # not trusted yet
+    now[0] = changed + 3_000_000_000
+    assert _scan(index) == {"aaaa"}
+    assert _scan(index) == {"aaaa"}
+    assert count_reads["read"] == 3  # read once more, settled, then trusted
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o646, 0o620, 0o602])
+def test_a_record_file_others_may_write_is_skipped_and_reported_once(
+    root: Path,
+    write: Writer,
+    v2: Factory,
+    caplog: pytest.LogCaptureFixture,
+    watch: bool,
+    mode: int,
+) -> None:
+    kept = v2(content="quince jelly")
+    loose = v2(content="quince paste")
+    write(kept)
+    path = write(loose)
+    os.chmod(path, mode)
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    index = _new(root, watch)
+    assert _scan(index) == {kept["id"]}
+    assert _scan(index) == {kept["id"]}
+    found = index.recall(Scope.PROJECT, "quince", frozenset(), 5)
+    assert [item.record.id for item, _ in found] == [kept["id"]]
+    parts = ("project", "mnemosyne", f"{loose['id']}.json")
+    assert _skips(caplog) == ["skipped scope=project file=<file> reason=unsafe_permissions"]
+    assert f"file={file_id(parts)}" in caplog.text
+    assert "quince" not in caplog.text
+    assert [(p.parts, p.reason) for p in index.problems(Scope.PROJECT)] == [
+        (parts, "unsafe_permissions")
+    ]
+    os.chmod(path, 0o600)  # repaired: served again
+    assert _scan(index) == {kept["id"], loose["id"]}
+    assert index.problems(Scope.PROJECT) == []
+
+
+def test_a_directory_others_may_write_is_not_walked_read_or_written(
+    root: Path, write: Writer, v2: Factory, caplog: pytest.LogCaptureFixture, watch: bool
+) -> None:
+    kept = v2(namespace="private")
+    hidden = v2(namespace="shared", content="plum")
+    write(kept)
+    write(hidden)
+    shared = root / "project" / "shared"
+    os.chmod(shared, 0o777)  # noqa: S103 - the unsafe mode under test
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    index = _new(root, watch)
+    assert _scan(index) == {kept["id"]}
+    assert [(p.parts, p.reason) for p in index.problems(Scope.PROJECT)] == [
+        (("project", "shared"), "unsafe_permissions")
+    ]
+    assert _skips(caplog) == ["skipped scope=project file=<file> reason=unsafe_permissions"]
+    # Nor is it read through a lookup, listed alone, or written to.
+    assert index.lookup(("project", "shared", f"{hidden['id']}.json"), Scope.PROJECT) is None
+    selection = index.refresh(Scope.PROJECT, ("shared",), recursive=True, candidate_limit=10)
+    assert selection.candidates == 0
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000)
+    before = sorted(p.name for p in shared.iterdir())
+    refused = writes.remember(
+        remember_args(namespace={"kind": "project", "id": "shared", "label": None})
+    ).payload
+    assert (refused["status"], refused["code"]) == ("storage_error", "memory_source_unavailable")
+    assert sorted(p.name for p in shared.iterdir()) == before
+
+
+def test_files_of_another_user_are_skipped(
+    root: Path, write: Writer, v1: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(v1(memory_id="theirs"), "project/theirs.json")
+    owner = os.geteuid()
+    index = MemoryIndex(root, watch=False)
+    assert _scan(index) == {"theirs"}
+    # As seen by another user, the scope directory (and everything in it) is not theirs.
+    monkeypatch.setattr(os, "geteuid", lambda: owner + 1)
+    assert _scan(index) == set()
+    assert [(p.parts, p.reason) for p in index.problems(Scope.PROJECT)] == [
+        (("project",), "unsafe_permissions")
+    ]

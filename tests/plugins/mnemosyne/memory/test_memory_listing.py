@@ -9,9 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, tool_definition
 from mymcp.plugins.mnemosyne.memory.reads import CursorState
 
 Factory = Callable[..., dict[str, Any]]
@@ -292,3 +295,32 @@ def test_one_level_selectors_ignore_deeper_files(
     write(loose)
     write(v1(), "project/alpha/sub/dir/legacy.json")
     assert _refs(_list(service, namespace_id="alpha", collection_id=None)) == [loose["id"]]
+
+
+@pytest.mark.parametrize(("size", "pages"), [(5.0, 5), (1e2, 100), (2, 2)])
+def test_a_whole_number_written_as_a_float_is_an_integer_page_size(
+    service: MemoryService, write: Writer, v1: Factory, size: float, pages: int
+) -> None:
+    for number in range(3):
+        write(v1(memory_id=f"n{number}"), f"project/{number}.json")
+    payload = _list(service, page_size=size)
+    assert payload["page"]["total_pages"] == -(-3 // pages)
+    assert payload["page"]["count"] == min(3, pages)
+
+
+PAGE_SIZE_SCHEMA = tool_definition("memory_list")["inputSchema"]["properties"]["page_size"]
+
+
+@given(
+    st.integers(-5, 200)
+    | st.floats(-5, 200, allow_nan=False)
+    | st.integers(-5, 200).map(float)
+    | st.booleans()
+)
+def test_the_handler_takes_every_page_size_the_schema_takes(value: object) -> None:
+    # The host validates against the published schema before the handler runs; the
+    # handler must not refuse, as the wrong type, a value that schema calls an integer.
+    service = MemoryService(lambda: Path("/nonexistent/memory"), 10, CursorCodec.generate())
+    accepted = jsonschema_rs.Draft202012Validator(PAGE_SIZE_SCHEMA).is_valid(value)
+    outcome = service.list({"scope": "project", "page_size": value})
+    assert (outcome.payload.get("code") != "invalid_page_size") == accepted, outcome.payload

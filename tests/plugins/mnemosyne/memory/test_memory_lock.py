@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +22,17 @@ from mymcp.plugins.mnemosyne.memory import (
     MutationService,
     root_lock,
 )
+from mymcp.plugins.mnemosyne.memory import store as store_module
 
 from .conftest import remember_args, tree_snapshot
+
+REFERENCE = {
+    "schema_version": 2,
+    "scope": "project",
+    "namespace_id": "mnemosyne",
+    "collection_id": None,
+    "id": "mem_0123456789abcdef0123456789abcdef",
+}
 
 HOLDER = r"""
 import fcntl, os, sys
@@ -107,3 +117,48 @@ def test_busy_is_a_storage_error_that_changed_nothing() -> None:
     }
     assert "nothing was changed" in payload["message"]
     assert os.sep not in payload["message"]
+
+
+def test_the_lock_wait_ends_at_the_deadline_the_request_arrived_with(
+    root: Path, held_elsewhere: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A request that already spent its whole lock timeout queued for a worker thread
+    # tries the lock once and answers at once; it never starts a wait of its own.
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000)  # the default 5 s lock timeout
+
+    def no_waiting(seconds: float) -> None:
+        raise AssertionError("waited for the lock past the request's deadline")
+
+    monkeypatch.setattr(store_module.time, "sleep", no_waiting)
+    before = tree_snapshot(root)
+    arrived = time.monotonic() - writes.lock_timeout
+    for payload in (
+        writes.remember(remember_args(), deadline=arrived + writes.lock_timeout).payload,
+        writes.archive(
+            {"reference": REFERENCE, "expected_revision": 1},
+            deadline=arrived + writes.lock_timeout,
+        ).payload,
+    ):
+        assert (payload["status"], payload["code"]) == ("storage_error", "memory_busy")
+    assert tree_snapshot(root) == before
+
+
+def test_a_call_that_never_got_a_turn_is_refused_as_busy_and_logged(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    reads = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    writes = MutationService(reads, 10_000)
+    caplog.set_level("INFO", logger="mcp")
+    before = tree_snapshot(root)
+    outcome = writes.refuse_busy("memory_remember", remember_args())
+    assert outcome.is_error
+    assert outcome.payload == {
+        "status": "storage_error",
+        "code": "memory_busy",
+        "message": ErrorCode.MEMORY_BUSY.message,
+    }
+    assert tree_snapshot(root) == before
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp.memory_remember"] == [
+        "event=memory_remember outcome=storage_error code=memory_busy"
+    ]

@@ -28,6 +28,9 @@ from mymcp.plugins.mnemosyne.memory.tools import REMEMBER
 
 from .conftest import remember_args, tree_snapshot
 
+Factory = Callable[..., dict[str, Any]]
+Writer = Callable[..., Path]
+
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"
 
 
@@ -463,6 +466,31 @@ def test_remember_never_grows_a_scope_past_the_candidate_limit(root: Path) -> No
     assert memory.remember(collection={"id": "c0", "label": None})["status"] == "already_exists"
 
 
+def test_files_added_by_hand_elsewhere_in_the_scope_count_against_the_limit(
+    root: Path, write: Writer, v1: Factory
+) -> None:
+    memory = Memory(root, candidate_limit=5)
+    memory.reads = MemoryService(lambda: root, 5, CursorCodec.generate())
+    memory.writes = MutationService(memory.reads, 5)
+    assert (
+        memory.remember(namespace={"kind": "project", "id": "b", "label": None})["status"]
+        == "remembered"
+    )
+    # The index has seen namespace b only; four files appear by hand in namespace a.
+    for number in range(4):
+        write(v1(memory_id=f"hand-{number}"), f"project/a/hand-{number}.json")
+    before = tree_snapshot(root)
+    refused = memory.remember(
+        namespace={"kind": "project", "id": "b", "label": None}, title="Another"
+    )
+    assert (refused["status"], refused["code"]) == ("storage_error", "candidate_limit_exceeded")
+    assert "already holds 5 candidate files" in refused["message"]
+    assert tree_snapshot(root) == before
+    listed = memory.call("list", {"scope": "project"})
+    assert listed["status"] == "ok"
+    assert listed["page"]["total_count"] == 5
+
+
 def test_generated_id_conflict_is_write_conflict(root: Path) -> None:
     first = Memory(root, id_factory=lambda: MEM_ID).remember()
     assert first["reference"]["id"] == MEM_ID
@@ -708,7 +736,7 @@ V2_REF = {
         pytest.param(revise_args(V2_REF, 0), "invalid_expected_revision", id="zero"),
         pytest.param(revise_args(V2_REF, True), "invalid_expected_revision", id="bool"),
         pytest.param(revise_args(V2_REF, "1"), "invalid_expected_revision", id="string"),
-        pytest.param(revise_args(V2_REF, 1.0), "invalid_expected_revision", id="float"),
+        pytest.param(revise_args(V2_REF, 1.5), "invalid_expected_revision", id="fraction"),
         # Arguments revise does not take are unknown arguments, named as such.
         pytest.param(revise_args(V2_REF, 1, language="de"), "invalid_request", id="language"),
         pytest.param(revise_args(V2_REF, 1, lifecycle="archived"), "invalid_request", id="state"),
@@ -894,3 +922,18 @@ def test_mutation_disabled_is_a_policy_error() -> None:
         "code": "mutation_disabled",
         "message": ErrorCode.MUTATION_DISABLED.message,
     }
+
+
+def test_whole_numbers_written_as_floats_are_integers(root: Path) -> None:
+    memory = Memory(root)
+    reference = memory.remember()["reference"]
+    spelled = {**reference, "schema_version": 2.0}
+    assert memory.inspect(spelled)["status"] == "ok"
+    archived = memory.call("archive", {"reference": spelled, "expected_revision": 1.0})
+    assert (archived["status"], archived["lifecycle"]["revision"]) == ("archived", 2)
+    restored = memory.call("restore", {"reference": reference, "expected_revision": 2e0})
+    assert restored["status"] == "restored"
+    fraction = memory.call("archive", {"reference": reference, "expected_revision": 3.5})
+    assert (fraction["code"], fraction["reason"]) == ("invalid_expected_revision", "wrong_type")
+    flag = memory.call("archive", {"reference": reference, "expected_revision": True})
+    assert (flag["code"], flag["reason"]) == ("invalid_expected_revision", "wrong_type")

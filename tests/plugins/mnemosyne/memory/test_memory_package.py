@@ -1,22 +1,29 @@
-"""The memory package has one public face: its ``__all__``.
+"""The memory package has one public face, its ``__all__``, and a small, layered shape.
 
-Modules inside it have plain names and may import one another freely, but code outside
-the package (the plugin adapter, settings, benchmarks) imports only from the package
-itself, and everything the package offers is listed in its ``__all__``.
+Modules inside it have plain names and import one another, each only those listed before
+it in the package docstring. Code outside the package (the plugin adapter, settings,
+commands, benchmarks) imports only names the package exports; every exported name is
+used by some code outside it; and the package stays within nine modules and thirty
+import edges, counted by ``scripts/import_graph.py``.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import pkgutil
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import mymcp.plugins.mnemosyne.memory as memory
 
 REPO = Path(__file__).resolve().parents[4]
 PACKAGE = "mymcp.plugins.mnemosyne.memory"
+DIRECTORY = REPO / "mymcp" / "plugins" / "mnemosyne" / "memory"
+# The dependency order the package docstring states: each module imports only earlier ones.
+LAYERS = ("model", "policy", "store", "search", "snapshot", "index", "tools", "reads", "writes")
 
 
 def _modules() -> list[types.ModuleType]:
@@ -24,6 +31,26 @@ def _modules() -> list[types.ModuleType]:
         importlib.import_module(f"{PACKAGE}.{info.name}")
         for info in pkgutil.iter_modules(memory.__path__)
     ]
+
+
+def _outside(*folders: str) -> Iterator[Path]:
+    for folder in folders:
+        for path in (REPO / folder).rglob("*.py"):
+            if DIRECTORY not in path.parents:
+                yield path
+
+
+def _imported_from_package(path: Path) -> Iterator[tuple[str, str]]:
+    """(imported name, module) for every ``from PACKAGE... import name`` in one file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
+            for alias in node.names:
+                yield alias.name, node.module
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    yield "", alias.name
 
 
 def test_every_exported_name_exists_and_is_unique() -> None:
@@ -48,19 +75,48 @@ def test_a_module_offers_nothing_the_package_does_not_export() -> None:
             assert set(declared) <= set(memory.__all__), module.__name__
 
 
-def test_code_outside_the_package_imports_only_the_package() -> None:
-    outside = [
-        path
-        for folder in ("mymcp", "bench")
-        for path in (REPO / folder).rglob("*.py")
-        if "mnemosyne/memory" not in path.as_posix()
-    ]
-    assert outside
-    for path in outside:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith(PACKAGE + "."), (path, node.module)
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    assert not alias.name.startswith(PACKAGE + "."), (path, alias.name)
+def test_code_outside_the_package_imports_only_exported_names() -> None:
+    files = list(_outside("mymcp", "bench", "scripts"))
+    assert files
+    for path in files:
+        for name, module in _imported_from_package(path):
+            assert module == PACKAGE, (path, module)  # never a module inside it
+            assert name in memory.__all__, (path, name)
+
+
+def test_every_exported_name_is_used_outside_the_package() -> None:
+    used = {
+        name
+        for path in _outside("mymcp", "bench", "scripts", "tests")
+        for name, module in _imported_from_package(path)
+        if module == PACKAGE
+    }
+    assert set(memory.__all__) - used == set()
+
+
+def _import_graph() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", REPO / "scripts" / "import_graph.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_package_has_at_most_nine_modules_and_thirty_import_edges() -> None:
+    edges: dict[str, set[str]] = _import_graph().graph(DIRECTORY)
+    modules = set(edges) - {"__init__"}
+    assert len(modules) <= 9, sorted(modules)
+    between = sum(len(targets - {"__init__"}) for name, targets in edges.items() if name in modules)
+    assert between + len(edges["__init__"]) <= 30
+
+
+def test_each_module_imports_only_modules_listed_before_it() -> None:
+    edges: dict[str, set[str]] = _import_graph().graph(DIRECTORY)
+    assert set(edges) - {"__init__"} == set(LAYERS)
+    for name in LAYERS:
+        earlier = set(LAYERS[: LAYERS.index(name)])
+        assert edges[name] <= earlier, (name, edges[name] - earlier)
+    assert all(module in memory.__doc__ for module in LAYERS)  # type: ignore[operator]

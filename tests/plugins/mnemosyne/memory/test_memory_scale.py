@@ -8,6 +8,7 @@ a deletion made while no service ran. Marked slow; it stays in the default run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import time
@@ -86,7 +87,10 @@ def _first_hit(service: MemoryService, query: str) -> str | None:
 
 
 @pytest.mark.slow
-def test_a_hundred_thousand_records_in_one_scope(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("an_hour_later")  # the records were written long before
+def test_a_hundred_thousand_records_in_one_scope(
+    tmp_path: Path, count_reads: dict[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
     root = tmp_path / "memory"
     cache = tmp_path / "cache"
     markers = _write_records(root)
@@ -129,12 +133,22 @@ def test_a_hundred_thousand_records_in_one_scope(tmp_path: Path) -> None:
     edited.write_text(edited.read_text().replace('"quokka"', '"quokka numbat"'))
     markers["mem_" + "b" * 32].unlink()
 
+    caplog.set_level(logging.INFO, logger="mymcp.memory.index")
     second = _service(root, cache)
+    before = count_reads["read"]
+    index = second.current_index()
+    index.refresh(Scope.PROJECT, recursive=True, candidate_limit=CANDIDATE_LIMIT_DEFAULT)
+    # Started from the snapshot: every row it saved came back, and of the files only the
+    # one edited by hand was read again.
+    assert f"index_snapshot outcome=loaded rows={total + 1} " in caplog.text
+    assert count_reads["read"] - before == 1
     assert _first_hit(second, "numbat") == "mem_" + "a" * 32
     assert _first_hit(second, "pangolin") is None
     assert _first_hit(second, "wombat") == remembered["reference"]["id"]
     listed = second.list({"scope": "project", "page_size": 1}).payload
     assert listed["page"]["total_count"] == total  # one deleted, one remembered
-    index = second.current_index()
     assert len(index) == total
-    assert index.known_candidates(Scope.PROJECT) == total
+    selection = index.refresh(
+        Scope.PROJECT, recursive=True, candidate_limit=CANDIDATE_LIMIT_DEFAULT
+    )
+    assert selection.candidates == total

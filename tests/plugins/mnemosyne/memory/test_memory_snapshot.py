@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mymcp.plugins.mnemosyne.memory import (
     CursorCodec,
@@ -30,8 +32,12 @@ from mymcp.plugins.mnemosyne.memory import (
     Scope,
 )
 from mymcp.plugins.mnemosyne.memory import index as index_module
+from mymcp.plugins.mnemosyne.memory import snapshot as snapshot_module
 
 from .conftest import scan
+
+# The files of a snapshot's root were written long before the restart that loads it.
+pytestmark = pytest.mark.usefixtures("an_hour_later")
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -67,13 +73,32 @@ def _state(index: MemoryIndex) -> tuple[set[str], list[str], int]:
     return everything.ids, ranked, listed
 
 
+State = tuple[set[str], list[str], int]
+
+
+@pytest.fixture
+def expected(root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory) -> State:
+    """A filled root whose snapshot was just saved, and what the services show of it."""
+    _fill(write, v1, v2)
+    return _state(_saved(root, cache))
+
+
+@pytest.fixture
+def index(root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory) -> MemoryIndex:
+    """A filled root and an index (keeping its snapshot in the cache) that walked it."""
+    _fill(write, v1, v2)
+    walked = MemoryIndex(root, snapshot_directory=cache)
+    scan(walked)
+    return walked
+
+
 def test_a_matching_snapshot_spares_every_read(
     root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
 ) -> None:
     _fill(write, v1, v2)
     first = _saved(root, cache)
     expected = _state(first)
-    path = index_module.snapshot_path(cache, root)
+    path = snapshot_module.snapshot_path(cache, root)
     assert path.is_file()
     assert path.stat().st_mode & 0o777 == 0o600
     before = dict(count_reads)
@@ -122,22 +147,18 @@ def test_edits_made_while_no_server_ran_are_seen_on_the_first_call(
 )
 def test_a_corrupt_snapshot_is_ignored_and_replaced(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     count_reads: dict[str, int],
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
-    path = index_module.snapshot_path(cache, root)
+    path = snapshot_module.snapshot_path(cache, root)
     data = bytearray(path.read_bytes())
     if damage == "flip-payload":
         data[-20] ^= 0xFF
     elif damage == "flip-header":
-        data[len(index_module._MAGIC) + 8] ^= 0x55
+        data[len(snapshot_module.MAGIC) + 8] ^= 0x55
     elif damage == "truncate":
         data = data[: len(data) // 2]
     elif damage == "empty":
@@ -169,35 +190,31 @@ def _rewrite(
 ) -> None:
     """Edit a snapshot's header or payload and give it a valid checksum again."""
     data = path.read_bytes()
-    header, payload = index_module._parse_container(data)
+    header, payload = snapshot_module.parse_container(data)
     header, payload = change(header, payload)
     header["checksum"] = zlib.crc32(payload)
     encoded = json.dumps(header).encode()
     path.write_bytes(
-        index_module._MAGIC + index_module._HEADER.pack(len(encoded)) + encoded + payload
+        snapshot_module.MAGIC + snapshot_module.HEADER.pack(len(encoded)) + encoded + payload
     )
 
 
 @pytest.mark.parametrize("mismatch", ["format", "analysis", "root", "inode"])
 def test_a_foreign_snapshot_is_ignored(
     root: Path,
+    expected: State,
     cache: Path,
-    write: Writer,
-    v1: Factory,
-    v2: Factory,
     mismatch: str,
     count_reads: dict[str, int],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
-    path = index_module.snapshot_path(cache, root)
+    path = snapshot_module.snapshot_path(cache, root)
 
     def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         if mismatch == "format":
             header["format"] = 99
         elif mismatch == "analysis":
-            header["analysis"] += 1
+            header["versions"]["analysis"] += 1
         elif mismatch == "root":
             header["root"] = "/somewhere/else"
         else:
@@ -229,13 +246,11 @@ def test_a_snapshot_of_a_recreated_root_is_ignored(
     shutil.rmtree(moved)
 
 
-@pytest.mark.parametrize("section", ["row_dir", "order/project", "terms/term_ids", "states"])
+@pytest.mark.parametrize("section", ["row_dir", "orders/project", "terms/term_ids", "states"])
 def test_a_snapshot_that_disagrees_with_itself_is_ignored(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, section: str
+    root: Path, expected: State, cache: Path, section: str
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
-    path = index_module.snapshot_path(cache, root)
+    path = snapshot_module.snapshot_path(cache, root)
 
     def change(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         at = 0
@@ -252,11 +267,9 @@ def test_a_snapshot_that_disagrees_with_itself_is_ignored(
 
 
 def test_a_snapshot_others_may_write_is_not_trusted(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, count_reads: dict[str, int]
+    root: Path, expected: State, cache: Path, count_reads: dict[str, int]
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
-    index_module.snapshot_path(cache, root).chmod(0o666)
+    snapshot_module.snapshot_path(cache, root).chmod(0o666)
     before = dict(count_reads)
     index = MemoryIndex(root, snapshot_directory=cache)
     index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
@@ -276,7 +289,7 @@ def test_files_changed_while_the_snapshot_loads_are_seen(
     body = v2(namespace="ns0", content="before the load")
     write(body)
     _saved(root, cache)
-    real_restore = index_module._restore
+    real_restore = MemoryIndex._restore
 
     def restore_while_a_writer_works(*args: Any) -> None:
         real_restore(*args)
@@ -284,7 +297,7 @@ def test_files_changed_while_the_snapshot_loads_are_seen(
         write({**body, "content": "written during the load"})
         write(v2(namespace="ns2", content="created during the load"))
 
-    monkeypatch.setattr(index_module, "_restore", restore_while_a_writer_works)
+    monkeypatch.setattr(MemoryIndex, "_restore", restore_while_a_writer_works)
     index = MemoryIndex(root, snapshot_directory=cache)
     contents = {item.record.content for item in scan(index).records}
     assert "written during the load" in contents
@@ -293,10 +306,8 @@ def test_files_changed_while_the_snapshot_loads_are_seen(
 
 
 def test_two_writers_saving_at_once_never_leave_a_torn_snapshot(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+    root: Path, expected: State, cache: Path
 ) -> None:
-    _fill(write, v1, v2)
-    expected = _state(_saved(root, cache))
     first = MemoryIndex(root, snapshot_directory=cache)
     second = MemoryIndex(root, snapshot_directory=cache)
     scan(first)
@@ -373,7 +384,7 @@ def test_forget_leaves_no_copy_of_the_record_in_the_cache(
     assert remembered["status"] == "remembered", remembered
     index = reads.current_index()
     assert index.save()
-    path = index_module.snapshot_path(cache, root)
+    path = snapshot_module.snapshot_path(cache, root)
     traces = (b"quokka", b"zqxforgotten", b"zqxtag")
     assert all(trace in path.read_bytes().lower() for trace in traces)  # it held them
     # A save interrupted in a process that no longer runs left a full copy too.
@@ -424,25 +435,21 @@ class _WatchedLock:
 
 
 def test_leaving_the_process_waits_for_a_save_running_in_the_background(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
 ) -> None:
-    _fill(write, v1, v2)
-    index = MemoryIndex(root, snapshot_directory=cache)
-    scan(index)
     lock = _WatchedLock()
-    monkeypatch.setattr(index_module, "_SAVES", lock)
+    monkeypatch.setattr(snapshot_module, "SAVES", lock)
     writing, release = threading.Event(), threading.Event()
     events: list[str] = []
-    real_write = index_module._write_snapshot
+    real_write = snapshot_module.write_snapshot
 
-    def held_write(*args: Any) -> bool:
+    def held_write(*args: Any) -> None:
         writing.set()
         assert release.wait(30)
-        saved = real_write(*args)
+        real_write(*args)
         events.append("background save done")
-        return saved
 
-    monkeypatch.setattr(index_module, "_write_snapshot", held_write)
+    monkeypatch.setattr(snapshot_module, "write_snapshot", held_write)
     background = threading.Thread(target=index.save)
     background.start()
     assert writing.wait(30)
@@ -461,3 +468,173 @@ def test_leaving_the_process_waits_for_a_save_running_in_the_background(
     # ... and returns only once that save is complete, so the process never ends mid-write.
     assert events == ["background save done", "exit handler done"]
     assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(index)
+
+
+def test_calls_go_on_while_a_snapshot_is_encoded_and_written(
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
+) -> None:
+    encoding, release = threading.Event(), threading.Event()
+    real_encode = snapshot_module.encode
+
+    def held_encode(*args: Any) -> bytes:
+        encoding.set()
+        assert release.wait(30)
+        return real_encode(*args)
+
+    monkeypatch.setattr(snapshot_module, "encode", held_encode)
+    saver = threading.Thread(target=index.save)
+    saver.start()
+    try:
+        assert encoding.wait(30)
+        answered = threading.Event()
+
+        def call() -> None:
+            index.recall(Scope.PROJECT, "kiwis", frozenset(), 5)
+            index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+            answered.set()
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        # The save is stuck encoding, and the index lock is free all the same.
+        assert answered.wait(30)
+        caller.join(30)
+    finally:
+        release.set()
+        saver.join(30)
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(index)
+
+
+@given(
+    first=st.integers(0, 10**6),
+    since_first=st.integers(0, 10**4),
+    since_last=st.integers(0, 10**4),
+    quiet=st.integers(1, 1000),
+    spans=st.integers(1, 50),
+)
+def test_a_save_waits_for_changes_to_pause_but_never_past_its_bound(
+    first: int, since_first: int, since_last: int, quiet: int, spans: int
+) -> None:
+    # Whole numbers of seconds keep the arithmetic exact.
+    last = first + max(0, since_first - since_last)
+    now = first + since_first
+    span = spans * quiet
+    wait = index_module.save_wait(now, first, last, quiet, span)
+    assert wait >= 0
+    assert now + wait <= max(now, first + span)  # never later than the bound
+    if now - last < quiet and now - first < span:
+        assert wait > 0  # changes still coming, bound not reached: not yet
+    if wait > 0:
+        assert now + wait <= last + quiet  # at most one quiet period after the last
+
+
+def test_a_later_change_pushes_the_save_back(
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
+) -> None:
+    timers: list[float] = []
+    monkeypatch.setattr(
+        MemoryIndex, "_start_timer", lambda self, delay: timers.append(delay) or None
+    )
+    clock = [1000.0]
+    monkeypatch.setattr(index_module.time, "monotonic", lambda: clock[0])
+    saved: list[bool] = []
+    monkeypatch.setattr(MemoryIndex, "save", lambda self: saved.append(True) or True)
+    index._saving = None
+    index._schedule_save()  # the first change of a burst starts the wait
+    assert timers == [index_module._SAVE_DELAY]
+    index._saving = threading.current_thread()  # type: ignore[assignment]
+    clock[0] += 1.5
+    index._schedule_save()  # another change while waiting: no second timer
+    assert len(timers) == 1
+    clock[0] += 0.5  # the timer fires 2 s after the first change, 0.5 s after the last
+    index._save_later()
+    assert saved == []
+    assert timers[1] == pytest.approx(1.5)  # waits until 2 s after the last change
+    index._saving = threading.current_thread()  # type: ignore[assignment]
+    clock[0] += 1.5
+    index._save_later()
+    assert saved == [True]
+
+
+def test_a_cache_directory_others_may_write_is_never_used(
+    root: Path,
+    expected: State,
+    cache: Path,
+    count_reads: dict[str, int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache.chmod(0o777)
+    caplog.set_level("INFO", logger="mymcp.memory.index")
+    before = dict(count_reads)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    index.refresh(Scope.PROJECT, recursive=True, candidate_limit=10_000)
+    assert count_reads["read"] - before["read"] == len(index)  # nothing was taken from it
+    assert "index_snapshot outcome=disabled reason=unsafe_directory" in caplog.text
+    assert _state(index) == expected
+    path = snapshot_module.snapshot_path(cache, root)
+    written = path.stat().st_mtime_ns
+    assert index.save() is False  # nor written
+    assert path.stat().st_mtime_ns == written
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory away takes root")
+def test_a_cache_directory_of_another_user_is_never_used(
+    root: Path, expected: State, cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    os.chown(cache, 65534, -1)  # nobody's
+    caplog.set_level("INFO", logger="mymcp.memory.index")
+    index = MemoryIndex(root, snapshot_directory=cache)
+    assert _state(index) == expected
+    assert "index_snapshot outcome=disabled reason=unsafe_directory" in caplog.text
+    assert "outcome=loaded" not in caplog.text
+
+
+def test_the_snapshot_is_created_exclusively_and_private_whatever_the_umask(
+    root: Path, index: MemoryIndex, cache: Path, monkeypatch: Any
+) -> None:
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def recording_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        opened.append((os.fsdecode(path), flags))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(snapshot_module.os, "open", recording_open)
+    previous = os.umask(0o277)
+    try:
+        assert index.save()
+        assert index.save()
+    finally:
+        os.umask(previous)
+    temps = [(name, flags) for name, flags in opened if name.endswith(".tmp")]
+    assert len(temps) == 2
+    assert temps[0][0] != temps[1][0]  # a fresh, unpredictable name every time
+    for _, flags in temps:
+        assert flags & os.O_EXCL
+        assert flags & os.O_NOFOLLOW
+    path = snapshot_module.snapshot_path(cache, root)
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_snapshot_larger_than_the_bound_is_never_read(
+    root: Path,
+    expected: State,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    saved = snapshot_module.snapshot_path(cache, root).stat()
+    monkeypatch.setattr(snapshot_module, "MAX_SNAPSHOT_BYTES", saved.st_size - 1)
+    read: list[int] = []
+    real_read = os.read
+
+    def recording_read(fd: int, size: int) -> bytes:
+        if os.fstat(fd).st_ino == saved.st_ino:
+            read.append(size)
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "read", recording_read)
+    caplog.set_level("INFO", logger="mymcp.memory.index")
+    index = MemoryIndex(root, snapshot_directory=cache)
+    assert _state(index) == expected
+    assert "index_snapshot outcome=ignored reason=too_large" in caplog.text
+    assert read == []

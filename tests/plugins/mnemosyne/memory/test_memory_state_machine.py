@@ -1,8 +1,9 @@
 """The index's derived views against a brute-force re-read, under any mix of changes.
 
 A hypothesis state machine mixes hand edits (new, changed, broken and deleted files,
-settled or written within the current timestamp tick), tool writes (remember, revise,
-archive, restore, forget) and reads. After every read, what the long-lived services
+settled or written within the current timestamp tick, and same-size rewrites that put
+the old mtime back), tool writes (remember, revise, archive, restore, forget), restarts
+from the saved snapshot and reads. After every read, what the long-lived services
 answer must equal what a brand-new service answers after reading every file afresh,
 and the listing must equal the records found by parsing the tree directly. Runs with
 change notification and with the plain stat walk.
@@ -11,6 +12,8 @@ change notification and with the plain stat walk.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import sys
 import tempfile
@@ -39,6 +42,10 @@ from mymcp.plugins.mnemosyne.memory import index as index_module
 from .conftest import settle
 
 WORDS = ("kiwi", "plum", "fig", "lime", "pear", "sloe", "date", "yuzu")
+# Each four-letter word and the next one: a swap that keeps every file's size.
+_FOUR = [word for word in WORDS if len(word) == 4]
+_ROTATED = {a.encode(): b.encode() for a, b in zip(_FOUR, [*_FOUR[1:], _FOUR[0]], strict=True)}
+_SAME_LENGTH = re.compile(rb"\b(" + b"|".join(_ROTATED) + rb")\b")
 NAMESPACES = ("alpha", "beta")
 TEXT = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
 
@@ -74,16 +81,26 @@ class MemoryMachine(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="mymcp-machine-"))
         self.root = self.tmp / "memory"
         self.root.mkdir()
+        self.cache = self.tmp / "cache"
         if not self.watch:
             self._create = index_module.Watcher.create
             index_module.Watcher.create = classmethod(lambda cls: None)  # type: ignore[assignment]
-        self.reads = MemoryService(lambda: self.root, 10_000, CursorCodec.generate())
+        self._start_services()
+
+    def _start_services(self) -> None:
+        """Long-lived services over the root, starting from the snapshot when there is one."""
+        self.reads = MemoryService(
+            lambda: self.root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: self.cache
+        )
         self.writes = MutationService(self.reads, 10_000)
         self.reads.list({"scope": "project"})
 
     def teardown(self) -> None:
         if not self.watch:
             index_module.Watcher.create = self._create  # type: ignore[method-assign]
+        if hasattr(self, "reads"):
+            # Saved now, its index has nothing left to save later, when the tree is gone.
+            self.reads.current_index().save()
         if hasattr(self, "tmp"):
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -150,6 +167,29 @@ class MemoryMachine(RuleBasedStateMachine):
             return
         body["content"] = content
         self._write(path, json.dumps(body, indent=2).encode(), settled)
+
+    @rule(data=st.data())
+    def hand_edit_keeping_size_and_mtime(self, data: st.DataObject) -> None:
+        """Words swapped for others of the same length, and the old mtime put back (as
+        cp -p or rsync -t do): only ctime and the bytes tell."""
+        files = self._files()
+        if not files:
+            return
+        path = data.draw(st.sampled_from(files))
+        before = path.stat()
+        text = path.read_bytes()
+        edited = _SAME_LENGTH.sub(lambda word: _ROTATED[word.group()], text)
+        if edited == text:
+            return
+        path.write_bytes(edited)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    @rule()
+    def restart_from_the_snapshot(self) -> None:
+        """Save the index, and carry on with new services that load it."""
+        assert self.reads.current_index().save()
+        self.reads.current_index().close()
+        self._start_services()
 
     @rule(data=st.data())
     def hand_break(self, data: st.DataObject) -> None:

@@ -64,10 +64,16 @@ def test_an_unchanged_root_is_served_without_walking(
         assert again.revision == first.revision  # no row changed: the same generation
         assert again.ids == first.ids
     assert len(walks) == 1
-    # Each selection keeps its own proof.
+    # The scope's proof covers the selections inside it; a namespace's does not cover
+    # the scope around it.
     assert _ids(index, namespace="ns") == {"one"}
-    assert _ids(index, namespace="ns") == {"one"}
+    assert len(walks) == 1
+    other = _armed(root)
+    assert _ids(other, namespace="ns") == {"one"}
+    assert _ids(other, namespace="ns") == {"one"}
     assert len(walks) == 2
+    assert _ids(other) == {"one"}
+    assert len(walks) == 3
     # The candidate bound still fails the call when served from the fast path.
     with pytest.raises(MemoryOperationError) as caught:
         scan(index, candidate_limit=0)

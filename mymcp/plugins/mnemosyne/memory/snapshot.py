@@ -1,0 +1,380 @@
+"""The memory index's snapshot file: named columns in one checksummed container, kept
+private in the user's cache directory.
+
+The index decides what a snapshot holds and checks every value it reads back; this
+module only keeps the bytes. A snapshot is a nested mapping of *columns*: arrays, byte
+strings, lists of strings (or None), nested mappings and small JSON values. On disk:
+
+    magic, header length (4 bytes), JSON header, payload
+
+The header names the format, the root (path, device and inode), the versions the
+caller's contents depend on, the layout of the columns, every payload section's name,
+kind and length, and the CRC-32 of the payload; the payload is the sections' bytes back
+to back. A file of another format, root or version is *foreign*; one that fails any
+check is *corrupt*; both are ignored by the caller and replaced by its next save.
+
+Files are handled through an open handle on the cache directory, which must belong to
+this user and be writable by nobody else; the snapshot itself is created exclusively
+with mode 0600 under a random temp name and renamed into place, and read only when it
+is a private regular file of bounded size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+import struct
+import threading
+import zlib
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from .model import CANDIDATE_LIMIT_MAX
+from .store import DIRECTORY_MODE, FILE_MODE, read_at_most, write_private
+
+MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
+FORMAT: Final = 2
+HEADER: Final = struct.Struct("<I")
+_MAX_HEADER: Final = 1 << 20
+# A snapshot takes about 400 bytes per record; a kilobyte for each of the most records
+# one scope may ever hold is a bound no real snapshot reaches, and keeps a planted or
+# runaway file from being read into memory.
+MAX_SNAPSHOT_BYTES: Final = CANDIDATE_LIMIT_MAX * 1024
+_TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_READ_CHUNK: Final = 1 << 24
+
+SAVES: Final = threading.Lock()
+"""One snapshot write or removal at a time in this process."""
+
+
+class SnapshotUnusable(Exception):
+    """A snapshot that must not be used, or a cache directory that must not be written.
+
+    ``reason`` is one word for the log: ``foreign`` (another format, root or version),
+    ``corrupt`` (any failed check), ``unsafe_file`` (not a private regular file of this
+    user), ``too_large`` or ``unsafe_directory`` (the cache directory is another user's
+    or writable by others).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def snapshot_path(directory: Path, root: Path) -> Path:
+    """Where the snapshot of ``root`` lives in ``directory``."""
+    name = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:24]
+    return directory / f"memory-index-{name}.bin"
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+
+class _Writer:
+    """Collects payload sections and their descriptions."""
+
+    def __init__(self) -> None:
+        self.sections: list[list[Any]] = []
+        self.chunks: list[bytes] = []
+
+    def add(self, name: str, kind: str, data: bytes) -> None:
+        self.sections.append([name, kind, len(data)])
+        self.chunks.append(data)
+
+    def strings(self, name: str, items: Sequence[str | None]) -> None:
+        lengths = array("i", (-1 if item is None else len(item) for item in items))
+        text = "".join(item for item in items if item is not None)
+        self.add(f"{name}#lengths", "i", lengths.tobytes())
+        self.add(f"{name}#text", "raw", text.encode("utf-8", "surrogatepass"))
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, list) and all(item is None or type(item) is str for item in value)
+
+
+def _put(out: _Writer, prefix: str, columns: Mapping[str, Any]) -> dict[str, Any]:
+    """Write nested columns as sections; returns the layout the header records."""
+    layout: dict[str, Any] = {}
+    for name, value in columns.items():
+        where = f"{prefix}/{name}" if prefix else name
+        if isinstance(value, array):
+            out.add(where, value.typecode, value.tobytes())
+            layout[name] = ["array", value.typecode]
+        elif isinstance(value, bytes | bytearray):
+            out.add(where, "raw", bytes(value))
+            layout[name] = ["raw"]
+        elif isinstance(value, Mapping):
+            layout[name] = ["parts", _put(out, where, value)]
+        elif _is_strings(value):
+            out.strings(where, value)
+            layout[name] = ["strings"]
+        else:
+            layout[name] = ["value", value]
+    return layout
+
+
+def _identity(root: Path, versions: Mapping[str, int]) -> dict[str, Any]:
+    info = os.stat(root)
+    return {
+        "format": FORMAT,
+        "versions": dict(versions),
+        "root": os.fsdecode(os.path.abspath(root)),
+        "device": info.st_dev,
+        "inode": info.st_ino,
+    }
+
+
+def encode(root: Path, versions: Mapping[str, int], columns: Mapping[str, Any]) -> bytes:
+    """The snapshot file's bytes for ``columns`` of the index of ``root``."""
+    out = _Writer()
+    layout = _put(out, "", columns)
+    payload = b"".join(out.chunks)
+    header = {
+        **_identity(root, versions),
+        "layout": layout,
+        "sections": out.sections,
+        "checksum": zlib.crc32(payload),
+    }
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    return MAGIC + HEADER.pack(len(encoded)) + encoded + payload
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, sections: dict[str, tuple[str, memoryview]]) -> None:
+        self.sections = sections
+
+    def array(self, name: str, typecode: str) -> array[Any]:
+        kind, data = self.sections[name]
+        if kind != typecode:
+            raise ValueError("section type")
+        result = array(typecode)
+        result.frombytes(data)
+        return result
+
+    def raw(self, name: str) -> bytes:
+        kind, data = self.sections[name]
+        if kind != "raw":
+            raise ValueError("section type")
+        return bytes(data)
+
+    def strings(self, name: str) -> list[str | None]:
+        lengths = self.array(f"{name}#lengths", "i")
+        text = self.raw(f"{name}#text").decode("utf-8", "surrogatepass")
+        items: list[str | None] = []
+        at = 0
+        for length in lengths:
+            if length < 0:
+                items.append(None)
+            else:
+                items.append(text[at : at + length])
+                at += length
+        if at != len(text):
+            raise ValueError("string section length")
+        return items
+
+
+def _get(read: _Reader, prefix: str, layout: Mapping[str, Any]) -> dict[str, Any]:
+    columns: dict[str, Any] = {}
+    for name, (kind, *detail) in layout.items():
+        where = f"{prefix}/{name}" if prefix else name
+        if kind == "array":
+            columns[name] = read.array(where, detail[0])
+        elif kind == "raw":
+            columns[name] = read.raw(where)
+        elif kind == "parts":
+            columns[name] = _get(read, where, detail[0])
+        elif kind == "strings":
+            columns[name] = read.strings(where)
+        elif kind == "value":
+            columns[name] = detail[0]
+        else:
+            raise ValueError("layout")
+    return columns
+
+
+def parse_container(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """The header and payload of a snapshot file (ValueError when it has neither)."""
+    if not data.startswith(MAGIC):
+        raise ValueError("magic")
+    at = len(MAGIC)
+    (size,) = HEADER.unpack_from(data, at)
+    at += HEADER.size
+    if size > _MAX_HEADER:
+        raise ValueError("header size")
+    header = json.loads(data[at : at + size])
+    if type(header) is not dict:
+        raise ValueError("header")
+    return header, data[at + size :]
+
+
+def decode(data: bytes, root: Path, versions: Mapping[str, int]) -> dict[str, Any]:
+    """The columns a snapshot of ``root`` holds; raises `SnapshotUnusable` (``foreign``
+    or ``corrupt``). The values are only as trustworthy as their checksum: the caller
+    checks that they fit together."""
+    try:
+        header, payload = parse_container(data)
+        identity = _identity(root, versions)
+        if any(header.get(key) != value for key, value in identity.items()):
+            raise SnapshotUnusable("foreign")
+        if zlib.crc32(payload) != header.get("checksum"):
+            raise ValueError("checksum")
+        view = memoryview(payload)
+        sections: dict[str, tuple[str, memoryview]] = {}
+        at = 0
+        for name, kind, length in header["sections"]:
+            if type(length) is not int or length < 0 or at + length > len(view):
+                raise ValueError("section bounds")
+            sections[name] = (kind, view[at : at + length])
+            at += length
+        if at != len(view):
+            raise ValueError("trailing bytes")
+        return _get(_Reader(sections), "", header["layout"])
+    except SnapshotUnusable:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError, OSError, struct.error):
+        raise SnapshotUnusable("corrupt") from None
+
+
+# -- the files --------------------------------------------------------------------------
+
+
+def _open_directory(directory: Path, *, create: bool) -> int | None:
+    """A handle on the cache directory (None when it is absent and not to be created);
+    every file operation goes through it, so the directory checked is the one used."""
+    if create:
+        directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise SnapshotUnusable("unsafe_directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _temps(directory_fd: int, target: str) -> Iterator[tuple[str, int]]:
+    """Temp files of interrupted or running saves of ``target``, with their writer's pid."""
+    prefix = f".{target}."
+    for name in os.listdir(directory_fd):
+        pid, _, rest = name.removeprefix(prefix).partition(".")
+        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and rest:
+            yield name, int(pid)
+
+
+def _sweep(directory_fd: int, target: str) -> None:
+    """Remove temp files this process or a process that no longer runs left behind.
+
+    Called holding `SAVES`, so none of this process's saves is running.
+    """
+    for name, pid in list(_temps(directory_fd, target)):
+        if pid == os.getpid() or not _running(pid):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=directory_fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_snapshot(directory: Path, root: Path, data: bytes) -> None:
+    """Replace the snapshot of ``root`` atomically (call holding `SAVES`).
+
+    Raises `SnapshotUnusable("unsafe_directory")` or OSError; a failed write leaves the
+    previous snapshot in place and no temp file behind.
+    """
+    target = snapshot_path(directory, root).name
+    directory_fd = _open_directory(directory, create=True)
+    assert directory_fd is not None
+    try:
+        _sweep(directory_fd, target)
+        temp = f".{target}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp, _TEMP_FLAGS, FILE_MODE, dir_fd=directory_fd)
+        try:
+            try:
+                write_private(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(temp, target, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=directory_fd)
+            raise
+    finally:
+        os.close(directory_fd)
+
+
+def read_snapshot(directory: Path, root: Path) -> bytes | None:
+    """The snapshot file's bytes, or None when there is none.
+
+    Raises `SnapshotUnusable` when the directory or the file is not private to this user
+    (``unsafe_directory``, ``unsafe_file``), the file is larger than `MAX_SNAPSHOT_BYTES`
+    (``too_large``) or cannot be read (``corrupt``).
+    """
+    directory_fd = _open_directory(directory, create=False)
+    if directory_fd is None:
+        return None
+    try:
+        try:
+            fd = os.open(snapshot_path(directory, root).name, _READ_FLAGS, dir_fd=directory_fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            raise SnapshotUnusable("unsafe_file") from None
+        try:
+            info = os.fstat(fd)
+            if (
+                not stat.S_ISREG(info.st_mode)
+                or info.st_uid != os.geteuid()
+                or info.st_mode & 0o022
+            ):
+                raise SnapshotUnusable("unsafe_file")
+            if info.st_size > MAX_SNAPSHOT_BYTES:
+                raise SnapshotUnusable("too_large")
+            data = read_at_most(fd, MAX_SNAPSHOT_BYTES, _READ_CHUNK)
+            if data is None:
+                raise SnapshotUnusable("too_large")
+            return data
+        except OSError:
+            raise SnapshotUnusable("corrupt") from None
+        finally:
+            os.close(fd)
+    finally:
+        os.close(directory_fd)
+
+
+def remove_snapshot(directory: Path, root: Path) -> None:
+    """Delete the snapshot of ``root`` and the temp files of interrupted saves (call
+    holding `SAVES`); raises OSError when that fails."""
+    # No ownership check here: whatever the directory has become, a copy must not stay.
+    try:
+        directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    target = snapshot_path(directory, root).name
+    try:
+        _sweep(directory_fd, target)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target, dir_fd=directory_fd)
+    finally:
+        os.close(directory_fd)
