@@ -30,7 +30,6 @@ from mymcp.plugins.mnemosyne._settings import (
 from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
     MAX_RECORD_BYTES,
-    RECORD_SUFFIX,
     MemoryIndex,
     Problem,
     Scope,
@@ -62,7 +61,7 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "path_mismatch": "a canonical record in the wrong place for its scope, namespace, "
     "collection or id",
     "duplicate_id": "a legacy record whose id another file in the scope also has",
-    "unsafe_permissions": "writable by group or others",
+    "unsafe_permissions": "writable by group or others, or owned by another user",
 }
 
 _RAISE_LIMIT: Final = (
@@ -177,8 +176,8 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
 
 
 def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
-    """Every file the server would pass over under ``root`` and every file or directory
-    writable by others, with the number of candidate files per scope. Reads every file
+    """Every file and directory the server would pass over under ``root`` (unsafe
+    permissions included), with the number of candidate files per scope. Reads every file
     once, in a fresh index: nothing is cached, changed or created (and nothing logged).
     """
     index = MemoryIndex(root, watch=False)
@@ -196,24 +195,7 @@ def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
     finally:
         store_log.setLevel(level)
         index.close()
-    # The index may already pass over loose record files itself; a set names each once.
-    problems.update(_loose_permissions(root))
     return sorted(problems, key=lambda problem: (problem.parts, problem.reason)), sizes
-
-
-def _loose_permissions(root: Path) -> Iterator[Problem]:
-    if os.name != "posix":
-        return
-    for directory, directories, files in os.walk(root):
-        here = Path(directory)
-        for name in (*directories, *files):
-            try:
-                info = os.lstat(here / name)
-            except OSError:
-                continue
-            watched = stat.S_ISDIR(info.st_mode) or name.endswith(RECORD_SUFFIX)
-            if watched and not stat.S_ISLNK(info.st_mode) and is_unsafe_mode(info.st_mode):
-                yield Problem((here / name).relative_to(root).parts, "unsafe_permissions")
 
 
 def _over_limit(root: Path, sizes: Mapping[Scope, int], limit: int) -> list[Diagnostic]:
