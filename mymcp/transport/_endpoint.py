@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from starlette.types import Receive, Send
@@ -34,6 +35,7 @@ from mymcp.transport._exchange import (
     send_encoded,
     send_json,
     single_ascii,
+    until_disconnected,
 )
 from mymcp.transport._hygiene import (
     accepts_event_stream,
@@ -303,7 +305,8 @@ class McpEndpoint:
                 await send_json(send, 400, reply)
             return
         started = self._dispatcher.log_request(message)
-        answer = await self._stateless.answer(message, principal, headers)
+        client_gone = partial(until_disconnected, receive)
+        answer = await self._stateless.answer(message, principal, headers, client_gone)
         if answer.step_up is not None:
             await self._refuse_scope(message, answer.step_up, started, send)
             return

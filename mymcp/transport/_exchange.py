@@ -22,6 +22,7 @@ __all__ = [
     "send_encoded",
     "send_json",
     "single_ascii",
+    "until_disconnected",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -117,6 +118,14 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+async def until_disconnected(receive: Receive) -> None:
+    """Return once the client has gone. Called after the whole body was read: the server
+    then only ever sends `http.disconnect`, when the connection closes (or once the
+    response is complete)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:

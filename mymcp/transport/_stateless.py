@@ -15,18 +15,23 @@ answers an `InputRequiredResult` carrying the same URL-mode elicitation (to clie
 that declare URL elicitation in the request's capabilities); the client's retry after
 the person approved — or simply the identical call — runs it once. An approval made in
 this era is bound to the principal, the tool and the canonical arguments, with no
-session.
+session. A retry waits for the decision only while its client is still there: once the
+connection is gone nobody would receive the result, so the call is not run and the
+approval is left for the next identical call.
 
-Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and maps
-error codes to statuses (`http_status`), the stdio transport passes no headers.
+Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers, a way to
+notice that the client went away, and maps error codes to statuses (`http_status`); the
+stdio transport passes neither.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import enum
+import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -56,6 +61,7 @@ from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSI
 __all__ = [
     "APPROVAL_INPUT_KEY",
     "LIST_TTL_MS",
+    "ClientGone",
     "MirroredHeaders",
     "StatelessAnswer",
     "StatelessEra",
@@ -77,6 +83,19 @@ APPROVAL_WAIT_SECONDS: Final = 45.0
 """How long a retry that says the person went to the approval page waits for their
 decision before asking again. Below the 60 s request timeout of common clients."""
 _APPROVAL_POLL_SECONDS: Final = 0.2
+_log = logging.getLogger("mcp")
+
+ClientGone = Callable[[], Awaitable[None]]
+"""Returns once the client that sent the request has gone (its connection closed)."""
+
+
+class _Wait(enum.Enum):
+    """How a retry's wait for a person's decision ended."""
+
+    DECIDED = "decided"
+    TIMED_OUT = "timed_out"
+    ABANDONED = "abandoned"  # the client went away first
+
 
 # Methods whose `Mcp-Name` header mirrors a body parameter, and which parameter.
 _NAME_BEARING: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -325,9 +344,14 @@ class StatelessEra:
         self._list_scope = "private" if dispatcher.listing_varies_by_caller else "public"
 
     async def answer(
-        self, request: Request, principal: Principal, mirrored: MirroredHeaders | None
+        self,
+        request: Request,
+        principal: Principal,
+        mirrored: MirroredHeaders | None,
+        client_gone: ClientGone | None = None,
     ) -> StatelessAnswer:
-        """The reply to one request (`mirrored` is None where no headers exist)."""
+        """The reply to one request (`mirrored` is None where no headers exist;
+        `client_gone`, where the transport can tell, ends an approval wait early)."""
         params = request.params
         meta = params.get("_meta") if isinstance(params, dict) else None
         if (
@@ -356,7 +380,7 @@ class StatelessEra:
             )
         caller = Caller(principal, None, declares_url_elicitation(capabilities))
         if request.method == "tools/call":
-            return await self._call(request, params, caller, mirrored)
+            return await self._call(request, params, caller, mirrored, client_gone)
         if request.method == "tools/list":
             page = self._dispatcher.list_page(caller, params)
             if isinstance(page, CallRefused):
@@ -420,6 +444,7 @@ class StatelessEra:
         params: dict[str, Any],
         caller: Caller,
         mirrored: MirroredHeaders | None,
+        client_gone: ClientGone | None,
     ) -> StatelessAnswer:
         dispatcher = self._dispatcher
         name = params.get("name")
@@ -437,14 +462,17 @@ class StatelessEra:
         outcome = await dispatcher.call_tool(caller, params)
         if isinstance(outcome, dict):  # a tool result: by far the most common answer
             return self._complete(request, outcome)
-        if (
-            isinstance(outcome, AwaitingApproval)
-            and action == "accept"
-            and await self._decided(outcome.approval_id)
-        ):
-            # The person decided while this retry waited: the same call again runs it
-            # (or reports the denial) exactly as an identical repeated call would.
-            outcome = await dispatcher.call_tool(caller, params)
+        if isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation:
+            # The client says the person went to the approval page: wait for their decision.
+            waited = await self._await_decision(outcome.approval_id, client_gone)
+            if waited is _Wait.DECIDED:
+                # The same call again runs it (or reports the denial) exactly as an
+                # identical repeated call would.
+                outcome = await dispatcher.call_tool(caller, params)
+            elif waited is _Wait.ABANDONED:
+                # Nobody would receive the result: the approval stays unspent for the
+                # client's next identical call, and this one is not run.
+                _log.info("approval_wait outcome=abandoned tool=%s", outcome.tool)
         if isinstance(outcome, CallRefused):
             return self._error(request, ErrorCode.INVALID_PARAMS, outcome.message)
         if isinstance(outcome, StepUpRequired):
@@ -469,14 +497,29 @@ class StatelessEra:
             return self._complete(request, result)
         return self._complete(request, outcome)  # the decided retry's own result
 
-    async def _decided(self, approval_id: str) -> bool:
-        """Wait (bounded) until a person decided that approval; False on timeout."""
-        deadline = anyio.current_time() + self._approval_wait
-        while self._dispatcher.approval_pending(approval_id):
-            if anyio.current_time() >= deadline:
-                return False
-            await anyio.sleep(_APPROVAL_POLL_SECONDS)
-        return True
+    async def _await_decision(self, approval_id: str, client_gone: ClientGone | None) -> _Wait:
+        """Wait (bounded) until a person decided that approval, or the client left."""
+        ended = _Wait.TIMED_OUT
+        async with anyio.create_task_group() as waiting:
+
+            async def watch() -> None:
+                nonlocal ended
+                assert client_gone is not None
+                await client_gone()
+                ended = _Wait.ABANDONED
+                waiting.cancel_scope.cancel()
+
+            if client_gone is not None:
+                waiting.start_soon(watch)
+            deadline = anyio.current_time() + self._approval_wait
+            while self._dispatcher.approval_pending(approval_id):
+                if anyio.current_time() >= deadline:
+                    break
+                await anyio.sleep(_APPROVAL_POLL_SECONDS)
+            else:
+                ended = _Wait.DECIDED
+            waiting.cancel_scope.cancel()
+        return ended
 
     def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
         """A final result: typed, and naming the server (next to any `_meta` of its own).
