@@ -69,6 +69,7 @@ __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOp
 
 _ALLOW = "GET, POST, DELETE"
 _ALLOW_STATELESS = "POST"
+_MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
 
 
 class RequestAuthenticator(Protocol):
@@ -179,7 +180,7 @@ class McpEndpoint:
             return None
         version = single_ascii(headers.version)
         if version is MALFORMED:
-            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+            await send_json(send, 400, _transport_error(_MALFORMED_VERSION))
             return None
         if version is not None and version != session.protocol_version:
             # A version this server speaks, but not the one this session negotiated, is a
@@ -238,7 +239,7 @@ class McpEndpoint:
         try:
             decoded = load_message_json(body)
         except StrictJsonError as exc:
-            await send_json(send, 400, _undecodable(exc.reason))
+            await send_json(send, 400, _undecodable(exc.reason, body))
             return None
         message = classify(decoded)
         if message is None:
@@ -286,6 +287,12 @@ class McpEndpoint:
         self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
     ) -> None:
         """A stateless-era POST: one self-contained request, never a session."""
+        if single_ascii(headers.version) is MALFORMED:
+            # Repeated, or not a visible-ASCII token: which era it meant cannot be read
+            # from it, so it is answered as the broken header it is, before the body.
+            reply = error_response(None, ErrorCode.HEADER_MISMATCH, _MALFORMED_VERSION)
+            await send_json(send, 400, reply)
+            return
         message = await self._read_message(headers, receive, send)
         if message is None:
             return
@@ -321,7 +328,7 @@ class McpEndpoint:
             await send_json(send, 400, _transport_error("initialize must not carry a session"))
             return
         if single_ascii(headers.version) is MALFORMED:
-            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+            await send_json(send, 400, _transport_error(_MALFORMED_VERSION))
             return
         started = self._dispatcher.log_request(request)
         reply, version = self._dispatcher.initialize(request)
@@ -350,11 +357,17 @@ def _transport_error(message: str) -> dict[str, Any]:
     return error_response(None, ErrorCode.INVALID_REQUEST, message)
 
 
-def _undecodable(reason: StrictJsonReason) -> dict[str, Any]:
+def _undecodable(reason: StrictJsonReason, body: bytes) -> dict[str, Any]:
     if reason is StrictJsonReason.TOO_DEEP:
         return _transport_error("Request nests too deeply")
     if reason is StrictJsonReason.INVALID_UTF8:
-        return error_response(
-            None, ErrorCode.PARSE_ERROR, "Parse error: the body is not valid UTF-8 text"
-        )
+        # The decoder refuses two things alike: bytes that are no UTF-8, and valid text
+        # whose string escapes an unpaired surrogate. The client fixes different things.
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = "the body is not valid UTF-8 text"
+        else:
+            problem = "a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text"
+        return error_response(None, ErrorCode.PARSE_ERROR, f"Parse error: {problem}")
     return error_response(None, ErrorCode.PARSE_ERROR)

@@ -149,18 +149,23 @@ def new_failure_id() -> str:
 
 def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
     """The reply's bytes and whether they are that reply: one that cannot be JSON (a
-    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
+    plugin result holding NaN or a non-JSON object) becomes an internal error instead,
+    carrying the id of its log line so that an operator can find it."""
     try:
         return encode_json(reply), True
     except (TypeError, ValueError, RecursionError) as exc:
+        failure_id = new_failure_id()
         _log.error(
             "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
-            new_failure_id(),
+            failure_id,
             _loggable_id(request.id),
             _loggable_method(request.method),
             type(exc).__name__,
         )
-        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
+        failure = {"request_id": failure_id}
+        return encode_json(
+            error_response(request.id, ErrorCode.INTERNAL_ERROR, None, failure)
+        ), False
 
 
 def _loggable_method(method: str) -> str:
