@@ -100,6 +100,10 @@ class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head beyond the bounds."""
 
 
+def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    return len(url) + sum(len(name) + len(value) for name, value in headers)
+
+
 class _ServerLoad:
     """What the connections of one server share: which are open (oldest first) and how
     many requests are being answered."""
@@ -175,10 +179,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     fires, closes the connection if that phase is overdue or else waits for the rest of
     it. Arming and cancelling a timer per phase cost more than the checks themselves.
 
-    The head is measured twice: complete fields as the parser hands them over, and,
-    while the head is still incomplete, every byte received since it began (the parser
-    buffers a field it has not finished, so a value sent a byte at a time is only seen
-    that way).
+    The head is bounded while it is still arriving by the bytes received since it
+    began (the parser buffers a field it has not finished, so a value sent a byte at a
+    time is only seen that way), and once complete by its number of fields and size.
     """
 
     header_seconds: ClassVar[float] = _DEFAULTS.header_seconds
@@ -192,11 +195,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _phase_started = 0.0
     _deadline: asyncio.TimerHandle | None = None
     _deadline_at = 0.0
-    # The head being read: bytes received since it began (None once it is complete),
-    # and the size and number of its complete parts.
+    # Bytes received since the head being read began (None once it is complete).
     _head_received: int | None = 0
-    _head_bytes = 0
-    _head_fields = 0
     _head_too_large = False
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
@@ -266,29 +266,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write_eof()
         self._ignoring_input = True
 
-    def _measure_head(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > self.max_header_bytes or self._head_fields > self.max_header_fields:
-            self._head_too_large = True
-            raise _HeadTooLarge
-
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_bytes = self._head_fields = 0
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 
-    def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        self._measure_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        super().on_header(name, value)
-        self._head_fields += 1
-        self._measure_head(len(name) + len(value))
-
     def on_headers_complete(self) -> None:
+        received = self._head_received or 0
         self._head_received = None
+        # The bytes received since the head began bound its size, so the head itself is
+        # measured only when more arrived (a body in the same packet), or when it began
+        # inside a packet that completed the previous request (nothing counted).
+        bounded = 0 < received <= self.max_header_bytes
+        if len(self.headers) > self.max_header_fields or (
+            not bounded and _head_size(self.url, self.headers) > self.max_header_bytes
+        ):
+            self._head_too_large = True
+            raise _HeadTooLarge  # stops the parser; `data_received` answers 431
         # uvicorn's own concurrency check, switched on (limit 0) only when enough
         # requests are being answered: it would also count idle connections.
         load = self._load

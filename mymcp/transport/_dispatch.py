@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from anyio import CapacityLimiter, to_thread
 from anyio.lowlevel import RunVar
@@ -160,11 +160,13 @@ def declares_url_elicitation(capabilities: object) -> bool:
     return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """Who sent a request, in which session (None in the stateless era and for the
     console), and whether its client declared URL-mode elicitation (at `initialize`,
-    or in the request's own capabilities in the stateless era)."""
+    or in the request's own capabilities in the stateless era).
+
+    A named tuple rather than a frozen dataclass, like the messages: one is built for
+    every request."""
 
     principal: Principal
     session_id: str | None = None
@@ -454,20 +456,24 @@ class Dispatcher:
 
         The console runs people's actions through here too, as the `console` principal.
         """
-        if digest is None and self._audit is not None:
-            digest = self._audit.digest(arguments)
+        view = view or self._policy.view(caller.principal.name)
+        audit = self._audit
+        if audit is None:  # nothing to record: neither a call id nor a duration
+            return await self._run(tool, arguments, view)
+        if digest is None:
+            digest = audit.digest(arguments)
         # Pairs the decision record with the outcome record: unique in this process, and
         # with the random prefix across restarts and processes sharing one audit.
         call = f"{self._call_prefix}{next(self._call_numbers):x}"
-        if not tool.effects.read_only and self._audit is not None:
+        if not tool.effects.read_only:
             self._record(caller, tool.name, call=call, args_digest=digest, decision="allowed")
             try:
-                await to_thread.run_sync(self._audit.commit)
+                await to_thread.run_sync(audit.commit)
             except AuditError as exc:
                 _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
                 return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
-        result = await self._run(tool, arguments, view or self._policy.view(caller.principal.name))
+        result = await self._run(tool, arguments, view)
         self._record(
             caller,
             tool.name,

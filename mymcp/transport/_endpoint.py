@@ -57,7 +57,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._stateless import StatelessEra, http_status
+from mymcp.transport._stateless import StatelessEra
 from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
@@ -287,7 +287,9 @@ class McpEndpoint:
         self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
     ) -> None:
         """A stateless-era POST: one self-contained request, never a session."""
-        if single_ascii(headers.version) is MALFORMED:
+        version = headers.version
+        stated = len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS
+        if not stated and single_ascii(version) is MALFORMED:
             # Repeated, or not a visible-ASCII token: which era it meant cannot be read
             # from it, so it is answered as the broken header it is, before the body.
             reply = error_response(None, ErrorCode.HEADER_MISMATCH, _MALFORMED_VERSION)
@@ -302,8 +304,7 @@ class McpEndpoint:
             return
         if isinstance(message, Notification):
             # The revision defines no client notifications over HTTP: accepted, dropped.
-            version = headers.version
-            if len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS:
+            if stated:
                 log_notification(message)
                 await send_empty(send, 202)
             else:
@@ -318,8 +319,8 @@ class McpEndpoint:
             await self._refuse_scope(message, answer.step_up, started, send)
             return
         log_response(message, answer.reply, started)
-        body, encodable = self._stateless.encode(message, answer)
-        await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
+        body, status = self._stateless.encode(message, answer)
+        await send_encoded(send, status, body)
 
     async def _initialize(
         self, request: Request, headers: RequestHeaders, principal: Principal, send: Send

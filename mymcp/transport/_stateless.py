@@ -19,9 +19,10 @@ session. A retry waits for the decision only while its client is still there: on
 connection is gone nobody would receive the result, so the call is not run and the
 approval is left for the next identical call.
 
-Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers, a way to
-notice that the client went away, and maps error codes to statuses (`http_status`); the
-stdio transport passes neither.
+Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and a way
+to notice that the client went away, and sends each reply with the status `encode`
+gives it (`http_status` maps error codes to statuses); the stdio transport passes
+neither.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from mymcp.runtime import BoundTool
 from mymcp.transport._dispatch import (
     AwaitingApproval,
     Caller,
+    CallOutcome,
     CallRefused,
     Dispatcher,
     StepUpRequired,
@@ -108,6 +110,7 @@ _BAD_REQUEST: Final = frozenset(
         ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
     }
 )
+_ABSENT: Final = object()
 _ENVELOPE_MISSING: Final = (
     f"params._meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
 )
@@ -353,34 +356,44 @@ class StatelessEra:
         """The reply to one request (`mirrored` is None where no headers exist;
         `client_gone`, where the transport can tell, ends an approval wait early)."""
         params = request.params
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if (
-            not isinstance(meta, dict)
-            or PROTOCOL_VERSION_KEY not in meta
-            or CLIENT_CAPABILITIES_KEY not in meta
-        ):
+        meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
+        if not isinstance(meta, dict):
             return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
         assert isinstance(params, dict)  # it holds `_meta`
-        version = meta[PROTOCOL_VERSION_KEY]
+        version = meta.get(PROTOCOL_VERSION_KEY, _ABSENT)
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY, _ABSENT)
+        if version is _ABSENT or capabilities is _ABSENT:
+            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
         if mirrored is not None:
             mismatch = self._header_mismatch(request, params, version, mirrored)
             if mismatch is not None:
                 return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
-        if not isinstance(version, str):
-            return self._error(
-                request, ErrorCode.INVALID_PARAMS, "The protocol version is no string"
-            )
         if version not in MODERN_PROTOCOL_VERSIONS:
+            if not isinstance(version, str):
+                problem = "The protocol version is no string"
+                return self._error(request, ErrorCode.INVALID_PARAMS, problem)
             data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
             return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
-        capabilities = meta[CLIENT_CAPABILITIES_KEY]
         if not isinstance(capabilities, dict):
-            return self._error(
-                request, ErrorCode.INVALID_PARAMS, "The client capabilities are no object"
-            )
-        caller = Caller(principal, None, declares_url_elicitation(capabilities))
+            problem = "The client capabilities are no object"
+            return self._error(request, ErrorCode.INVALID_PARAMS, problem)
+        url_elicitation = "elicitation" in capabilities and declares_url_elicitation(capabilities)
+        caller = Caller(principal, None, url_elicitation)
         if request.method == "tools/call":
-            return await self._call(request, params, caller, mirrored, client_gone)
+            name = params.get("name")
+            if mirrored is not None and (mirrored.params or name in self._param_headers):
+                # Only for a tool this caller may call: checking others would reveal them.
+                tool = self._dispatcher.visible_tool(caller, name)
+                arguments = params.get("arguments")
+                mismatch = (
+                    None if tool is None else self._param_mismatch(tool, arguments, mirrored.params)
+                )
+                if mismatch is not None:
+                    return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
+            outcome = await self._dispatcher.call_tool(caller, params)
+            if isinstance(outcome, dict):  # a tool result: by far the most common answer
+                return self._complete(request, outcome)
+            return await self._unfinished_call(request, params, caller, outcome, client_gone)
         if request.method == "tools/list":
             page = self._dispatcher.list_page(caller, params)
             if isinstance(page, CallRefused):
@@ -438,30 +451,18 @@ class StatelessEra:
                 return f"{shown} does not match its argument"
         return None
 
-    async def _call(
+    async def _unfinished_call(
         self,
         request: Request,
         params: dict[str, Any],
         caller: Caller,
-        mirrored: MirroredHeaders | None,
+        outcome: CallOutcome,
         client_gone: ClientGone | None,
     ) -> StatelessAnswer:
+        """The answer to a call that did not simply run: refused, short of scopes, or
+        waiting for (or retried after) a person's approval."""
         dispatcher = self._dispatcher
-        name = params.get("name")
-        if mirrored is not None and (mirrored.params or name in self._param_headers):
-            # Only for a tool this caller may call: checking others would reveal them.
-            tool = dispatcher.visible_tool(caller, name)
-            mismatch = (
-                None
-                if tool is None
-                else self._param_mismatch(tool, params.get("arguments"), mirrored.params)
-            )
-            if mismatch is not None:
-                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
         action = _approval_action(params)
-        outcome = await dispatcher.call_tool(caller, params)
-        if isinstance(outcome, dict):  # a tool result: by far the most common answer
-            return self._complete(request, outcome)
         if isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation:
             # The client says the person went to the approval page: wait for their decision.
             waited = await self._await_decision(outcome.approval_id, client_gone)
@@ -538,14 +539,15 @@ class StatelessEra:
             return StatelessAnswer(result_response(request.id, result))
         return StatelessAnswer(result_response(request.id, result), bare=True)
 
-    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, bool]:
-        """The answer's bytes and whether they are that answer (see `encode_reply`)."""
+    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, int]:
+        """The answer's bytes and its HTTP status (an answer that cannot be encoded
+        becomes an internal error, answered 200: see `encode_reply`)."""
         body, encodable = encode_reply(request, answer.reply)
-        if encodable and answer.bare:
+        if answer.bare and encodable:
             # The bytes end with the closing braces of the result and of the reply; the
             # result is not empty, so the fixed fields follow its last one.
-            body = body[:-2] + self._completion
-        return body, encodable
+            return body[:-2] + self._completion, 200
+        return body, http_status(answer.reply) if encodable else 200
 
     def reply_of(self, answer: StatelessAnswer) -> dict[str, Any]:
         """The whole reply as a JSON value."""
