@@ -260,10 +260,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         # Closing at once, with the rest of the head still arriving, would reset the
         # connection and could destroy the answer before the client reads it. So the
-        # answer is sent and the sending side shut; whatever still arrives is dropped
-        # unread until the client closes or the head's deadline closes it.
+        # answer is sent and the sending side shut, and reading stops (nothing more is
+        # read, so a client that keeps sending costs nothing) until the head's deadline
+        # closes the connection.
         self.transport.write(_HEAD_TOO_LARGE)
         self.transport.write_eof()
+        self.flow.pause_reading()
         self._ignoring_input = True
 
     def on_message_begin(self) -> None:

@@ -30,6 +30,7 @@ class MemoryTransport(asyncio.Transport):
         self.written = bytearray()
         self.closed = False
         self.eof = False  # the server shut its sending side
+        self.reading = True
         self.protocol: asyncio.Protocol | None = None
 
     def send(self, data: bytes) -> None:
@@ -57,10 +58,10 @@ class MemoryTransport(asyncio.Transport):
         return addresses.get(name, default)
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
 
 class Held:
@@ -149,6 +150,7 @@ def test_a_head_beyond_its_bounds_is_answered_431_and_never_reaches_the_app(head
         await settle()
         assert status(connection) == b"HTTP/1.1 431 Request Header Fields Too Large"
         assert connection.eof  # answered and done; the client closes (or the deadline)
+        assert not connection.reading  # a client that keeps sending costs nothing
         # Whatever still arrives is dropped unread, not parsed as another request.
         connection.send(request())
         await settle()
@@ -182,6 +184,7 @@ def test_a_header_value_sent_a_piece_at_a_time_is_cut_off_at_the_bound() -> None
         # Refused as soon as the head passed 64 KiB, not when the value ends.
         assert pieces == 64
         assert status(connection) == b"HTTP/1.1 431 Request Header Fields Too Large"
+        assert not connection.reading
         await settle()
         assert app.started == 0
 
