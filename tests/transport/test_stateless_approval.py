@@ -152,29 +152,6 @@ def test_the_identical_call_after_approval_runs_once_without_any_input_response(
     assert stage.runs == [ARGUMENTS]
 
 
-def test_a_retry_waits_for_the_decision_and_then_runs() -> None:
-    stage = _stage(wait=30.0)
-    _result(stage, _call(URL_CAPABLE))
-    (pending,) = stage.approvals.pending()
-    outcome: dict[str, Any] = {}
-
-    async def scenario() -> None:
-        async def retry() -> None:
-            answer = await stage.era.answer(_call(URL_CAPABLE, action="accept"), ALICE, None)
-            outcome.update(stage.era.reply_of(answer)["result"])
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(retry)
-            await wait_all_tasks_blocked()  # the retry now waits for a decision
-            assert outcome == {}
-            assert stage.runs == []
-            stage.approvals.decide(pending.id, approve=True)
-
-    anyio.run(scenario)
-    assert outcome["structuredContent"] == {"status": "written"}
-    assert stage.runs == [ARGUMENTS]
-
-
 @asynccontextmanager
 async def _retrying(
     stage: Stage, requests: list[Request], client_gone: Any = None
@@ -200,6 +177,23 @@ async def _answered_at_once(stage: Stage, request: Request) -> list[dict[str, An
     async with _retrying(stage, [request]) as (answered, waiting):
         waiting.cancel()
     return answered
+
+
+def test_a_retry_waits_for_the_decision_and_then_runs() -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with _retrying(stage, [_call(URL_CAPABLE, action="accept")]) as (answered, _):
+            assert answered == []  # the retry now waits for a decision
+            assert stage.runs == []
+            stage.approvals.decide(pending.id, approve=True)
+        return answered
+
+    (outcome,) = anyio.run(scenario)
+    assert outcome["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
 
 
 @pytest.mark.parametrize(
