@@ -1,14 +1,15 @@
 """CPU time per request of MyMCP's ASGI application alone: no sockets, no uvicorn.
 
 The application (with the launcher's logging, written to /dev/null) answers `tools/call
-list_tools` and `ping` in one process, and the same call again from an application
-governed as `http_overhead.py`'s governed case is (a 20-rule policy, the audit on, its
-background writer running; each governed round ends by writing its own records, so its
-CPU time includes them). The least CPU time
-per request over several rounds is printed, the cases taking turns round by round, and
-the plain call's figure as a ratio of the governed one's. Other load on the machine
-barely moves these figures, unlike throughput over HTTP, so they are the ones to compare
-two versions of the code with:
+list_tools` in both protocol eras (inside a session, and stateless with the `_meta`
+envelope and mirrored headers, as the SDK clients send them) and `ping`, in one process,
+and the session call again from an application governed as `http_overhead.py`'s
+governed case is (a 20-rule policy, the audit on, its background writer running; each
+governed round ends by writing its own records, so its CPU time includes them). The
+least CPU time per request over several rounds is printed, the cases taking turns round
+by round, and the plain call's figure as a ratio of the governed one's. Other load on
+the machine barely moves these figures, unlike throughput over HTTP, so they are the
+ones to compare two versions of the code with:
 
     python bench/app_cpu.py
     PYTHONPATH=/path/to/other/checkout python bench/app_cpu.py   # the other version
@@ -31,6 +32,17 @@ HEADERS = [
     (b"host", b"127.0.0.1:8000"),
     (b"accept", b"application/json, text/event-stream"),
     (b"content-type", b"application/json"),
+]
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+STATELESS_HEADERS = [
+    *HEADERS,
+    (b"mcp-protocol-version", b"2026-07-28"),
+    (b"mcp-method", b"tools/call"),
+    (b"mcp-name", b"list_tools"),
 ]
 
 
@@ -86,20 +98,30 @@ async def _measure(
 ) -> dict[str, float]:
     """`settle` ends each governed round: it writes the round's audit records, so that
     the round pays for them (the background writer would, at most a second later)."""
-    call = _body("tools/call", {"name": "list_tools", "arguments": {}})
-    cases: dict[str, tuple[Any, bytes, Callable[[], None] | None]] = {
-        "tools/call list_tools": (apps["plain"], call, None),
-        "ping": (apps["plain"], _body("ping", None), None),
+    arguments = {"name": "list_tools", "arguments": {}}
+    call = _body("tools/call", arguments)
+    stateless = _body("tools/call", {**arguments, "_meta": STATELESS_META})
+    sessions = {id(app): await _session_headers(app) for app in apps.values()}
+    plain = apps["plain"]
+    cases: dict[str, tuple[Any, bytes, list[tuple[bytes, bytes]], Callable[[], None] | None]]
+    cases = {
+        "tools/call list_tools": (plain, call, sessions[id(plain)], None),
+        "stateless tools/call": (plain, stateless, STATELESS_HEADERS, None),
+        "ping": (plain, _body("ping", None), sessions[id(plain)], None),
     }
     if "governed" in apps:
-        cases["governed tools/call"] = (apps["governed"], call, settle)
-    headers = {id(app): await _session_headers(app) for app in apps.values()}
+        governed = apps["governed"]
+        cases["governed tools/call"] = (governed, call, sessions[id(governed)], settle)
+    for name, (app, body, headers, _) in cases.items():
+        reply = await _request(app, body, headers)
+        if reply[0]["status"] != 200:
+            raise SystemExit(f"{name}: HTTP {reply[0]['status']}")
     results = dict.fromkeys(cases, float("inf"))
-    for _ in range(rounds):
-        for name, (app, body, finish) in cases.items():
+    for _ in range(rounds):  # the cases take turns, so a busy moment hits each alike
+        for name, (app, body, headers, finish) in cases.items():
             started = time.process_time()
             for _ in range(count):
-                await _request(app, body, headers[id(app)])
+                await _request(app, body, headers)
             if finish is not None:
                 finish()
             results[name] = min(results[name], (time.process_time() - started) / count * 1e6)

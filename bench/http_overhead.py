@@ -390,6 +390,18 @@ _ORDER = [
 ]
 
 
+def _ratio(numerator: float, denominator: float) -> str:
+    """`numerator / denominator` as `0.00x`; `-` when a run was too short for the CPU
+    clock (10 ms ticks) to see any time at all."""
+    return f"{numerator / denominator:.2f}x" if denominator else "-"
+
+
+def _table_position(name: str) -> tuple[int, str]:
+    """Where a row goes: the cases in `_ORDER`'s order, then any other case by name."""
+    case = name.split(" (")[0]
+    return (_ORDER.index(case) if case in _ORDER else len(_ORDER), name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
@@ -414,7 +426,7 @@ def main() -> None:
         f"{'case':48} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'vs echo':>8}"
         f" {'cpu us/req':>11} {'echo/cpu':>9}"
     )
-    for name, row in sorted(rows.items(), key=lambda item: _ORDER.index(item[0].split(" (")[0])):
+    for name, row in sorted(rows.items(), key=lambda item: _table_position(item[0])):
         connections = name[name.rindex("(") :]
         echo = rows[f"starlette echo {connections}"]["rps"]
         # The least CPU per request any round needed: other load only ever adds to it.
@@ -422,7 +434,8 @@ def main() -> None:
         echo_cpu = min(cpu[f"starlette echo {connections}"])
         figures = f"{row['p50']:8.3f} {row['p95']:8.3f} {row['rps']:8.0f}"
         print(
-            f"{name:48} {figures} {row['rps'] / echo:7.2f}x {least:11.0f} {echo_cpu / least:8.2f}x"
+            f"{name:48} {figures} {row['rps'] / echo:7.2f}x {least:11.0f}"
+            f" {_ratio(echo_cpu, least):>9}"
         )
     # Governance's own target compares the governed call with the same call audit-off.
     for connections in sorted({name[name.rindex("(") :] for name in rows}):
@@ -430,8 +443,8 @@ def main() -> None:
         plain = f"mymcp tools/call list_tools {connections}"
         if governed in rows and plain in rows:
             speed = rows[governed]["rps"] / rows[plain]["rps"]
-            cost = min(cpu[plain]) / min(cpu[governed])
-            print(f"governed vs audit-off {connections}: {speed:.2f}x req/s, {cost:.2f}x cpu/req")
+            cost = _ratio(min(cpu[plain]), min(cpu[governed]))
+            print(f"governed vs audit-off {connections}: {speed:.2f}x req/s, {cost} cpu/req")
 
 
 if __name__ == "__main__":

@@ -101,7 +101,8 @@ class HostApplication:
             )
             if not started:
                 message = f"Internal error (request {failure_id})"
-                body = error_response(None, ErrorCode.INTERNAL_ERROR, message)
+                data = {"request_id": failure_id}
+                body = error_response(None, ErrorCode.INTERNAL_ERROR, message, data)
                 await send_encoded(send, 500, encode_json(body), {"connection": "close"})
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,21 +1,28 @@
 """Connection limits of the HTTP server: how long a client may take to send a request, how
-long an idle connection is kept, and how many are served at once.
+large its request head may be, how long an idle connection is kept, how many connections
+are open and how many requests are answered at once.
 
 Left alone, uvicorn waits forever for a connection that never sends a request or sends
-one a byte at a time: its keep-alive timer only starts after a response. A few hundred
-such connections (slowloris) hold sockets and memory indefinitely. The protocol class
-here adds the missing read deadlines to uvicorn's httptools protocol; the other
-limits are uvicorn's own settings. Every default is described in docs/ARCHITECTURE.md.
-Importing this module imports uvicorn and httptools (both runtime dependencies).
+one a byte at a time: its keep-alive timer only starts after a response. It also takes
+request heads of any size, and its concurrency limit counts idle connections, so a few
+hundred stalled sockets answer every real client 503. The protocol class here adds the
+missing read deadlines and head bounds to uvicorn's httptools protocol, counts only the
+requests being answered for its 503, and bounds open connections by closing the oldest
+one that is not being answered; keep-alive is uvicorn's own setting. Every default is
+described in docs/ARCHITECTURE.md. Importing this module imports uvicorn and httptools
+(both runtime dependencies).
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
 
 __all__ = ["DEFAULT_CONNECTION_LIMITS", "BoundedHttpToolsProtocol", "ConnectionLimits"]
 
@@ -31,36 +38,91 @@ class ConnectionLimits:
     header_seconds: float = 10.0
     # Its body must be complete this long after its headers were.
     body_seconds: float = 30.0
-    # Beyond this many open connections (or requests in progress), a new request is
-    # answered 503 at once instead of queueing.
-    max_connections: int = 128
+    # A request head (request line and header fields) larger than this, or with more
+    # header fields, is answered 431 and its connection closed.
+    max_header_bytes: int = 64 * 1024
+    max_header_fields: int = 100
+    # Beyond this many requests received and not yet answered, a new request is answered
+    # 503 at once instead of queueing. Idle connections and requests still being sent
+    # do not count.
+    max_requests: int = 128
+    # At this many open connections, a new one closes the oldest connection that has no
+    # request being answered (idle, or still sending its request), so stalled clients
+    # never lock out a new one; if every connection is being answered, the new one is
+    # answered 503 and closed.
+    max_connections: int = 256
 
     def uvicorn_options(self) -> dict[str, Any]:
         """Keyword arguments for `uvicorn.run`/`uvicorn.Config` that apply these limits.
 
         Also off: proxy headers (a loopback server has no proxy, and trusting
         `X-Forwarded-For` would let any local process pose as another client), the
-        `server` header, and websockets, which MCP over HTTP does not use.
+        `server` header, and websockets, which MCP over HTTP does not use (an upgrade
+        request is answered as plain HTTP).
         """
         return {
             "http": self._protocol(),
             "ws": "none",
             "timeout_keep_alive": self.keep_alive_seconds,
-            "limit_concurrency": self.max_connections,
             "proxy_headers": False,
             "server_header": False,
         }
 
     def _protocol(self) -> type[BoundedHttpToolsProtocol]:
         base = BoundedHttpToolsProtocol
-        if (self.header_seconds, self.body_seconds) == (base.header_seconds, base.body_seconds):
+        bounds = {
+            "header_seconds": self.header_seconds,
+            "body_seconds": self.body_seconds,
+            "max_header_bytes": self.max_header_bytes,
+            "max_header_fields": self.max_header_fields,
+            "max_requests": self.max_requests,
+            "max_connections": self.max_connections,
+        }
+        if all(getattr(base, name) == value for name, value in bounds.items()):
             # The module-level class: uvicorn's reloader pickles it by name.
             return base
-        deadlines = {"header_seconds": self.header_seconds, "body_seconds": self.body_seconds}
-        return type("BoundedHttpToolsProtocol", (base,), deadlines)
+        return type("BoundedHttpToolsProtocol", (base,), bounds)
 
 
 DEFAULT_CONNECTION_LIMITS = ConnectionLimits()
+_DEFAULTS = DEFAULT_CONNECTION_LIMITS
+
+_HEAD_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-length: 0\r\nconnection: close\r\n\r\n"
+)
+_NO_CONNECTION_FREE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+)
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head beyond the bounds."""
+
+
+def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    return len(url) + sum(len(name) + len(value) for name, value in headers)
+
+
+class _ServerLoad:
+    """What the connections of one server share: which are open (oldest first) and how
+    many requests are being answered."""
+
+    __slots__ = ("answering", "open")
+
+    def __init__(self) -> None:
+        self.open: dict[BoundedHttpToolsProtocol, None] = {}
+        self.answering = 0
+
+
+_LOADS: weakref.WeakKeyDictionary[ServerState, _ServerLoad] = weakref.WeakKeyDictionary()
+
+
+def _load_of(server_state: ServerState) -> _ServerLoad:
+    load = _LOADS.get(server_state)
+    if load is None:
+        load = _LOADS[server_state] = _ServerLoad()
+    return load
 
 
 class _CoalescedWrites:
@@ -69,7 +131,8 @@ class _CoalescedWrites:
     uvicorn writes a response's status line and headers, then its body, with one
     `write` each: two send system calls and two loopback packets (each waking the
     client) for every small reply. Collected until the end of the iteration, they leave
-    as one. `close` sends whatever is pending first, so nothing is lost or reordered.
+    as one. `write_eof` and `close` send whatever is pending first, so nothing is lost
+    or reordered.
     """
 
     __slots__ = ("_loop", "_pending", "_transport")
@@ -95,6 +158,10 @@ class _CoalescedWrites:
     def is_closing(self) -> bool:
         return self._transport.is_closing()
 
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
     def close(self) -> None:
         self._flush()
         self._transport.close()
@@ -104,26 +171,102 @@ class _CoalescedWrites:
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with header and body read deadlines, and coalesced
-    writes.
+    """uvicorn's httptools protocol with read deadlines, head bounds, a 503 that counts
+    only requests being answered, a bound on open connections, and coalesced writes.
 
     The deadline is one timer per connection, not one per request: each request only
     notes when its current phase (headers, then body) began, and the timer, when it
     fires, closes the connection if that phase is overdue or else waits for the rest of
     it. Arming and cancelling a timer per phase cost more than the checks themselves.
+
+    The head is bounded while it is still arriving by the bytes received since it
+    began (the parser buffers a field it has not finished, so a value sent a byte at a
+    time is only seen that way), and once complete by its number of fields and size.
     """
 
-    header_seconds: ClassVar[float] = DEFAULT_CONNECTION_LIMITS.header_seconds
-    body_seconds: ClassVar[float] = DEFAULT_CONNECTION_LIMITS.body_seconds
+    header_seconds: ClassVar[float] = _DEFAULTS.header_seconds
+    body_seconds: ClassVar[float] = _DEFAULTS.body_seconds
+    max_header_bytes: ClassVar[int] = _DEFAULTS.max_header_bytes
+    max_header_fields: ClassVar[int] = _DEFAULTS.max_header_fields
+    max_requests: ClassVar[int] = _DEFAULTS.max_requests
+    max_connections: ClassVar[int] = _DEFAULTS.max_connections
     # The phase being read and when it began; None between requests.
     _phase_limit: float | None = None
     _phase_started = 0.0
     _deadline: asyncio.TimerHandle | None = None
     _deadline_at = 0.0
+    # Bytes received since the head being read began (None once it is complete).
+    _head_received: int | None = 0
+    _head_too_large = False
+    # Set once nothing more this connection sends will be read (after an upgrade
+    # request or a refused head).
+    _ignoring_input = False
+    # Requests on this connection received in full and not yet answered.
+    _unanswered = 0
+    _load: _ServerLoad | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self._begin(self.header_seconds)
+        load = self._load = _load_of(self.server_state)
+        load.open[self] = None
+        if len(load.open) > self.max_connections and not self._make_room(load):
+            self.transport.write(_NO_CONNECTION_FREE)
+            self.transport.close()
+
+    def _make_room(self, load: _ServerLoad) -> bool:
+        """Close the oldest other connection that has no request being answered."""
+        for other in load.open:
+            if other is not self and not other._unanswered and not other.transport.is_closing():
+                other.transport.close()
+                return True
+        return False
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's own, with 431 for an oversized head and upgrades served as plain
+        # HTTP without a warning (this server speaks no websockets).
+        self._unset_keepalive_if_required()
+        if self._ignoring_input:
+            return
+        if self._head_received is not None:
+            self._head_received += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # The request was dispatched as plain HTTP, without a body: the parser stops
+            # at the end of an upgrade's head. What follows would be that body or the
+            # other protocol, never a request, so it is not read, and the connection
+            # closes after the answer.
+            self._ignoring_input = True
+            if self.cycle is not None:
+                self.cycle.keep_alive = False
+            return
+        except httptools.HttpParserError:
+            if self._head_too_large:
+                self._refuse_head()
+                return
+            message = "Invalid HTTP request received."
+            self.logger.warning(message)
+            self.send_400_response(message)
+            return
+        if self._head_received is not None and self._head_received > self.max_header_bytes:
+            self._refuse_head()
+
+    def _refuse_head(self) -> None:
+        self.logger.warning("Request head too large.")
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A response is being written on this connection: closing is all that is left.
+            self.transport.close()
+            return
+        # Closing at once, with the rest of the head still arriving, would reset the
+        # connection and could destroy the answer before the client reads it. So the
+        # answer is sent and the sending side shut, and reading stops (nothing more is
+        # read, so a client that keeps sending costs nothing) until the head's deadline
+        # closes the connection.
+        self.transport.write(_HEAD_TOO_LARGE)
+        self.transport.write_eof()
+        self.flow.pause_reading()
+        self._ignoring_input = True
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -131,17 +274,49 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._begin(self.header_seconds)
 
     def on_headers_complete(self) -> None:
+        received = self._head_received or 0
+        self._head_received = None
+        # The bytes received since the head began bound its size, so the head itself is
+        # measured only when more arrived (a body in the same packet), or when it began
+        # inside a packet that completed the previous request (nothing counted).
+        bounded = 0 < received <= self.max_header_bytes
+        if len(self.headers) > self.max_header_fields or (
+            not bounded and _head_size(self.url, self.headers) > self.max_header_bytes
+        ):
+            self._head_too_large = True
+            raise _HeadTooLarge  # stops the parser; `data_received` answers 431
+        # uvicorn's own concurrency check, switched on (limit 0) only when enough
+        # requests are being answered: it would also count idle connections.
+        load = self._load
+        busy = load is not None and load.answering >= self.max_requests
+        self.limit_concurrency = 0 if busy else None
         super().on_headers_complete()
         self._begin(self.body_seconds)
 
     def on_message_complete(self) -> None:
+        answering = self.cycle is not None and not self.cycle.response_complete
         super().on_message_complete()
         self._phase_limit = None
+        self._head_received = 0  # whatever arrives next is the next request's head
+        if answering and self._load is not None:
+            self._unanswered += 1
+            self._load.answering += 1
+
+    def on_response_complete(self) -> None:
+        if self._unanswered and self._load is not None:
+            self._unanswered -= 1
+            self._load.answering -= 1
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+        load = self._load
+        if load is not None:
+            load.open.pop(self, None)
+            load.answering -= self._unanswered
+            self._unanswered = 0
         super().connection_lost(exc)
 
     def _begin(self, limit: float) -> None:

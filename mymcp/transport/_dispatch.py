@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, NamedTuple
 
 from anyio import CapacityLimiter, to_thread
 from anyio.lowlevel import RunVar
@@ -174,11 +174,13 @@ def declares_url_elicitation(capabilities: object) -> bool:
     return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """Who sent a request, in which session (None in the stateless era and for the
     console), and whether its client declared URL-mode elicitation (at `initialize`,
-    or in the request's own capabilities in the stateless era)."""
+    or in the request's own capabilities in the stateless era).
+
+    A named tuple rather than a frozen dataclass, like the messages: one is built for
+    every request."""
 
     principal: Principal
     session_id: str | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from starlette.types import Receive, Send
@@ -34,6 +35,7 @@ from mymcp.transport._exchange import (
     send_encoded,
     send_json,
     single_ascii,
+    until_disconnected,
 )
 from mymcp.transport._hygiene import (
     accepts_event_stream,
@@ -55,7 +57,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._stateless import StatelessEra, http_status
+from mymcp.transport._stateless import StatelessEra
 from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
@@ -67,6 +69,7 @@ __all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOp
 
 _ALLOW = "GET, POST, DELETE"
 _ALLOW_STATELESS = "POST"
+_MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
 
 
 class RequestAuthenticator(Protocol):
@@ -177,7 +180,7 @@ class McpEndpoint:
             return None
         version = single_ascii(headers.version)
         if version is MALFORMED:
-            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+            await send_json(send, 400, _transport_error(_MALFORMED_VERSION))
             return None
         if version is not None and version != session.protocol_version:
             # A version this server speaks, but not the one this session negotiated, is a
@@ -230,7 +233,7 @@ class McpEndpoint:
         try:
             decoded = load_message_json(body)
         except StrictJsonError as exc:
-            await send_json(send, 400, _undecodable(exc.reason))
+            await send_json(send, 400, _undecodable(exc.reason, body))
             return None
         message = classify(decoded)
         if message is None:
@@ -278,6 +281,14 @@ class McpEndpoint:
         self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
     ) -> None:
         """A stateless-era POST: one self-contained request, never a session."""
+        version = headers.version
+        stated = len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS
+        if not stated and single_ascii(version) is MALFORMED:
+            # Repeated, or not a visible-ASCII token: which era it meant cannot be read
+            # from it, so it is answered as the broken header it is, before the body.
+            reply = error_response(None, ErrorCode.HEADER_MISMATCH, _MALFORMED_VERSION)
+            await send_json(send, 400, reply)
+            return
         message = await self._read_message(headers, receive, send)
         if message is None:
             return
@@ -287,8 +298,7 @@ class McpEndpoint:
             return
         if isinstance(message, Notification):
             # The revision defines no client notifications over HTTP: accepted, dropped.
-            version = headers.version
-            if len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS:
+            if stated:
                 log_notification(message)
                 await send_empty(send, 202)
             else:
@@ -297,13 +307,14 @@ class McpEndpoint:
                 await send_json(send, 400, reply)
             return
         started = self._dispatcher.log_request(message)
-        answer = await self._stateless.answer(message, principal, headers)
+        client_gone = partial(until_disconnected, receive)
+        answer = await self._stateless.answer(message, principal, headers, client_gone)
         if answer.step_up is not None:
             await self._refuse_scope(message, answer.step_up, started, send)
             return
         log_response(message, answer.reply, started)
-        body, encodable = self._stateless.encode(message, answer)
-        await send_encoded(send, http_status(answer.reply) if encodable else 200, body)
+        body, status = self._stateless.encode(message, answer)
+        await send_encoded(send, status, body)
 
     async def _initialize(
         self, request: Request, headers: RequestHeaders, principal: Principal, send: Send
@@ -312,7 +323,7 @@ class McpEndpoint:
             await send_json(send, 400, _transport_error("initialize must not carry a session"))
             return
         if single_ascii(headers.version) is MALFORMED:
-            await send_json(send, 400, _transport_error("Malformed MCP-Protocol-Version header"))
+            await send_json(send, 400, _transport_error(_MALFORMED_VERSION))
             return
         started = self._dispatcher.log_request(request)
         reply, version = self._dispatcher.initialize(request)
@@ -344,11 +355,17 @@ def _transport_error(message: str) -> dict[str, Any]:
     return error_response(None, ErrorCode.INVALID_REQUEST, message)
 
 
-def _undecodable(reason: StrictJsonReason) -> dict[str, Any]:
+def _undecodable(reason: StrictJsonReason, body: bytes) -> dict[str, Any]:
     if reason is StrictJsonReason.TOO_DEEP:
         return _transport_error("Request nests too deeply")
     if reason is StrictJsonReason.INVALID_UTF8:
-        return error_response(
-            None, ErrorCode.PARSE_ERROR, "Parse error: the body is not valid UTF-8 text"
-        )
+        # The decoder refuses two things alike: bytes that are no UTF-8, and valid text
+        # whose string escapes an unpaired surrogate. The client fixes different things.
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = "the body is not valid UTF-8 text"
+        else:
+            problem = "a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text"
+        return error_response(None, ErrorCode.PARSE_ERROR, f"Parse error: {problem}")
     return error_response(None, ErrorCode.PARSE_ERROR)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -22,6 +21,7 @@ __all__ = [
     "send_encoded",
     "send_json",
     "single_ascii",
+    "until_disconnected",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -32,22 +32,27 @@ def is_visible_ascii(value: str) -> bool:
     return bool(value) and value.isascii() and value.isprintable() and " " not in value
 
 
-@dataclass(slots=True)
 class RequestHeaders:
-    """The request headers this endpoint reads, collected in one pass over the raw list."""
+    """The request headers this endpoint reads, collected in one pass over the raw list:
+    each one every value sent, in order (none is the empty tuple).
 
-    origin: list[str] = field(default_factory=list)
-    host: list[str] = field(default_factory=list)
-    authorization: list[str] = field(default_factory=list)
-    accept: list[str] = field(default_factory=list)
-    content_type: list[str] = field(default_factory=list)
-    content_length: list[str] = field(default_factory=list)
-    session: list[str] = field(default_factory=list)
-    version: list[str] = field(default_factory=list)
+    A plain object whose absent headers are the class's empty tuples: most requests
+    carry few of them, and building a container per header per request would cost more
+    than reading the headers does.
+    """
+
+    origin: tuple[str, ...] = ()
+    host: tuple[str, ...] = ()
+    authorization: tuple[str, ...] = ()
+    accept: tuple[str, ...] = ()
+    content_type: tuple[str, ...] = ()
+    content_length: tuple[str, ...] = ()
+    session: tuple[str, ...] = ()
+    version: tuple[str, ...] = ()
     # The stateless era mirrors body fields into these; the server cross-checks them.
-    method: list[str] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    params: list[tuple[str, str]] = field(default_factory=list)
+    method: tuple[str, ...] = ()
+    name: tuple[str, ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
     """`Mcp-Param-<token>` headers as (lowercase token, value)."""
 
 
@@ -70,13 +75,15 @@ def read_headers(scope: Scope) -> RequestHeaders:
     """The headers this endpoint reads. Leading and trailing spaces and tabs are not part
     of a field value (RFC 9110), so they are dropped here, once, for every reader."""
     headers = RequestHeaders()
+    found = headers.__dict__  # this object's own values, without attribute lookups
     for name, value in scope["headers"]:
         slot = _HEADER_SLOTS.get(name)
         if slot is not None:
-            getattr(headers, slot).append(value.decode("latin-1").strip(" \t"))
+            text = value.decode("latin-1").strip(" \t")
+            found[slot] = (*found[slot], text) if slot in found else (text,)
         elif name.startswith(_PARAM_PREFIX):
             token = name[len(_PARAM_PREFIX) :].decode("latin-1")
-            headers.params.append((token, value.decode("latin-1").strip(" \t")))
+            headers.params = (*headers.params, (token, value.decode("latin-1").strip(" \t")))
     return headers
 
 
@@ -89,7 +96,7 @@ class _Malformed(enum.Enum):
 MALFORMED = _Malformed.HEADER
 
 
-def single_ascii(values: list[str]) -> str | _Malformed | None:
+def single_ascii(values: Sequence[str]) -> str | _Malformed | None:
     """None when absent, the value when exactly one visible-ASCII value, else MALFORMED."""
     if not values:
         return None
@@ -117,6 +124,14 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+async def until_disconnected(receive: Receive) -> None:
+    """Return once the client has gone. Called after the whole body was read: the server
+    then only ever sends `http.disconnect`, when the connection closes (or once the
+    response is complete)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:

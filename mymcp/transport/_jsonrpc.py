@@ -9,8 +9,7 @@ import re
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mymcp.transport._exchange import encode_json
 
@@ -30,6 +29,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("mcp")
+_LOGGER_NAME = _log.name
 # Only protocol-shaped method names and ids are logged; anything else is client text.
 _LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
 _LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
@@ -67,21 +67,22 @@ _MESSAGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+# The messages are named tuples rather than frozen dataclasses: one is built for every
+# request, and a frozen dataclass costs several times as much to build.
+
+
+class Request(NamedTuple):
     id: RequestId
     method: str
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(NamedTuple):
     method: str
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
-class ClientReply:
+class ClientReply(NamedTuple):
     """A response the client sends back to a server-initiated request."""
 
     id: RequestId
@@ -149,18 +150,23 @@ def new_failure_id() -> str:
 
 def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:
     """The reply's bytes and whether they are that reply: one that cannot be JSON (a
-    plugin result holding NaN or a non-JSON object) becomes an internal error instead."""
+    plugin result holding NaN or a non-JSON object) becomes an internal error instead,
+    carrying the id of its log line so that an operator can find it."""
     try:
         return encode_json(reply), True
     except (TypeError, ValueError, RecursionError) as exc:
+        failure_id = new_failure_id()
         _log.error(
             "reply_unencodable request_id=%s id=%s method=%s error_type=%s",
-            new_failure_id(),
+            failure_id,
             _loggable_id(request.id),
             _loggable_method(request.method),
             type(exc).__name__,
         )
-        return encode_json(error_response(request.id, ErrorCode.INTERNAL_ERROR)), False
+        failure = {"request_id": failure_id}
+        return encode_json(
+            error_response(request.id, ErrorCode.INTERNAL_ERROR, None, failure)
+        ), False
 
 
 def _loggable_method(method: str) -> str:
@@ -176,43 +182,70 @@ def _loggable_id(request_id: object) -> str:
     return "<opaque>"
 
 
+# Formatters read a record's own attributes, so the fields a request line leaves out are
+# set on each one, to neutral values.
+_NEUTRAL_FIELDS: dict[str, object] = dict.fromkeys(
+    ("exc_info", "exc_text", "stack_info", "funcName", "thread", "threadName", "process")
+)
+_NEUTRAL_FIELDS.update(pathname="", filename="", module="", lineno=0, processName=None)
+
+
+class _RequestLine(logging.LogRecord):
+    """The record of a request or response line: every request writes two, so they are
+    built without what a standard record looks up and no log line shows (the calling
+    source file and line, thread and process names). Handlers see an ordinary record."""
+
+    def __init__(self, level: int, message: str, args: tuple[object, ...]) -> None:
+        created = time.time()
+        self.__dict__.update(_NEUTRAL_FIELDS)
+        self.name = _LOGGER_NAME
+        self.msg = message
+        self.args = args
+        self.levelno = level
+        self.levelname = logging.getLevelName(level)
+        self.created = created
+        self.msecs = int((created - int(created)) * 1000) + 0.0
+        self.relativeCreated = (created - logging._startTime) * 1000  # type: ignore[attr-defined]
+
+
+def _write(level: int, message: str, *args: object) -> None:
+    if _log.isEnabledFor(level):
+        _log.handle(_RequestLine(level, message, args))
+
+
 def log_notification(notification: Notification) -> None:
-    _log.debug("notification method=%s", _loggable_method(notification.method))
+    _write(logging.DEBUG, "notification method=%s", _loggable_method(notification.method))
 
 
 def log_request(request: Request, tool: str | None = None) -> float:
     """Log the request line (with the public tool name of a `tools/call`, when the caller
     knows it is a tool it serves); returns when it started, for its response line."""
+    request_id, method = _loggable_id(request.id), _loggable_method(request.method)
     if tool is None:
-        _log.info(
-            "request id=%s method=%s", _loggable_id(request.id), _loggable_method(request.method)
-        )
+        _write(logging.INFO, "request id=%s method=%s", request_id, method)
     else:
-        _log.info(
-            "request id=%s method=%s tool=%s",
-            _loggable_id(request.id),
-            _loggable_method(request.method),
-            tool,
-        )
+        _write(logging.INFO, "request id=%s method=%s tool=%s", request_id, method, tool)
     return time.perf_counter()
 
 
 def log_response(request: Request, reply: Mapping[str, Any], started: float) -> None:
     duration = (time.perf_counter() - started) * 1000
     error = reply.get("error")
-    method = _loggable_method(request.method)
+    request_id, method = _loggable_id(request.id), _loggable_method(request.method)
     if isinstance(error, dict):
-        _log.warning(
+        _write(
+            logging.WARNING,
             "response id=%s method=%s outcome=error code=%s duration_ms=%.2f",
-            _loggable_id(request.id),
+            request_id,
             method,
             error.get("code"),
             duration,
         )
     else:
-        _log.info(
+        _write(
+            logging.INFO,
             "response id=%s method=%s outcome=ok duration_ms=%.2f",
-            _loggable_id(request.id),
+            request_id,
             method,
             duration,
         )

@@ -15,18 +15,24 @@ answers an `InputRequiredResult` carrying the same URL-mode elicitation (to clie
 that declare URL elicitation in the request's capabilities); the client's retry after
 the person approved — or simply the identical call — runs it once. An approval made in
 this era is bound to the principal, the tool and the canonical arguments, with no
-session.
+session. A retry waits for the decision only while its client is still there: once the
+connection is gone nobody would receive the result, so the call is not run and the
+approval is left for the next identical call.
 
-Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and maps
-error codes to statuses (`http_status`), the stdio transport passes no headers.
+Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and a way
+to notice that the client went away, and sends each reply with the status `encode`
+gives it (`http_status` maps error codes to statuses); the stdio transport passes
+neither.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import enum
+import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -38,6 +44,7 @@ from mymcp.runtime import BoundTool
 from mymcp.transport._dispatch import (
     AwaitingApproval,
     Caller,
+    CallOutcome,
     CallRefused,
     Dispatcher,
     StepUpRequired,
@@ -56,6 +63,7 @@ from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSI
 __all__ = [
     "APPROVAL_INPUT_KEY",
     "LIST_TTL_MS",
+    "ClientGone",
     "MirroredHeaders",
     "StatelessAnswer",
     "StatelessEra",
@@ -77,6 +85,19 @@ APPROVAL_WAIT_SECONDS: Final = 45.0
 """How long a retry that says the person went to the approval page waits for their
 decision before asking again. Below the 60 s request timeout of common clients."""
 _APPROVAL_POLL_SECONDS: Final = 0.2
+_log = logging.getLogger("mcp")
+
+ClientGone = Callable[[], Awaitable[None]]
+"""Returns once the client that sent the request has gone (its connection closed)."""
+
+
+class _Wait(enum.Enum):
+    """How a retry's wait for a person's decision ended."""
+
+    DECIDED = "decided"
+    TIMED_OUT = "timed_out"
+    ABANDONED = "abandoned"  # the client went away first
+
 
 # Methods whose `Mcp-Name` header mirrors a body parameter, and which parameter.
 _NAME_BEARING: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -89,6 +110,7 @@ _BAD_REQUEST: Final = frozenset(
         ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
     }
 )
+_ABSENT: Final = object()
 _ENVELOPE_MISSING: Final = (
     f"params._meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
 )
@@ -325,38 +347,53 @@ class StatelessEra:
         self._list_scope = "private" if dispatcher.listing_varies_by_caller else "public"
 
     async def answer(
-        self, request: Request, principal: Principal, mirrored: MirroredHeaders | None
+        self,
+        request: Request,
+        principal: Principal,
+        mirrored: MirroredHeaders | None,
+        client_gone: ClientGone | None = None,
     ) -> StatelessAnswer:
-        """The reply to one request (`mirrored` is None where no headers exist)."""
+        """The reply to one request (`mirrored` is None where no headers exist;
+        `client_gone`, where the transport can tell, ends an approval wait early)."""
         params = request.params
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if (
-            not isinstance(meta, dict)
-            or PROTOCOL_VERSION_KEY not in meta
-            or CLIENT_CAPABILITIES_KEY not in meta
-        ):
+        meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
+        if not isinstance(meta, dict):
             return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
         assert isinstance(params, dict)  # it holds `_meta`
-        version = meta[PROTOCOL_VERSION_KEY]
+        version = meta.get(PROTOCOL_VERSION_KEY, _ABSENT)
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY, _ABSENT)
+        if version is _ABSENT or capabilities is _ABSENT:
+            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
         if mirrored is not None:
             mismatch = self._header_mismatch(request, params, version, mirrored)
             if mismatch is not None:
                 return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
-        if not isinstance(version, str):
-            return self._error(
-                request, ErrorCode.INVALID_PARAMS, "The protocol version is no string"
-            )
         if version not in MODERN_PROTOCOL_VERSIONS:
+            if not isinstance(version, str):
+                problem = "The protocol version is no string"
+                return self._error(request, ErrorCode.INVALID_PARAMS, problem)
             data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
             return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
-        capabilities = meta[CLIENT_CAPABILITIES_KEY]
         if not isinstance(capabilities, dict):
-            return self._error(
-                request, ErrorCode.INVALID_PARAMS, "The client capabilities are no object"
-            )
-        caller = Caller(principal, None, declares_url_elicitation(capabilities))
+            problem = "The client capabilities are no object"
+            return self._error(request, ErrorCode.INVALID_PARAMS, problem)
+        url_elicitation = "elicitation" in capabilities and declares_url_elicitation(capabilities)
+        caller = Caller(principal, None, url_elicitation)
         if request.method == "tools/call":
-            return await self._call(request, params, caller, mirrored)
+            name = params.get("name")
+            if mirrored is not None and (mirrored.params or name in self._param_headers):
+                # Only for a tool this caller may call: checking others would reveal them.
+                tool = self._dispatcher.visible_tool(caller, name)
+                arguments = params.get("arguments")
+                mismatch = (
+                    None if tool is None else self._param_mismatch(tool, arguments, mirrored.params)
+                )
+                if mismatch is not None:
+                    return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
+            outcome = await self._dispatcher.call_tool(caller, params)
+            if isinstance(outcome, dict):  # a tool result: by far the most common answer
+                return self._complete(request, outcome)
+            return await self._unfinished_call(request, params, caller, outcome, client_gone)
         if request.method == "tools/list":
             page = self._dispatcher.list_page(caller, params)
             if isinstance(page, CallRefused):
@@ -414,37 +451,29 @@ class StatelessEra:
                 return f"{shown} does not match its argument"
         return None
 
-    async def _call(
+    async def _unfinished_call(
         self,
         request: Request,
         params: dict[str, Any],
         caller: Caller,
-        mirrored: MirroredHeaders | None,
+        outcome: CallOutcome,
+        client_gone: ClientGone | None,
     ) -> StatelessAnswer:
+        """The answer to a call that did not simply run: refused, short of scopes, or
+        waiting for (or retried after) a person's approval."""
         dispatcher = self._dispatcher
-        name = params.get("name")
-        if mirrored is not None and (mirrored.params or name in self._param_headers):
-            # Only for a tool this caller may call: checking others would reveal them.
-            tool = dispatcher.visible_tool(caller, name)
-            mismatch = (
-                None
-                if tool is None
-                else self._param_mismatch(tool, params.get("arguments"), mirrored.params)
-            )
-            if mismatch is not None:
-                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
         action = _approval_action(params)
-        outcome = await dispatcher.call_tool(caller, params)
-        if isinstance(outcome, dict):  # a tool result: by far the most common answer
-            return self._complete(request, outcome)
-        if (
-            isinstance(outcome, AwaitingApproval)
-            and action == "accept"
-            and await self._decided(outcome.approval_id)
-        ):
-            # The person decided while this retry waited: the same call again runs it
-            # (or reports the denial) exactly as an identical repeated call would.
-            outcome = await dispatcher.call_tool(caller, params)
+        if isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation:
+            # The client says the person went to the approval page: wait for their decision.
+            waited = await self._await_decision(outcome.approval_id, client_gone)
+            if waited is _Wait.DECIDED:
+                # The same call again runs it (or reports the denial) exactly as an
+                # identical repeated call would.
+                outcome = await dispatcher.call_tool(caller, params)
+            elif waited is _Wait.ABANDONED:
+                # Nobody would receive the result: the approval stays unspent for the
+                # client's next identical call, and this one is not run.
+                _log.info("approval_wait outcome=abandoned tool=%s", outcome.tool)
         if isinstance(outcome, CallRefused):
             return self._error(request, ErrorCode.INVALID_PARAMS, outcome.message)
         if isinstance(outcome, StepUpRequired):
@@ -469,14 +498,29 @@ class StatelessEra:
             return self._complete(request, result)
         return self._complete(request, outcome)  # the decided retry's own result
 
-    async def _decided(self, approval_id: str) -> bool:
-        """Wait (bounded) until a person decided that approval; False on timeout."""
-        deadline = anyio.current_time() + self._approval_wait
-        while self._dispatcher.approval_pending(approval_id):
-            if anyio.current_time() >= deadline:
-                return False
-            await anyio.sleep(_APPROVAL_POLL_SECONDS)
-        return True
+    async def _await_decision(self, approval_id: str, client_gone: ClientGone | None) -> _Wait:
+        """Wait (bounded) until a person decided that approval, or the client left."""
+        ended = _Wait.TIMED_OUT
+        async with anyio.create_task_group() as waiting:
+
+            async def watch() -> None:
+                nonlocal ended
+                assert client_gone is not None
+                await client_gone()
+                ended = _Wait.ABANDONED
+                waiting.cancel_scope.cancel()
+
+            if client_gone is not None:
+                waiting.start_soon(watch)
+            deadline = anyio.current_time() + self._approval_wait
+            while self._dispatcher.approval_pending(approval_id):
+                if anyio.current_time() >= deadline:
+                    break
+                await anyio.sleep(_APPROVAL_POLL_SECONDS)
+            else:
+                ended = _Wait.DECIDED
+            waiting.cancel_scope.cancel()
+        return ended
 
     def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
         """A final result: typed, and naming the server (next to any `_meta` of its own).
@@ -495,14 +539,15 @@ class StatelessEra:
             return StatelessAnswer(result_response(request.id, result))
         return StatelessAnswer(result_response(request.id, result), bare=True)
 
-    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, bool]:
-        """The answer's bytes and whether they are that answer (see `encode_reply`)."""
+    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, int]:
+        """The answer's bytes and its HTTP status (an answer that cannot be encoded
+        becomes an internal error, answered 200: see `encode_reply`)."""
         body, encodable = encode_reply(request, answer.reply)
-        if encodable and answer.bare:
+        if answer.bare and encodable:
             # The bytes end with the closing braces of the result and of the reply; the
             # result is not empty, so the fixed fields follow its last one.
-            body = body[:-2] + self._completion
-        return body, encodable
+            return body[:-2] + self._completion, 200
+        return body, http_status(answer.reply) if encodable else 200
 
     def reply_of(self, answer: StatelessAnswer) -> dict[str, Any]:
         """The whole reply as a JSON value."""

@@ -14,6 +14,10 @@ the suite's scenarios `tools-call-simple-text`, `tools-call-image`, `tools-call-
 `json-schema-2020-12`. `test_mirrored_header` annotates one argument with
 `x-mcp-header`, so that stateless-era clients mirror it into `Mcp-Param-Region` and the
 suite's custom-header scenario can check that the server compares the two.
+`test_logging_tool` and `test_streaming_elicitation` are the probes of the suite's
+stateless scenario for log notifications and for server requests on a response stream:
+MyMCP sends neither, so each honestly returns one plain text result, which is what
+the suite checks for.
 
 By default the tools are published as `conformance__<tool>`; `scripts/conformance`
 declares the plugin with `binding = "local"` so they keep the names the suite calls.
@@ -188,6 +192,15 @@ def mirrored_header(arguments: dict[str, Any]) -> ToolResult:
     return {"content": [{"type": "text", "text": f"region: {arguments['region']}"}]}
 
 
+def logging_probe(arguments: dict[str, Any]) -> ToolResult:
+    return {"content": [{"type": "text", "text": "Done. MyMCP sends no log notifications."}]}
+
+
+def streaming_elicitation_probe(arguments: dict[str, Any]) -> ToolResult:
+    text = "Done. MyMCP asks clients nothing while a call runs; every call is one reply."
+    return {"content": [{"type": "text", "text": text}]}
+
+
 def error_handling(arguments: dict[str, Any]) -> ToolResult:
     return {
         "isError": True,
@@ -226,6 +239,16 @@ _TOOLS: dict[str, tuple[str, str, Any]] = {
         "Mirrored header",
         "Echoes its region, an argument clients mirror into the Mcp-Param-Region header.",
         mirrored_header,
+    ),
+    "test_logging_tool": (
+        "Logging probe",
+        "Returns one text block; sends no log notifications (MyMCP sends none).",
+        logging_probe,
+    ),
+    "test_streaming_elicitation": (
+        "Streaming elicitation probe",
+        "Returns one text block; sends no request to the client while it runs.",
+        streaming_elicitation_probe,
     ),
 }
 _SCHEMAS: dict[str, dict[str, Any]] = {

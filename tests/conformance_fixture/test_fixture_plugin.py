@@ -46,6 +46,8 @@ SUITE_TOOLS = (
     "test_error_handling",
     "json_schema_2020_12_tool",
     "test_mirrored_header",
+    "test_logging_tool",
+    "test_streaming_elicitation",
 )
 
 
@@ -144,6 +146,10 @@ def test_every_content_type_through_the_real_server(fixture_server: RunningServe
     assert failed.is_error is True
     assert isinstance(failed.content[0], TextContent)
     assert failed.content[0].text
+
+    # The suite's probes: a plain result, with nothing sent before it.
+    for probe in ("test_logging_tool", "test_streaming_elicitation"):
+        assert _only(outcome[probe], TextContent).text.startswith("Done. MyMCP ")
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ from __future__ import annotations
 import threading
 
 import uvicorn
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
 __all__ = ["serving"]
 
@@ -38,7 +40,14 @@ class Serving:
         assert not self.thread.is_alive(), "in-process uvicorn did not stop"
 
 
-def serving(app: Starlette, port: int) -> Serving:
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+def serving(app: ASGIApp, port: int) -> Serving:
+    """`app` under uvicorn with the production HTTP protocol and connection limits."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        **DEFAULT_CONNECTION_LIMITS.uvicorn_options(),
+    )
     server = uvicorn.Server(config)
     return Serving(server, threading.Thread(target=server.run, daemon=True))

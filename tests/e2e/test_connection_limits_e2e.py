@@ -1,8 +1,10 @@
-"""Slow and idle clients against the real server: dropped on time, others still served.
+"""Slow, idle and oversized clients against the real server: dropped on time or
+refused, others still served.
 
-The server runs the production serve path with one-second read deadlines
-(`tests.e2e.limits_server`). Every wait is a socket timeout used as a deadline: a
-dropped connection ends the wait early with EOF; a kept one runs into the timeout.
+Deadline tests run the production serve path with one-second read deadlines
+(`tests.e2e.limits_server`); the crowd and head tests run plain `mymcp` with its
+defaults. Every wait is a socket timeout used as a deadline: a dropped connection ends
+the wait early with EOF; a kept one runs into the timeout.
 """
 
 from __future__ import annotations
@@ -168,3 +170,55 @@ def test_a_client_that_keeps_sending_requests_is_never_cut_off(
                 assert chunk, "the server closed a busy connection"
                 reply += chunk
             assert reply.startswith(b"HTTP/1.1 200")
+
+
+def _stall(port: int, kind: int) -> socket.socket:
+    """A connection that stalls: silent, inside its request line, or inside its body."""
+    connection = _connect(port)
+    head, body = _initialize_request(port)
+    if kind == 1:
+        connection.sendall(head[:30])
+    elif kind == 2:
+        connection.sendall(head + body[:5])
+    return connection
+
+
+def test_hundreds_of_stalled_clients_never_lock_out_a_normal_one(
+    anonymous_server: RunningServer,
+) -> None:
+    # More stalled connections than requests answered at once (128) and than open
+    # connections kept (256), all within their ten-second read deadlines.
+    port = anonymous_server.port
+    stalled = [_stall(port, number % 3) for number in range(300)]
+    try:
+        for _ in range(3):
+            assert _health(port).startswith(b"HTTP/1.1 200")
+        head, body = _initialize_request(port)
+        with _connect(port) as client:
+            client.sendall(head + body)
+            assert client.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        for connection in stalled:
+            connection.close()
+    assert anonymous_server.process.poll() is None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [f"X-Big: {'a' * 200_000}\r\n", "".join(f"X-Many-{i}: v\r\n" for i in range(5000))],
+    ids=["one-200-KB-field", "5000-fields"],
+)
+def test_an_oversized_request_head_is_refused_431(
+    anonymous_server: RunningServer, head: str
+) -> None:
+    port = anonymous_server.port
+    with _connect(port) as connection:
+        connection.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode())
+        reply = b""
+        try:
+            while chunk := connection.recv(4096):
+                reply += chunk
+        except ConnectionResetError:
+            pass  # closed while the rest of the head was still arriving
+    assert reply.startswith(b"HTTP/1.1 431 ")
+    assert _health(port).startswith(b"HTTP/1.1 200")

@@ -7,6 +7,10 @@ the test can hold the approvals store, standing in for the person in the console
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +30,7 @@ from mymcp.auth._router import RoutedAdapter
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
 from mymcp.governance import (
     Approvals,
+    ApprovalState,
     AuditLog,
     Governance,
     Policy,
@@ -178,6 +183,96 @@ def test_approval_steps_are_audited_without_a_session(stack: Stack) -> None:
     steps = [r["event"] for r in records if r["event"].startswith("approval_")]
     assert steps == ["approval_requested", "approval_granted", "approval_spent"]
     assert not any("session" in r for r in records)
+
+
+class LogLines(logging.Handler):
+    """The server's `mcp` log lines, each one an event a test can wait for."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self._lines: list[str] = []
+        self._changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self._changed:
+            self._lines.append(record.getMessage())
+            self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 15.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: any(text in line for line in self._lines), timeout
+            )
+
+
+@pytest.fixture
+def server_log() -> Iterator[LogLines]:
+    logger = logging.getLogger("mcp")
+    handler, level = LogLines(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+URL_CAPABLE = {"elicitation": {"url": {}}}
+
+
+def _stateless_call(request_id: int, *, accept: bool) -> tuple[bytes, dict[str, str]]:
+    params: dict[str, Any] = {
+        "name": "notes__write",
+        "arguments": ARGUMENTS,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": URL_CAPABLE,
+        },
+    }
+    if accept:
+        params["inputResponses"] = {"approval": {"action": "accept"}}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    headers = {
+        "authorization": "Bearer alice",
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": "tools/call",
+        "mcp-name": "notes__write",
+    }
+    return json.dumps(body).encode(), headers
+
+
+def test_a_retry_whose_client_hung_up_neither_runs_nor_spends_the_approval(
+    stack: Stack, server_log: LogLines
+) -> None:
+    body, headers = _stateless_call(1, accept=False)
+    with httpx.Client(timeout=10) as http:
+        asked = http.post(stack.url, content=body, headers=headers).json()["result"]
+    assert asked["resultType"] == "input_required"
+    (pending,) = stack.approvals.pending()
+    # The retry says the person went to the approval page, then its client gives up.
+    body, headers = _stateless_call(2, accept=True)
+    port = int(stack.url.rsplit(":", 1)[1].split("/")[0])
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request = (
+        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{head}content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as hanging_up:
+        hanging_up.sendall(request)
+        assert server_log.wait_for("request id=2 method=tools/call")  # now it waits
+    assert server_log.wait_for("approval_wait outcome=abandoned tool=notes__write")
+    # Only now does the person approve: nobody is left to receive the result.
+    stack.approvals.decide(pending.id, approve=True)
+    assert stack.runs == []
+    assert pending.state is ApprovalState.GRANTED
+    # The client's next identical retry runs the call, once.
+    body, headers = _stateless_call(3, accept=True)
+    with httpx.Client(timeout=10) as http:
+        ran = http.post(stack.url, content=body, headers=headers).json()["result"]
+    assert ran["structuredContent"] == {"status": "written"}
+    assert stack.runs == [ARGUMENTS]
 
 
 # --- OAuth scopes on the stateless wire --------------------------------------------------

@@ -247,6 +247,27 @@ def test_a_duplicated_routing_header_is_a_header_mismatch(client: TestClient) ->
 
 
 @pytest.mark.parametrize(
+    "versions",
+    [[VERSION, VERSION], [VERSION, "2025-11-25"], ["2026-07-28\xe9"], ["2026-07-28\x00"]],
+    ids=["repeated", "two-eras", "latin-1", "control"],
+)
+@pytest.mark.parametrize("params", [{"_meta": META}, {}], ids=["envelope", "no-envelope"])
+def test_a_malformed_version_header_is_answered_as_one(
+    client: TestClient, versions: list[str], params: dict[str, Any]
+) -> None:
+    body = rpc("server/discover", params)
+    headers = [*HEADERS.items(), ("mcp-method", "server/discover")]
+    headers += [("mcp-protocol-version", v.encode("latin-1")) for v in versions]
+    response = client.post("/mcp", content=json.dumps(body), headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": -32020,
+        "message": "Malformed MCP-Protocol-Version header",
+    }
+    assert "mcp-session-id" not in response.headers
+
+
+@pytest.mark.parametrize(
     ("header", "status"),
     [
         ("alpha__echo", 200),

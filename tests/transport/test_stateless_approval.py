@@ -6,6 +6,8 @@ in for the person in the console, and decide while a retry is waiting.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,26 +152,113 @@ def test_the_identical_call_after_approval_runs_once_without_any_input_response(
     assert stage.runs == [ARGUMENTS]
 
 
+@asynccontextmanager
+async def _retrying(
+    stage: Stage, requests: list[Request], client_gone: Any = None
+) -> AsyncIterator[tuple[list[dict[str, Any]], anyio.CancelScope]]:
+    """Start the retries and let every task run until it blocks: the block sees the
+    results of those that already answered (the others are still waiting) and can
+    cancel the rest; leaving it waits for every retry."""
+    answered: list[dict[str, Any]] = []
+
+    async def retry(request: Request) -> None:
+        answer = await stage.era.answer(request, ALICE, None, client_gone)
+        answered.append(stage.era.reply_of(answer)["result"])
+
+    async with anyio.create_task_group() as group:
+        for request in requests:
+            group.start_soon(retry, request)
+        await wait_all_tasks_blocked()
+        yield answered, group.cancel_scope
+
+
+async def _answered_at_once(stage: Stage, request: Request) -> list[dict[str, Any]]:
+    """The retry's result if it answered without waiting (a waiting one is cancelled)."""
+    async with _retrying(stage, [request]) as (answered, waiting):
+        waiting.cancel()
+    return answered
+
+
 def test_a_retry_waits_for_the_decision_and_then_runs() -> None:
     stage = _stage(wait=30.0)
     _result(stage, _call(URL_CAPABLE))
     (pending,) = stage.approvals.pending()
-    outcome: dict[str, Any] = {}
 
-    async def scenario() -> None:
-        async def retry() -> None:
-            answer = await stage.era.answer(_call(URL_CAPABLE, action="accept"), ALICE, None)
-            outcome.update(stage.era.reply_of(answer)["result"])
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(retry)
-            await wait_all_tasks_blocked()  # the retry now waits for a decision
-            assert outcome == {}
+    async def scenario() -> list[dict[str, Any]]:
+        async with _retrying(stage, [_call(URL_CAPABLE, action="accept")]) as (answered, _):
+            assert answered == []  # the retry now waits for a decision
             assert stage.runs == []
             stage.approvals.decide(pending.id, approve=True)
+        return answered
 
-    anyio.run(scenario)
+    (outcome,) = anyio.run(scenario)
     assert outcome["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
+
+
+@pytest.mark.parametrize(
+    "responses",
+    [{"wrong": {"action": "accept"}}, "garbage", {"approval": "accept"}, [], None],
+)
+def test_a_retry_without_an_approval_response_asks_again_at_once(responses: Any) -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    retry = _call(URL_CAPABLE, request_id=2)
+    retry.params["inputResponses"] = responses
+    (again,) = anyio.run(_answered_at_once, stage, retry)
+    assert again["resultType"] == "input_required"
+    assert len(stage.approvals.pending()) == 1  # the same approval, still open
+    assert stage.runs == []
+
+
+def test_a_client_without_url_elicitation_never_waits() -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call())
+    (told,) = anyio.run(_answered_at_once, stage, _call(action="accept", request_id=2))
+    assert told["structuredContent"]["status"] == "approval_required"
+    assert stage.runs == []
+
+
+def test_of_two_concurrent_accepted_retries_exactly_one_runs() -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    retries = [_call(URL_CAPABLE, action="accept", request_id=n) for n in (2, 3)]
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with _retrying(stage, retries) as (answered, _):
+            assert answered == []  # both wait for the person
+            stage.approvals.decide(pending.id, approve=True)
+        return answered
+
+    answered = anyio.run(scenario)
+    assert sorted(result["resultType"] for result in answered) == ["complete", "input_required"]
+    (ran,) = [result for result in answered if result["resultType"] == "complete"]
+    assert ran["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
+
+
+def test_a_retry_whose_client_left_does_not_run_or_spend_the_approval() -> None:
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    retry = _call(URL_CAPABLE, action="accept", request_id=2)
+
+    async def scenario() -> list[dict[str, Any]]:
+        gone = anyio.Event()
+        async with _retrying(stage, [retry], gone.wait) as (answered, _):
+            assert answered == []  # waiting for the person
+            gone.set()  # the client closes its connection
+        # The retry ended without a decision; the person approves only now.
+        stage.approvals.decide(pending.id, approve=True)
+        return answered
+
+    (abandoned,) = anyio.run(scenario)
+    assert abandoned["resultType"] == "input_required"  # sent to nobody
+    assert stage.runs == []
+    assert pending.state is ApprovalState.GRANTED  # not spent
+    ran = _result(stage, _call(URL_CAPABLE, action="accept", request_id=3))
+    assert ran["structuredContent"] == {"status": "written"}
     assert stage.runs == [ARGUMENTS]
 
 

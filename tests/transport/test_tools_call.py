@@ -236,7 +236,8 @@ def test_an_exception_on_the_request_path_is_one_content_free_line(
         assert "secret" not in response.text
         assert client.get("/health").status_code == 200  # still serving
     (line,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    request_id = error["message"].removeprefix("Internal error (request ").removesuffix(")")
+    request_id = error["data"]["request_id"]
+    assert error["message"] == f"Internal error (request {request_id})"
     assert line.getMessage() == f"request_failed request_id={request_id} error_type=RuntimeError"
     assert line.exc_info is None
     assert "secret" not in caplog.text

@@ -68,6 +68,25 @@ def test_initialize_with_a_lone_surrogate_leaves_no_session(make_client, body: b
     assert _only_session_still_works(client, session)
 
 
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (
+            SURROGATE_ID,
+            "a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text",
+        ),
+        (RAW_SURROGATE_ID, "the body is not valid UTF-8 text"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', "the body is not valid UTF-8 text"),
+    ],
+)
+def test_the_parse_error_says_which_kind_of_text_was_refused(
+    client, body: bytes, problem: str
+) -> None:
+    session = initialize(client)
+    response = client.post("/mcp", content=body, headers=session_headers(session))
+    assert response.json()["error"]["message"] == f"Parse error: {problem}"
+
+
 def test_paired_surrogate_escapes_are_ordinary_text(client) -> None:
     session = initialize(client)
     body = b'{"jsonrpc":"2.0","id":"\\ud83d\\ude00","method":"ping"}'
@@ -148,18 +167,23 @@ def result_client() -> Iterator[Callable[[Any], TestClient]]:
     ],
 )
 def test_an_unencodable_tool_result_is_an_internal_error_for_that_request(
-    result_client, result: Any
+    result_client, result: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = result_client(result)
     session = initialize(client)
     call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
     response = client.post("/mcp", json=call, headers=session_headers(session))
     assert response.status_code == 200
-    assert response.json() == {
+    reply = response.json()
+    # The reply names the log line's request id, so the operator can find the cause.
+    request_id = reply["error"]["data"]["request_id"]
+    assert reply == {
         "jsonrpc": "2.0",
         "id": 7,
-        "error": {"code": -32603, "message": "Internal error"},
+        "error": {"code": -32603, "message": "Internal error", "data": {"request_id": request_id}},
     }
+    (line,) = [r.getMessage() for r in caplog.records if "reply_unencodable" in r.getMessage()]
+    assert line.startswith(f"reply_unencodable request_id={request_id} id=7 method=tools/call")
     assert _only_session_still_works(client, session)
 
 

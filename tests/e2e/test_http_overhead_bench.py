@@ -1,0 +1,57 @@
+"""`bench/http_overhead.py` end to end with a handful of requests: every case runs
+against real servers and the table prints, so a broken bench fails here, not on the
+day someone measures with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "http_overhead.py"
+CASES = (
+    "starlette echo",
+    "mymcp tools/call list_tools",
+    "mymcp stateless tools/call list_tools",
+    "mymcp ping",
+    "mymcp governed tools/call list_tools",
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_bench_runs_every_case_in_both_modes() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--requests", "16", "--rounds", "1", "--mode", "both"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    table = [line.split("  ")[0] for line in lines[1:] if not line.startswith("governed vs")]
+    # In the table's order, each case with 1 and with 8 connections.
+    assert table == [f"{case} ({n} conn)" for case in CASES for n in (1, 8)]
+    assert [line.split(":")[0] for line in lines if line.startswith("governed vs")] == [
+        "governed vs audit-off (1 conn)",
+        "governed vs audit-off (8 conn)",
+    ]
+
+
+def test_a_case_missing_from_the_table_order_sorts_last() -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import http_overhead
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    names = ["mymcp new case (8 conn)", "mymcp ping (8 conn)", "starlette echo (8 conn)"]
+    assert sorted(names, key=http_overhead._table_position) == [
+        "starlette echo (8 conn)",
+        "mymcp ping (8 conn)",
+        "mymcp new case (8 conn)",
+    ]

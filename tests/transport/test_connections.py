@@ -1,0 +1,330 @@
+"""The bounded HTTP protocol driven byte by byte: head bounds, the 503 that counts only
+requests being answered, the cap on open connections, and upgrades served as plain HTTP.
+
+Each test runs uvicorn's protocol (our subclass) on a real event loop over in-memory
+transports, with an application that answers at once or holds its answer until the
+test releases it, so every state (idle, half-sent, being answered) is reached exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+
+from mymcp.transport import ConnectionLimits
+from mymcp.transport._connections import BoundedHttpToolsProtocol
+
+
+class MemoryTransport(asyncio.Transport):
+    """A connection whose bytes the test reads; closing it tells the protocol, as the
+    event loop does, on the next iteration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closed = False
+        self.eof = False  # the server shut its sending side
+        self.reading = True
+        self.protocol: asyncio.Protocol | None = None
+
+    def send(self, data: bytes) -> None:
+        """The client sends `data`."""
+        assert self.protocol is not None
+        self.protocol.data_received(data)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            assert self.protocol is not None
+            asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        addresses = {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}
+        return addresses.get(name, default)
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+class Held:
+    """An ASGI app that answers 200 with the body's length, each answer held until the
+    test releases it (or at once when not holding)."""
+
+    def __init__(self, *, holding: bool) -> None:
+        self.holding = holding
+        self.release = asyncio.Event()
+        self.started = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        self.started += 1
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if self.holding:
+            await self.release.wait()
+        text = str(len(body)).encode()
+        headers = [(b"content-length", str(len(text)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": text})
+
+
+class Server:
+    """One uvicorn server's shared state, and connections made to it."""
+
+    def __init__(self, app: Held, limits: ConnectionLimits) -> None:
+        options = limits.uvicorn_options()
+        self.config = Config(app, log_config=None, lifespan="off", **options)
+        self.config.load()
+        self.protocol_class: type[BoundedHttpToolsProtocol] = options["http"]
+        self.state = ServerState()
+
+    def connect(self) -> MemoryTransport:
+        loop = asyncio.get_running_loop()
+        protocol = self.protocol_class(self.config, self.state, {}, _loop=loop)
+        transport = MemoryTransport()
+        transport.protocol = protocol
+        protocol.connection_made(transport)
+        return transport
+
+
+async def settle() -> None:
+    """Let every ready callback and task run until nothing is left to do."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def request(path: str = "/", *, headers: str = "", body: bytes = b"") -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n{headers}"
+    return f"{head}content-length: {len(body)}\r\n\r\n".encode() + body
+
+
+def status(transport: MemoryTransport) -> bytes:
+    return bytes(transport.written).split(b"\r\n", 1)[0]
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(scenario())
+
+
+LIMITS = ConnectionLimits(max_requests=2, max_connections=4)
+
+
+# --- request heads ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "".join(f"x-field-{i}: v\r\n" for i in range(101)),  # 101 fields
+        f"x-big: {'a' * (64 * 1024)}\r\n",  # one field beyond 64 KiB
+    ],
+    ids=["too-many-fields", "too-large"],
+)
+def test_a_head_beyond_its_bounds_is_answered_431_and_never_reaches_the_app(head: str) -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        connection.send(request(headers=head))
+        await settle()
+        assert status(connection) == b"HTTP/1.1 431 Request Header Fields Too Large"
+        assert connection.eof  # answered and done; the client closes (or the deadline)
+        assert not connection.reading  # a client that keeps sending costs nothing
+        # Whatever still arrives is dropped unread, not parsed as another request.
+        connection.send(request())
+        await settle()
+        assert bytes(connection.written).count(b"HTTP/1.1") == 1
+        assert app.started == 0
+
+    run(scenario)
+
+
+def test_a_head_within_its_bounds_is_served() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        head = "".join(f"x-field-{i}: {'v' * 500}\r\n" for i in range(95))
+        connection.send(request(headers=head))
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_a_header_value_sent_a_piece_at_a_time_is_cut_off_at_the_bound() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        connection.send(b"POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nx-slow: ")
+        pieces = 0
+        while not connection.eof and pieces < 1000:
+            connection.send(b"a" * 1024)
+            pieces += 1
+        # Refused as soon as the head passed 64 KiB, not when the value ends.
+        assert pieces == 64
+        assert status(connection) == b"HTTP/1.1 431 Request Header Fields Too Large"
+        assert not connection.reading
+        await settle()
+        assert app.started == 0
+
+    run(scenario)
+
+
+def test_a_large_body_in_the_same_packet_as_a_small_head_is_no_large_head() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        body = b"b" * (200 * 1024)
+        connection.send(request(body=body))
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).endswith(str(len(body)).encode())
+
+    run(scenario)
+
+
+# --- requests being answered, open connections ---------------------------------------------
+
+
+def test_idle_and_half_sent_connections_do_not_count_toward_the_503() -> None:
+    async def scenario() -> None:
+        server = Server(Held(holding=False), ConnectionLimits(max_requests=2))
+        idle = [server.connect() for _ in range(10)]
+        for half in idle[:5]:
+            half.send(b"POST / HTTP/1.1\r\nhost: 12")
+        for body_pending in idle[5:]:
+            body_pending.send(request(body=b"{}")[:-1])
+        client = server.connect()
+        client.send(request(body=b"{}"))
+        await settle()
+        assert status(client) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)
+        busy = [server.connect() for _ in range(2)]
+        for connection in busy:
+            connection.send(request(body=b"{}"))
+        await settle()
+        late = server.connect()
+        late.send(request(body=b"{}"))
+        await settle()
+        assert status(late) == b"HTTP/1.1 503 Service Unavailable"
+        app.release.set()
+        await settle()
+        assert [status(c) for c in busy] == [b"HTTP/1.1 200 OK"] * 2
+        # Answered (and a connection lost mid-answer) no longer count.
+        app.release.clear()
+        lost = server.connect()
+        lost.send(request(body=b"{}"))
+        await settle()
+        lost.close()
+        await settle()
+        again = server.connect()
+        again.send(request(body=b"{}"))
+        await settle()
+        assert again.written == b""  # being answered, not refused
+        app.release.set()
+        await settle()
+        assert status(again) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_at_the_cap_a_new_connection_closes_the_oldest_one_not_being_answered() -> None:
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)  # at most 4 open
+        answering = server.connect()
+        answering.send(request(body=b"{}"))
+        silent = server.connect()
+        half = server.connect()
+        half.send(b"POST / HTTP/1.1\r\nhost: 127")
+        served = server.connect()
+        await settle()
+        assert not any(c.closed for c in (answering, silent, half, served))
+        newest = server.connect()
+        await settle()
+        assert silent.closed  # the oldest without a request being answered
+        assert not any(c.closed for c in (answering, half, served, newest))
+        server.connect()
+        await settle()
+        assert half.closed
+        assert not answering.closed
+        app.release.set()
+        await settle()
+        assert status(answering) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_when_every_connection_is_being_answered_a_new_one_is_refused() -> None:
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, ConnectionLimits(max_requests=8, max_connections=2))
+        busy = [server.connect() for _ in range(2)]
+        for connection in busy:
+            connection.send(request(body=b"{}"))
+        await settle()
+        refused = server.connect()
+        await settle()
+        assert status(refused) == b"HTTP/1.1 503 Service Unavailable"
+        assert refused.closed
+        assert not any(c.closed for c in busy)
+        app.release.set()
+        await settle()
+
+    run(scenario)
+
+
+# --- upgrades -----------------------------------------------------------------------------
+
+
+def test_a_websocket_upgrade_is_answered_as_plain_http_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        upgrade = (
+            b"GET / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nconnection: Upgrade\r\n"
+            b"upgrade: websocket\r\nsec-websocket-version: 13\r\n"
+            b"sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        # What follows the head is the other protocol's data, never a request.
+        connection.send(upgrade + request())
+        connection.send(b"\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58")  # a frame
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).count(b"HTTP/1.1") == 1
+        assert connection.closed
+        assert app.started == 1
+
+    with caplog.at_level(logging.DEBUG):
+        run(scenario)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
