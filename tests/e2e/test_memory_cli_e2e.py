@@ -22,6 +22,8 @@ pytestmark = pytest.mark.slow
 
 PROJECT = {"kind": "project", "id": "mymcp", "label": "MyMCP"}
 
+UNSAFE = "writable by group or others, or owned by another user"
+
 
 def _remember(sandbox: Sandbox, **arguments: Any) -> dict[str, Any]:
     plugin = create_mnemosyne(MnemosyneSettings(), environ={"HOME": str(sandbox.home)})
@@ -141,7 +143,7 @@ def test_stats_and_check_name_every_broken_file(sandbox: Sandbox, memory: dict[s
     assert checked.stdout.splitlines() == [
         f"memory root: {root}",
         "records: 4 candidate files; largest scope project holds 3 (candidate limit 200000)",
-        f"{root}/project/loose: writable by group or others, or owned by another user (reason=unsafe_permissions, "
+        f"{root}/project/loose: {UNSAFE} (reason=unsafe_permissions, "
         f"file={file_id(('project', 'loose'))})",
         f"{root}/project/mymcp/notes.json: not valid JSON (or repeats a key) "
         f"(reason=invalid_json, file={file_id(('project', 'mymcp', 'notes.json'))})",
@@ -292,7 +294,7 @@ def test_check_names_every_kind_of_file_the_server_passes_over(
             "a symbolic link; links are never followed",
             "symlink",
         ),
-        line(("project", "mymcp", good.name), "writable by group or others, or owned by another user", "unsafe_permissions"),
+        line(("project", "mymcp", good.name), UNSAFE, "unsafe_permissions"),
         line(("project", "mymcp", "old-b.json"), a_legacy, "duplicate_id"),
         line(("project", "old-a.json"), a_legacy, "duplicate_id"),
         line(
@@ -308,7 +310,7 @@ def test_check_names_every_kind_of_file_the_server_passes_over(
     assert (shown.returncode, shown.stderr) == (
         1,
         "mymcp: error: "
-        + line(("project", "mymcp", good.name), "writable by group or others, or owned by another user", "unsafe_permissions")
+        + line(("project", "mymcp", good.name), UNSAFE, "unsafe_permissions")
         + "\n",
     )
 
