@@ -158,8 +158,9 @@ def _write_governed_config(home: str) -> dict[str, str] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # 4096 a round: the batch at which the server's audit writer wakes under load, so a
-    # governed round's own commit costs what it costs the server.
+    # A governed round ends with one commit of its records, as the server's audit writer
+    # commits a second's worth at a time: rounds of a few thousand requests cost what
+    # they cost the server.
     parser.add_argument("--requests", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()

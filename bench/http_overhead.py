@@ -20,7 +20,11 @@ system, from /proc), which other load on the machine disturbs much less than thr
 MyMCP's cases run in the opposite order every other round.
 
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
+    python bench/http_overhead.py --governance 12 --requests 4000
     python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
+
+With `--governance BLOCKS`, only the governed call (a 20-rule policy, the audit on) and
+the same call audit-off are compared, both servers running at once, in paired blocks.
 
 With `--profile`, nothing is compared: MyMCP serves concurrent `tools/call` while
 py-spy samples it, the raw samples go to the file, and the share of samples by source
@@ -40,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,6 +92,8 @@ STATELESS_HEADERS = {
     "mcp-name": "list_tools",
 }
 CONNECTIONS = 8
+# The audit writer commits what is queued at least once a second.
+AUDIT_SETTLE_SECONDS = 1.2
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -281,30 +287,41 @@ def _open_session(port: int) -> dict[str, str]:
     }
 
 
+def plain_config(port: int, _audit: Path) -> str:
+    """Schema 1 on the given port: no policy, no audit."""
+    return f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+
+
+@contextmanager
+def _mymcp(config: Callable[[int, Path], str]) -> Iterator[tuple[int, int]]:
+    """A `mymcp` server on a free port in a temporary HOME, configured by
+    `config(port, audit directory)`: its port and process id."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp, "xdg", "mymcp")
+        directory.mkdir(parents=True)
+        (directory / "config.toml").write_text(config(port, Path(tmp, "audit")))
+        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
+        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
+            yield port, pid
+
+
 def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str, float]]:
     """`flip` runs the cases in the opposite order: alternate rounds flip, so that no
     case always benefits (or suffers) from the one measured before it."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp, "xdg", "mymcp")
-        config.mkdir(parents=True)
-        (config / "config.toml").write_text(
-            f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
-        )
-        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
-        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
-            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
-            cases = {
-                "mymcp tools/call list_tools": (CALL_MESSAGE, sessions),
-                "mymcp stateless tools/call list_tools": (
-                    STATELESS_CALL_MESSAGE,
-                    [STATELESS_HEADERS] * CONNECTIONS,
-                ),
-                "mymcp ping": (PING_MESSAGE, sessions),
-            }
-            if flip:
-                cases = dict(reversed(cases.items()))
-            return _run_cases((port, pid), mode, count, cases)
+    with _mymcp(plain_config) as (port, pid):
+        sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+        cases = {
+            "mymcp tools/call list_tools": (CALL_MESSAGE, sessions),
+            "mymcp stateless tools/call list_tools": (
+                STATELESS_CALL_MESSAGE,
+                [STATELESS_HEADERS] * CONNECTIONS,
+            ),
+            "mymcp ping": (PING_MESSAGE, sessions),
+        }
+        if flip:
+            cases = dict(reversed(cases.items()))
+        return _run_cases((port, pid), mode, count, cases)
 
 
 def governed_config(port: int, audit: Path) -> str:
@@ -325,45 +342,75 @@ def governed_config(port: int, audit: Path) -> str:
 
 def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
     """The same call with governance on: policy decided per call, every call audited."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp, "xdg", "mymcp")
-        config.mkdir(parents=True)
-        (config / "config.toml").write_text(governed_config(port, Path(tmp, "audit")))
-        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
-        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
-            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
-            cases = {"mymcp governed tools/call list_tools": (CALL_MESSAGE, sessions)}
-            # The audit writer commits at least once a second: its cost is the case's.
-            return _run_cases((port, pid), mode, count, cases, settle=1.5)
+    with _mymcp(governed_config) as (port, pid):
+        sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+        cases = {"mymcp governed tools/call list_tools": (CALL_MESSAGE, sessions)}
+        # The audit writer commits at least once a second: its cost is the case's.
+        return _run_cases((port, pid), mode, count, cases, settle=AUDIT_SETTLE_SECONDS)
+
+
+def compare_governance(blocks: int, count: int) -> None:
+    """The governed call against the same call audit-off, both servers up at once, in
+    alternating blocks of `count` concurrent requests (the order flips every block).
+
+    Each block pair gives one ratio of throughput and one of CPU per request; their
+    medians are printed. Pairing blocks that ran seconds apart cancels most of what
+    other load does to either figure, which comparing the best rounds of two servers
+    measured one after the other does not.
+    """
+    speed: list[float] = []
+    cost: list[float] = []
+    with _mymcp(plain_config) as plain, _mymcp(governed_config) as governed:
+        requests = {
+            server: [
+                _raw_request(server[0], CALL_MESSAGE, _open_session(server[0]))
+                for _ in range(CONNECTIONS)
+            ]
+            for server in (plain, governed)
+        }
+        warm = CONNECTIONS * min(200, count // CONNECTIONS)
+        for block in range(blocks):
+            figures: dict[tuple[int, int], tuple[float, float]] = {}
+            order = (plain, governed) if block % 2 == 0 else (governed, plain)
+            for server in order:
+                port, pid = server
+                before = _cpu_seconds(pid)
+                row = asyncio.run(_concurrent(port, requests[server], count))
+                time.sleep(AUDIT_SETTLE_SECONDS)  # both alike: the audit writer's turn
+                figures[server] = (row["rps"], _cpu_per_request(pid, before, count, warm))
+            speed.append(figures[governed][0] / figures[plain][0])
+            if figures[governed][1] and figures[plain][1]:  # a block too short for the clock
+                cost.append(figures[plain][1] / figures[governed][1])
+    cpu = (
+        f"median {statistics.median(cost):.2f}x cpu/req (range {min(cost):.2f}-{max(cost):.2f})"
+        if cost
+        else "cpu/req -"
+    )
+    print(
+        f"governed vs audit-off ({CONNECTIONS} conn, {blocks} paired blocks of {count}): "
+        f"median {statistics.median(speed):.2f}x req/s (range {min(speed):.2f}-"
+        f"{max(speed):.2f}), {cpu}"
+    )
 
 
 def profile_mymcp(count: int, output: Path) -> None:
     """Sample the MyMCP server with py-spy while it serves concurrent tools/call."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp, "xdg", "mymcp")
-        config.mkdir(parents=True)
-        (config / "config.toml").write_text(
-            f'schema_version = 1\n[server]\naddress = "127.0.0.1"\nport = {port}\n'
+    with _mymcp(plain_config) as (port, pid):
+        sessions = [_open_session(port) for _ in range(CONNECTIONS)]
+        requests = [_raw_request(port, CALL_MESSAGE, headers) for headers in sessions]
+        asyncio.run(_concurrent(port, requests, CONNECTIONS * 200))  # warm up
+        command = ["py-spy", "record", "--pid", str(pid), "--format", "raw"]
+        command += ["--rate", "500", "--nonblocking", "--output", str(output)]
+        sampler = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
-        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
-            sessions = [_open_session(port) for _ in range(CONNECTIONS)]
-            requests = [_raw_request(port, CALL_MESSAGE, headers) for headers in sessions]
-            asyncio.run(_concurrent(port, requests, CONNECTIONS * 200))  # warm up
-            command = ["py-spy", "record", "--pid", str(pid), "--format", "raw"]
-            command += ["--rate", "500", "--nonblocking", "--output", str(output)]
-            sampler = subprocess.Popen(
-                command,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            try:
-                asyncio.run(_concurrent(port, requests, count))
-            finally:
-                sampler.send_signal(2)  # py-spy writes its file on SIGINT
-                sampler.wait(timeout=60)
+        try:
+            asyncio.run(_concurrent(port, requests, count))
+        finally:
+            sampler.send_signal(2)  # py-spy writes its file on SIGINT
+            sampler.wait(timeout=60)
     shares: dict[str, int] = {}
     total = 0
     for line in output.read_text().splitlines():
@@ -377,8 +424,8 @@ def profile_mymcp(count: int, output: Path) -> None:
         shares[source] = shares.get(source, 0) + int(samples)
         total += int(samples)
     print(f"{total} samples; share of samples by source file (own time):")
-    for source, samples in sorted(shares.items(), key=lambda item: -item[1])[:15]:
-        print(f"{samples / total * 100:6.1f}%  {source}")
+    for source, share in sorted(shares.items(), key=lambda item: -item[1])[:15]:
+        print(f"{share / total * 100:6.1f}%  {source}")
 
 
 _ORDER = [
@@ -408,9 +455,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="best round of each case is kept")
     parser.add_argument("--mode", choices=["sequential", "concurrent", "both"], default="both")
     parser.add_argument("--profile", type=Path, metavar="FILE", help="py-spy MyMCP instead")
+    parser.add_argument(
+        "--governance",
+        type=int,
+        metavar="BLOCKS",
+        help="only compare the governed call with the audit-off one, in BLOCKS paired blocks",
+    )
     args = parser.parse_args()
     if args.profile is not None:
         profile_mymcp(max(args.requests, 20000), args.profile)
+        return
+    if args.governance is not None:
+        compare_governance(args.governance, args.requests)
         return
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, list[float]] = {}

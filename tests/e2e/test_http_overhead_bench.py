@@ -55,3 +55,16 @@ def test_a_case_missing_from_the_table_order_sorts_last() -> None:
         "mymcp ping (8 conn)",
         "mymcp new case (8 conn)",
     ]
+
+
+def test_the_paired_governance_comparison_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--governance", "2", "--requests", "64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("governed vs audit-off (8 conn, 2 paired blocks of 64): median ")

@@ -331,6 +331,34 @@ def test_a_shaped_record_is_encoded_exactly_as_the_canonical_one(
     assert shape.encode(values, prev, seq, moment) == canonical_json(expected)
 
 
+@given(
+    declared=st.lists(
+        st.sampled_from(["args_digest", "call", "duration_ms", "outcome", "approval"]),
+        unique=True,
+    ),
+    words=st.lists(_words, min_size=5, max_size=5),
+    number=_numbers,
+    prev=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    seq=st.integers(min_value=1, max_value=2**40),
+)
+def test_a_shape_whose_values_arrive_in_slot_order_encodes_them_in_place(
+    declared: list[str], words: list[str], number: float, prev: str, seq: int
+) -> None:
+    # The dispatcher's shapes: every varying member a declared word or number, named so
+    # that the values arrive in the order of their slots (sorted) — and in any other order.
+    for names in (tuple(sorted(declared)), tuple(declared)):
+        kinds = {name: NUMBER if name == "duration_ms" else WORD for name in names}
+        values = tuple(
+            number if name == "duration_ms" else words[index] for index, name in enumerate(names)
+        )
+        shape = RecordShape("tool_call", {"decision": "allowed", "tool": "t"}, names, kinds)
+        moment = "2026-12-01T09:12:03.418Z"
+        expected = {"event": "tool_call", "decision": "allowed", "tool": "t"}
+        expected.update(zip(names, values, strict=True))
+        expected.update(prev=prev, seq=seq, time=moment)
+        assert shape.encode(values, prev, seq, moment) == canonical_json(expected)
+
+
 # -- the directory ----------------------------------------------------------------------------
 
 
