@@ -262,16 +262,21 @@ def test_a_segment_holding_only_a_torn_line_may_become_the_oldest(tmp_path: Path
 def test_verify_during_rotating_writes_never_reports_a_false_break(tmp_path: Path) -> None:
     log = open_log(tmp_path, max_segment_bytes=65536, max_segments=2)
     stop = threading.Event()
+    committed = threading.Event()
 
     def keep_writing() -> None:
         while not stop.is_set():
             for _ in range(50):
                 log.append("tool_call", tool="t", decision="allowed", args_digest="a" * 64)
             log.commit()
+            committed.set()
 
     writer = threading.Thread(target=keep_writing)
     writer.start()
     try:
+        # Verify only once there is a chain to verify: on a busy machine the writer may
+        # not get to run before a whole series of verifies of an empty directory is over.
+        assert committed.wait(timeout=60)
         results = [verify_audit(tmp_path) for _ in range(150)]
     finally:
         stop.set()
