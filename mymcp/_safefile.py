@@ -1,4 +1,6 @@
-"""The one safe reader for every small file MyMCP trusts (config, verifier, manifests, settings).
+"""The one safe reader for every small file MyMCP trusts (config, verifier, manifests, settings),
+and the one atomic writer of the private files it keeps (verifier, console state, index
+snapshot).
 
 Rules: the immediate parent directory and the file are opened without following
 symlinks, the file is read relative to the directory descriptor, permission bits are
@@ -10,16 +12,24 @@ the only place a reason becomes a code.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import TypeVar
 
 from mymcp.errors import Location, MyMCPError
 
-__all__ = ["SafeFileError", "SafeFileReason", "as_error", "read_safe_file"]
+__all__ = [
+    "SafeFileError",
+    "SafeFileReason",
+    "as_error",
+    "read_safe_file",
+    "replace_private_file",
+]
 
 _CHUNK = 16384
 
@@ -185,3 +195,38 @@ def _read_opened(
     if (again.st_dev, again.st_ino) != (opened.st_dev, opened.st_ino):
         raise SafeFileError(SafeFileReason.CHANGED, path)
     return data
+
+
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def replace_private_file(dir_fd: int, name: str, data: bytes, *, durable: bool = True) -> None:
+    """Replace `name` in the directory `dir_fd` with a private file (mode 0600, whatever
+    the umask) holding `data`, atomically: a reader sees the old file or the new one,
+    never part of either, and a symlink at `name` is replaced, never followed.
+
+    The data goes to `.<name>.<pid>.<random>.tmp` first, which is removed again when
+    anything fails (the pid lets an owner sweep what a killed process left). `durable`
+    fsyncs the file before the rename and the directory after it; a cache that can be
+    rebuilt skips both.
+    """
+    temporary = f".{name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=dir_fd)
+        raise
+    if durable:
+        with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
+            os.fsync(dir_fd)

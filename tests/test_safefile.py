@@ -341,3 +341,61 @@ def test_one_place_turns_a_reason_into_a_code(
     converted = as_error(failure, error_type, prefix)
     assert (type(converted), converted.code) == (error_type, code)
     assert (converted.location, converted.detail) == (failure.location, "why")
+
+
+# -- replace_private_file --------------------------------------------------------------------
+
+
+def _directory_fd(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_replaced_file_is_private_whatever_the_umask(tmp_path: Path, durable: bool) -> None:
+    (tmp_path / "state").write_bytes(b"old")
+    fd = _directory_fd(tmp_path)
+    previous = os.umask(0o000)
+    try:
+        safefile.replace_private_file(fd, "state", b"new" * 100_000, durable=durable)
+    finally:
+        os.umask(previous)
+        os.close(fd)
+    assert (tmp_path / "state").read_bytes() == b"new" * 100_000
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_a_symlink_in_the_way_is_replaced_never_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "state").symlink_to(outside)
+    fd = _directory_fd(home)
+    try:
+        safefile.replace_private_file(fd, "state", b"new")
+    finally:
+        os.close(fd)
+    assert not (home / "state").is_symlink()
+    assert (home / "state").read_bytes() == b"new"
+    assert outside.read_bytes() == b"untouched"
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "state").write_bytes(b"old")
+
+    def full_disk(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safefile.os, "write", full_disk)
+    fd = _directory_fd(tmp_path)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            safefile.replace_private_file(fd, "state", b"new")
+    finally:
+        os.close(fd)
+    monkeypatch.undo()
+    assert (tmp_path / "state").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from mymcp._safefile import replace_private_file
 from mymcp.auth._operator_bearer import format_token, new_secret, secret_digest
 from mymcp.auth._principal import is_valid_subject
 from mymcp.auth._verifier_file import (
@@ -74,29 +75,10 @@ def _read_existing(path: Path) -> tuple[Credential, ...]:
 
 
 def _write_atomically(dir_fd: int, name: str, data: bytes) -> None:
-    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temporary, flags, 0o600, dir_fd=dir_fd)
+        replace_private_file(dir_fd, name, data)
     except OSError:
         raise CredentialProvisioningError("write_failed") from None
-    try:
-        try:
-            if os.name == "posix":
-                os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=dir_fd)
-        raise CredentialProvisioningError("write_failed") from None
-    with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
-        os.fsync(dir_fd)
 
 
 def _store(dir_fd: int, path: Path, credentials: tuple[Credential, ...]) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mymcp._safefile import replace_private_file
 from mymcp.config import xdg_directory
 from mymcp.errors import MyMCPError
 
@@ -128,14 +129,7 @@ class _StateDirectory:
 
     def replace(self, name: str, data: bytes) -> None:
         """Replace `name` atomically (a symlink at `name` is replaced, never followed)."""
-        temporary = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        self.create(temporary, data)
-        try:
-            os.replace(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except OSError:
-            self.remove(temporary)
-            raise
-        os.fsync(self.fd)
+        replace_private_file(self.fd, name, data)
 
     def rename(self, source: str, target: str) -> bool:
         """Rename; False when `source` no longer exists (someone else renamed it first)."""

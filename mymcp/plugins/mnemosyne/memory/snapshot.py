@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
 import struct
 import threading
@@ -35,8 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from mymcp._safefile import replace_private_file
+
 from .model import CANDIDATE_LIMIT_MAX
-from .store import DIRECTORY_MODE, FILE_MODE, read_at_most, write_private
+from .store import DIRECTORY_MODE, read_at_most
 
 MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
 FORMAT: Final = 2
@@ -46,7 +47,6 @@ _MAX_HEADER: Final = 1 << 20
 # one scope may ever hold is a bound no real snapshot reaches, and keeps a planted or
 # runaway file from being read into memory.
 MAX_SNAPSHOT_BYTES: Final = CANDIDATE_LIMIT_MAX * 1024
-_TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _READ_CHUNK: Final = 1 << 24
 
@@ -308,18 +308,9 @@ def write_snapshot(directory: Path, root: Path, data: bytes) -> None:
     assert directory_fd is not None
     try:
         _sweep(directory_fd, target)
-        temp = f".{target}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(temp, _TEMP_FLAGS, FILE_MODE, dir_fd=directory_fd)
-        try:
-            try:
-                write_private(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(temp, target, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=directory_fd)
-            raise
+        # A cache: a crash may lose the newest snapshot (the files rebuild it), so the
+        # write is not fsynced.
+        replace_private_file(directory_fd, target, data, durable=False)
     finally:
         os.close(directory_fd)
 
