@@ -23,9 +23,10 @@ CASES = (
 pytestmark = pytest.mark.slow
 
 
-def test_the_bench_runs_every_case_in_both_modes() -> None:
+def _bench(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """Run the bench script with `arguments`; it must succeed."""
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--requests", "16", "--rounds", "1", "--mode", "both"],
+        [sys.executable, str(BENCH), *arguments],
         capture_output=True,
         text=True,
         timeout=300,
@@ -33,6 +34,11 @@ def test_the_bench_runs_every_case_in_both_modes() -> None:
         cwd=REPO,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_the_bench_runs_every_case_in_both_modes() -> None:
+    done = _bench("--requests", "16", "--rounds", "1", "--mode", "both")
     lines = done.stdout.splitlines()
     table = [line.split("  ")[0] for line in lines[1:] if not line.startswith("governed vs")]
     # In the table's order, each case with 1 and with 8 connections.
@@ -58,13 +64,5 @@ def test_a_case_missing_from_the_table_order_sorts_last() -> None:
 
 
 def test_the_paired_governance_comparison_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--governance", "2", "--requests", "64"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _bench("--governance", "2", "--requests", "64")
     assert done.stdout.startswith("governed vs audit-off (8 conn, 2 paired blocks of 64): median ")
