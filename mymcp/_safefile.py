@@ -1,6 +1,6 @@
 """The one safe reader for every small file MyMCP trusts (config, verifier, manifests, settings),
 and the one atomic writer of the private files it keeps (verifier, console state, index
-snapshot).
+snapshot, audit key).
 
 Rules: the immediate parent directory and the file are opened without following
 symlinks, the file is read relative to the directory descriptor, permission bits are
@@ -27,6 +27,7 @@ __all__ = [
     "SafeFileError",
     "SafeFileReason",
     "as_error",
+    "create_private_file",
     "read_safe_file",
     "replace_private_file",
 ]
@@ -210,6 +211,21 @@ def replace_private_file(dir_fd: int, name: str, data: bytes, *, durable: bool =
     fsyncs the file before the rename and the directory after it; a cache that can be
     rebuilt skips both.
     """
+    _put_private_file(dir_fd, name, data, durable=durable, replace=True)
+
+
+def create_private_file(dir_fd: int, name: str, data: bytes) -> None:
+    """Create `name` in `dir_fd` as a private file holding `data`, durably, unless
+    something already exists at that name (then FileExistsError, and nothing changes).
+
+    Atomic like `replace_private_file`: a process that finds the file finds all of it,
+    never the empty or half-written file that creating it in place would show to a
+    second process starting at the same moment.
+    """
+    _put_private_file(dir_fd, name, data, durable=True, replace=False)
+
+
+def _put_private_file(dir_fd: int, name: str, data: bytes, *, durable: bool, replace: bool) -> None:
     temporary = f".{name}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     fd = os.open(temporary, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
@@ -222,7 +238,12 @@ def replace_private_file(dir_fd: int, name: str, data: bytes, *, durable: bool =
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        if replace:
+            os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            # A hard link is never made over an existing name, unlike a rename.
+            os.link(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(temporary, dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=dir_fd)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import SafeFileError, read_safe_file
+from mymcp._safefile import SafeFileError, create_private_file, read_safe_file
 from mymcp.errors import AuditError, Location
 
 __all__ = [
@@ -410,19 +410,17 @@ def prepare_directory(directory: Path) -> bytes:
         ) from None
     _check_private_directory(directory)
     try:
-        fd = open_private(directory / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            create_private_file(dir_fd, KEY_FILE, secrets.token_bytes(32))
+        finally:
+            os.close(dir_fd)
     except FileExistsError:
-        pass
+        pass  # this or another process made it before: it is read below
     except OSError as exc:
         raise _unusable(
             directory / KEY_FILE, "MyMCP audit key cannot be created", exc.strerror
         ) from None
-    else:
-        try:
-            os.write(fd, secrets.token_bytes(32))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
     return _read_key(directory)
 
 

@@ -10,6 +10,7 @@ import signal
 import string
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from mymcp.governance.audit_format import (
     GENESIS_HASH,
     canonical_json,
     canonical_record,
+    prepare_directory,
     record_hash,
     segment_name,
 )
@@ -426,6 +428,40 @@ def test_background_writer_commits_and_close_flushes(tmp_path: Path) -> None:
 
 
 # -- processes ----------------------------------------------------------------------------------
+
+
+def _prepare_at_once(directory: Path, count: int) -> list[bytes | BaseException]:
+    """What `count` threads released together get from `prepare_directory(directory)`."""
+    start = threading.Barrier(count)
+    outcomes: list[bytes | BaseException] = []
+
+    def prepare() -> None:
+        start.wait()
+        try:
+            outcomes.append(prepare_directory(directory))
+        except BaseException as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=prepare) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_servers_starting_together_read_one_whole_key(tmp_path: Path) -> None:
+    # Several processes sharing one audit directory may start at the same moment: each
+    # must find either no key (and make it) or the whole key another one made.
+    for attempt in range(30):
+        directory = tmp_path / f"audit{attempt}"
+        outcomes = _prepare_at_once(directory, 6)
+        assert len(outcomes) == 6
+        assert len(set(outcomes)) == 1, outcomes
+        assert isinstance(outcomes[0], bytes)
+        assert len(outcomes[0]) == 32
+        assert sorted(os.listdir(directory)) == ["audit.key"]
+
 
 _WRITER = """
 import sys
