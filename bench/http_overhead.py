@@ -21,10 +21,13 @@ MyMCP's cases run in the opposite order every other round.
 
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
     python bench/http_overhead.py --governance 12 --requests 4000
+    python bench/http_overhead.py --eras 20 --requests 4000
     python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
 
 With `--governance BLOCKS`, only the governed call (a 20-rule policy, the audit on) and
 the same call audit-off are compared, both servers running at once, in paired blocks.
+With `--eras BLOCKS`, only the stateless call and the session call are compared, on one
+server, in paired blocks.
 
 With `--profile`, nothing is compared: MyMCP serves concurrent `tools/call` while
 py-spy samples it, the raw samples go to the file, and the share of samples by source
@@ -349,48 +352,79 @@ def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
         return _run_cases((port, pid), mode, count, cases, settle=AUDIT_SETTLE_SECONDS)
 
 
-def compare_governance(blocks: int, count: int) -> None:
-    """The governed call against the same call audit-off, both servers up at once, in
-    alternating blocks of `count` concurrent requests (the order flips every block).
+def _paired_blocks(
+    blocks: int, count: int, cases: dict[str, tuple[int, int, list[bytes]]], settle: float = 0.0
+) -> tuple[list[float], list[float]]:
+    """Two cases (each a server's port and process id, and one pre-encoded request per
+    connection) measured in alternating blocks of `count` concurrent requests, the order
+    flipping every block. Returns, per block pair, the second case's throughput as a
+    ratio of the first's, and the first's CPU per request as a ratio of the second's
+    (above 1 when the second costs less).
 
-    Each block pair gives one ratio of throughput and one of CPU per request; their
-    medians are printed. Pairing blocks that ran seconds apart cancels most of what
-    other load does to either figure, which comparing the best rounds of two servers
-    measured one after the other does not.
+    Pairing blocks that ran seconds apart cancels most of what other load does to either
+    figure, which comparing the best rounds of two cases measured one after the other
+    does not. `settle` is waited after each block, for work a server defers.
     """
+    first, second = cases
     speed: list[float] = []
     cost: list[float] = []
-    with _mymcp(plain_config) as plain, _mymcp(governed_config) as governed:
-        requests = {
-            server: [
-                _raw_request(server[0], CALL_MESSAGE, _open_session(server[0]))
-                for _ in range(CONNECTIONS)
-            ]
-            for server in (plain, governed)
-        }
-        warm = CONNECTIONS * min(200, count // CONNECTIONS)
-        for block in range(blocks):
-            figures: dict[tuple[int, int], tuple[float, float]] = {}
-            order = (plain, governed) if block % 2 == 0 else (governed, plain)
-            for server in order:
-                port, pid = server
-                before = _cpu_seconds(pid)
-                row = asyncio.run(_concurrent(port, requests[server], count))
-                time.sleep(AUDIT_SETTLE_SECONDS)  # both alike: the audit writer's turn
-                figures[server] = (row["rps"], _cpu_per_request(pid, before, count, warm))
-            speed.append(figures[governed][0] / figures[plain][0])
-            if figures[governed][1] and figures[plain][1]:  # a block too short for the clock
-                cost.append(figures[plain][1] / figures[governed][1])
+    for block in range(blocks):
+        figures: dict[str, tuple[float, float]] = {}
+        for name in (first, second) if block % 2 == 0 else (second, first):
+            port, pid, requests = cases[name]
+            warm = len(requests) * min(200, count // len(requests))
+            before = _cpu_seconds(pid)
+            row = asyncio.run(_concurrent(port, requests, count))
+            time.sleep(settle)
+            figures[name] = (row["rps"], _cpu_per_request(pid, before, count, warm))
+        speed.append(figures[second][0] / figures[first][0])
+        if figures[second][1] and figures[first][1]:  # a block too short for the clock
+            cost.append(figures[first][1] / figures[second][1])
+    return speed, cost
+
+
+def _paired_summary(
+    label: str, blocks: int, count: int, speed: list[float], cost: list[float]
+) -> str:
     cpu = (
         f"median {statistics.median(cost):.2f}x cpu/req (range {min(cost):.2f}-{max(cost):.2f})"
         if cost
         else "cpu/req -"
     )
-    print(
-        f"governed vs audit-off ({CONNECTIONS} conn, {blocks} paired blocks of {count}): "
+    return (
+        f"{label} ({CONNECTIONS} conn, {blocks} paired blocks of {count}): "
         f"median {statistics.median(speed):.2f}x req/s (range {min(speed):.2f}-"
         f"{max(speed):.2f}), {cpu}"
     )
+
+
+def compare_governance(blocks: int, count: int) -> None:
+    """The governed call against the same call audit-off, both servers up at once."""
+    with _mymcp(plain_config) as plain, _mymcp(governed_config) as governed:
+        cases = {
+            name: (
+                port,
+                pid,
+                [_raw_request(port, CALL_MESSAGE, _open_session(port)) for _ in range(CONNECTIONS)],
+            )
+            for name, (port, pid) in (("audit-off", plain), ("governed", governed))
+        }
+        # Both alike wait for the audit writer's turn after each block.
+        speed, cost = _paired_blocks(blocks, count, cases, settle=AUDIT_SETTLE_SECONDS)
+    print(_paired_summary("governed vs audit-off", blocks, count, speed, cost))
+
+
+def compare_eras(blocks: int, count: int) -> None:
+    """The stateless `tools/call` against the same call inside sessions, on one server:
+    the same process serves both, so only the protocol era differs."""
+    with _mymcp(plain_config) as (port, pid):
+        sessions = [
+            _raw_request(port, CALL_MESSAGE, _open_session(port)) for _ in range(CONNECTIONS)
+        ]
+        stateless = [_raw_request(port, STATELESS_CALL_MESSAGE, STATELESS_HEADERS)] * CONNECTIONS
+        cases = {"session": (port, pid, sessions), "stateless": (port, pid, stateless)}
+        speed, cost = _paired_blocks(blocks, count, cases)
+    print(_paired_summary("stateless vs session", blocks, count, speed, cost))
 
 
 def profile_mymcp(count: int, output: Path) -> None:
@@ -456,6 +490,12 @@ def main() -> None:
     parser.add_argument("--mode", choices=["sequential", "concurrent", "both"], default="both")
     parser.add_argument("--profile", type=Path, metavar="FILE", help="py-spy MyMCP instead")
     parser.add_argument(
+        "--eras",
+        type=int,
+        metavar="BLOCKS",
+        help="only compare the stateless call with the session call, in BLOCKS paired blocks",
+    )
+    parser.add_argument(
         "--governance",
         type=int,
         metavar="BLOCKS",
@@ -467,6 +507,9 @@ def main() -> None:
         return
     if args.governance is not None:
         compare_governance(args.governance, args.requests)
+        return
+    if args.eras is not None:
+        compare_eras(args.eras, args.requests)
         return
     rows: dict[str, dict[str, float]] = {}
     cpu: dict[str, list[float]] = {}

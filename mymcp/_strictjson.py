@@ -12,6 +12,14 @@ surrogates always refused, except duplicate keys, which keep the last value as t
 standard library does. Building each object
 through a Python hook would triple the cost of every request, and nothing else in the
 host re-reads the raw bytes, so no second parser can read a different value.
+
+Request bodies are on every call's path, so `load_message_json` first hands them to
+msgspec's compiled decoder, which reads a typical request three times faster than the
+standard library does. It refuses everything the exact decoder below refuses (and a
+little more: very long negative integers), and where it accepts a document it reads the
+same value (the tests compare the two on generated documents). Whenever it refuses, the
+exact decoder decides: it names the reason or, for the few documents only msgspec
+refuses, reads them.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import json
 import math
 import re
 from typing import Any, NoReturn
+
+import msgspec
 
 from mymcp.errors import NOWHERE, Location, MyMCPError
 
@@ -138,6 +148,11 @@ def _could_exceed_depth(text: str, limit: int) -> bool:
     return text.count("[") + text.count("{") > limit
 
 
+def _could_exceed_depth_bytes(data: bytes, limit: int) -> bool:
+    # The same count on the encoded bytes: no byte of a multi-byte UTF-8 sequence is ASCII.
+    return data.count(b"[") + data.count(b"{") > limit
+
+
 def load_strict_json(
     data: bytes | str,
     *,
@@ -187,6 +202,20 @@ def load_message_json(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any
     valid JSON syntax but no Unicode text, and would reach every plugin, validator and
     log as a string nothing can encode. Both are refused as INVALID_UTF8.
     """
+    try:
+        document = _FAST_MESSAGE_DECODER.decode(data)
+    except (msgspec.MsgspecError, RecursionError):
+        return _load_message_exactly(data, max_depth)
+    if _could_exceed_depth_bytes(data, max_depth) and _depth_exceeds(document, max_depth):
+        _fail(StrictJsonReason.TOO_DEEP)
+    return document
+
+
+_FAST_MESSAGE_DECODER = msgspec.json.Decoder()
+
+
+def _load_message_exactly(data: bytes, max_depth: int) -> Any:
+    """`load_message_json` by the standard library's decoder: the reason for a refusal."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
+from mymcp._strictjson import (
+    StrictJsonError,
+    StrictJsonReason,
+    _load_message_exactly,
+    load_message_json,
+    load_strict_json,
+)
 
 plain_json = st.recursive(
     st.none()
@@ -68,3 +74,107 @@ def test_arbitrary_bytes_never_raise_anything_else(data: bytes) -> None:
     except StrictJsonError as exc:
         reason = exc.reason
     assert reason is None or isinstance(reason, StrictJsonReason)
+
+
+# Request bodies are read by a compiled decoder first and by the standard library's only
+# when it refuses; the two must never read one body differently.
+
+
+def _reading(decode: object, data: bytes) -> tuple[str, object]:
+    """What a decoder makes of `data`: its value written out exactly (so that `1` and
+    `1.0`, `0.0` and `-0.0`, and key orders differ), or the reason it refuses."""
+    try:
+        value = decode(data)  # type: ignore[operator]
+    except StrictJsonError as exc:
+        return ("refused", exc.reason)
+    return ("read", json.dumps(value))
+
+
+def _same_reading(data: bytes) -> None:
+    assert _reading(load_message_json, data) == _reading(
+        lambda raw: _load_message_exactly(raw, 64), data
+    )
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(json_values, st.booleans(), st.sampled_from([None, 0, 2]))
+def test_message_bodies_read_alike_by_both_decoders(
+    value: object, ascii_only: bool, indent: int | None
+) -> None:
+    _same_reading(json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode())
+
+
+_escapes = st.integers(min_value=0, max_value=0xFFFF).map(lambda code: f"\\u{code:04x}")
+_string_pieces = st.lists(st.sampled_from(["a", "\\n", '\\"', "\u00e9"]) | _escapes, max_size=6)
+
+
+@given(_string_pieces, st.booleans())
+def test_escapes_and_unpaired_surrogates_read_alike(pieces: list[str], as_key: bool) -> None:
+    string = '"' + "".join(pieces) + '"'
+    body = '{"k":' + string + "}" if not as_key else "{" + string + ":1}"
+    _same_reading(body.encode())
+
+
+_numbers = st.from_regex(
+    r"-?(0|[1-9][0-9]{0,30}|[0-9]{1,5})(\.[0-9]{0,25})?([eE][-+]?[0-9]{1,4})?", fullmatch=True
+)
+
+
+@given(_numbers)
+def test_numbers_read_alike(number: str) -> None:
+    _same_reading(f'{{"id":{number},"n":[{number}]}}'.encode())
+
+
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_read_alike(data: bytes) -> None:
+    _same_reading(data)
+
+
+@given(json_values, st.data())
+def test_damaged_bodies_read_alike(value: object, data: st.DataObject) -> None:
+    body = bytearray(json.dumps({"jsonrpc": "2.0", "params": value}, ensure_ascii=False).encode())
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        position = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
+        body[position] = data.draw(st.sampled_from(b'{}[],:"\\01-.eE tfn\xed\xa0\x80\xff\x00'))
+    _same_reading(bytes(body))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b'{"a":NaN}', StrictJsonReason.NON_FINITE),
+        (b"[1e999]", StrictJsonReason.NON_FINITE),
+        (b'["\\ud800"]', StrictJsonReason.INVALID_UTF8),
+        (b'{"\\udc00":1}', StrictJsonReason.INVALID_UTF8),
+        (b'"\xed\xa0\x80"', StrictJsonReason.INVALID_UTF8),
+        (b"[" * 65 + b"]" * 65, StrictJsonReason.TOO_DEEP),
+        (b"[" * 5000 + b"]" * 5000, StrictJsonReason.TOO_DEEP),
+        (b"1" * 4301, StrictJsonReason.INVALID_JSON),
+        (b"\xef\xbb\xbf{}", StrictJsonReason.INVALID_JSON),
+        (b"[1,]", StrictJsonReason.INVALID_JSON),
+    ],
+)
+def test_message_refusals_say_why(data: bytes, reason: StrictJsonReason) -> None:
+    with pytest.raises(StrictJsonError) as caught:
+        load_message_json(data)
+    assert caught.value.reason is reason
+
+
+def test_message_bodies_only_the_exact_decoder_reads_are_read() -> None:
+    # A negative integer of 4,300 digits is within the standard library's limit, beyond
+    # msgspec's: the body is still read, by the exact decoder.
+    number = -int("1" * 4300)
+    assert load_message_json(str(number).encode()) == number
+    assert load_message_json(b'{"a":1,"a":2}') == {"a": 2}  # the last value, as the stdlib does
+    assert load_message_json(b"[" * 64 + b"]" * 64) is not None

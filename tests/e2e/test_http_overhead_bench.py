@@ -66,3 +66,8 @@ def test_a_case_missing_from_the_table_order_sorts_last() -> None:
 def test_the_paired_governance_comparison_runs() -> None:
     done = _bench("--governance", "2", "--requests", "64")
     assert done.stdout.startswith("governed vs audit-off (8 conn, 2 paired blocks of 64): median ")
+
+
+def test_the_paired_era_comparison_runs() -> None:
+    done = _bench("--eras", "2", "--requests", "64")
+    assert done.stdout.startswith("stateless vs session (8 conn, 2 paired blocks of 64): median ")
