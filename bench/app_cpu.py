@@ -15,6 +15,13 @@ ones to compare two versions of the code with:
     PYTHONPATH=/path/to/other/checkout python bench/app_cpu.py   # the other version
 
 A case the other version does not serve (the stateless era, governance) is left out.
+
+With `--instructions`, the plain cases are counted instead of timed: each runs alone
+under valgrind's callgrind twice, with `--requests` and with three times as many, and
+the difference of the two instruction totals per extra request is printed. The count
+does not depend on the machine's speed or load at all (the same figure comes back to
+the instruction), so it settles differences of a fraction of a microsecond that no
+timing can. It needs valgrind (`apt-get install valgrind`) and takes a few minutes.
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +104,13 @@ def _body(method: str, params: dict[str, Any] | None) -> bytes:
     return json.dumps(message).encode()
 
 
-async def _measure(
-    apps: dict[str, Any], count: int, rounds: int, settle: Callable[[], None]
-) -> dict[str, float]:
-    """`settle` ends each governed round: it writes the round's audit records, so that
-    the round pays for them (the background writer would, at most a second later)."""
+def _cases(
+    apps: dict[str, Any], sessions: dict[int, list[tuple[bytes, bytes]]], settle: Callable[[], None]
+) -> dict[str, tuple[Any, bytes, list[tuple[bytes, bytes]], Callable[[], None] | None]]:
+    """Each case's application, request body, headers and what ends one of its rounds."""
     arguments = {"name": "list_tools", "arguments": {}}
     call = _body("tools/call", arguments)
     stateless = _body("tools/call", {**arguments, "_meta": STATELESS_META})
-    sessions = {id(app): await _session_headers(app) for app in apps.values()}
     plain = apps["plain"]
     cases: dict[str, tuple[Any, bytes, list[tuple[bytes, bytes]], Callable[[], None] | None]]
     cases = {
@@ -114,6 +121,16 @@ async def _measure(
     if "governed" in apps:
         governed = apps["governed"]
         cases["governed tools/call"] = (governed, call, sessions[id(governed)], settle)
+    return cases
+
+
+async def _measure(
+    apps: dict[str, Any], count: int, rounds: int, settle: Callable[[], None]
+) -> dict[str, float]:
+    """`settle` ends each governed round: it writes the round's audit records, so that
+    the round pays for them (the background writer would, at most a second later)."""
+    sessions = {id(app): await _session_headers(app) for app in apps.values()}
+    cases = _cases(apps, sessions, settle)
     for name, (app, body, headers, _) in list(cases.items()):
         reply = await _request(app, body, headers)
         if reply[0]["status"] != 200:
@@ -131,6 +148,48 @@ async def _measure(
                 finish()
             results[name] = min(results[name], (time.process_time() - started) / count * 1e6)
     return results
+
+
+async def _repeat(app: Any, case: str, count: int) -> None:
+    """Answer one case's request `count` times after a warm-up (what callgrind counts)."""
+    sessions = {id(app): await _session_headers(app)}
+    _, body, headers, _ = _cases({"plain": app}, sessions, lambda: None)[case]
+    for _ in range(200 + count):
+        reply = await _request(app, body, headers)
+    if reply[0]["status"] != 200:
+        raise SystemExit(f"{case}: not served (HTTP {reply[0]['status']})")
+
+
+def _count_instructions(case: str, count: int) -> int:
+    """The instructions a whole run answering `case` `count` times takes, by callgrind."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = os.path.join(scratch, "callgrind.out")
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}"]
+        command += [sys.executable, __file__, "--repeat", case, "--requests", str(count)]
+        # A fixed hash seed: dict and set layouts, and so the instructions, repeat.
+        environ = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"{case}: the counted run failed:\n{done.stdout}{done.stderr}")
+        with open(output) as profile:
+            for line in profile:
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+    raise SystemExit(f"{case}: callgrind wrote no total")
+
+
+def _instructions(count: int) -> None:
+    cases = ("tools/call list_tools", "stateless tools/call", "ping")
+    runs = [(case, n) for case in cases for n in (count, 3 * count)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        totals = dict(zip(runs, pool.map(lambda run: _count_instructions(*run), runs), strict=True))
+    figures = {}
+    for case in cases:
+        # Startup and warm-up cost the same in both runs, so the difference is requests.
+        figures[case] = (totals[case, 3 * count] - totals[case, count]) / (2 * count)
+        print(f"{case:24} {figures[case]:9.0f} instructions per request")
+    ratio = figures["stateless tools/call"] / figures["tools/call list_tools"]
+    print(f"stateless vs session     {ratio:9.3f}x instructions")
 
 
 def _configure_launcher_logging() -> None:
@@ -178,7 +237,14 @@ def main() -> None:
     # they cost the server.
     parser.add_argument("--requests", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions with callgrind instead"
+    )
+    parser.add_argument("--repeat", metavar="CASE", help=argparse.SUPPRESS)  # what is counted
     args = parser.parse_args()
+    if args.instructions:
+        _instructions(min(args.requests, 1000))
+        return
     with tempfile.TemporaryDirectory() as home:
         os.environ.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, "xdg"))
         from mymcp.app import create_host_app
@@ -188,6 +254,9 @@ def main() -> None:
         with open(os.devnull, "w") as devnull:
             sys.stderr = devnull
             _configure_launcher_logging()
+            if args.repeat is not None:
+                asyncio.run(_repeat(create_host_app(build_host()), args.repeat, args.requests))
+                return
             apps = {"plain": create_host_app(build_host())}
             governed_environ = _write_governed_config(home)
             audit = None

@@ -309,10 +309,10 @@ class McpEndpoint:
         started = self._dispatcher.log_request(message)
         client_gone = partial(until_disconnected, receive)
         answer = await self._stateless.answer(message, principal, headers, client_gone)
-        if answer.step_up is not None:
-            await self._refuse_scope(message, answer.step_up, started, send)
+        if isinstance(answer, StepUpRequired):
+            await self._refuse_scope(message, answer.scopes, started, send)
             return
-        log_response(message, answer.reply, started)
+        log_response(message, answer, started)
         body, status = self._stateless.encode(message, answer)
         await send_encoded(send, status, body)
 

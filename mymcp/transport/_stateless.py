@@ -34,7 +34,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -192,17 +192,14 @@ class MirroredHeaders(Protocol):
         ...
 
 
-class StatelessAnswer(NamedTuple):
-    """One JSON-RPC reply, or (`step_up` set) a call the token's scopes do not cover.
+StatelessAnswer = dict[str, Any] | StepUpRequired
+"""One JSON-RPC reply, or a call the token's scopes do not cover (HTTP answers 403).
 
-    With `bare`, the reply's result still lacks the fields every final result carries
-    (`resultType` and the server's `_meta`): `StatelessEra.encode` appends them as
-    fixed bytes, and `StatelessEra.reply_of` gives the whole reply as a value.
-    """
-
-    reply: dict[str, Any]
-    step_up: frozenset[str] | None = None
-    bare: bool = False
+A reply's result may still lack the two fields every final result carries
+(`resultType` and the server's `_meta`): `StatelessEra.encode` appends them as fixed
+bytes, and `StatelessEra.reply_of` gives the whole reply as a value. A result that has
+`resultType` is complete.
+"""
 
 
 def _mirrors_text(sent: str, value: object) -> bool:
@@ -335,6 +332,10 @@ class StatelessEra:
             for tool in dispatcher.tools
             if (found := _param_headers(tool.input_schema))
         }
+        # The tool names a client mirrors in `Mcp-Name` as they are (not base64-wrapped).
+        self._plain_names = frozenset(
+            tool.name for tool in dispatcher.tools if _mirrors_text(tool.name, tool.name)
+        )
         discover: dict[str, Any] = {
             "supportedVersions": list(ADVERTISED_VERSIONS),
             "capabilities": {"tools": {"listChanged": False}},
@@ -356,27 +357,22 @@ class StatelessEra:
         """The reply to one request (`mirrored` is None where no headers exist;
         `client_gone`, where the transport can tell, ends an approval wait early)."""
         params = request.params
-        meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
-        if not isinstance(meta, dict):
+        # Decoded JSON: objects are dicts.
+        if not isinstance(params, dict) or not isinstance(meta := params.get("_meta"), dict):
             return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
-        assert isinstance(params, dict)  # it holds `_meta`
-        version = meta.get(PROTOCOL_VERSION_KEY, _ABSENT)
-        capabilities = meta.get(CLIENT_CAPABILITIES_KEY, _ABSENT)
-        if version is _ABSENT or capabilities is _ABSENT:
-            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
-        if mirrored is not None:
-            mismatch = self._header_mismatch(request, params, version, mirrored)
-            if mismatch is not None:
-                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
-        if version not in MODERN_PROTOCOL_VERSIONS:
-            if not isinstance(version, str):
-                problem = "The protocol version is no string"
-                return self._error(request, ErrorCode.INVALID_PARAMS, problem)
-            data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
-            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
-        if not isinstance(capabilities, dict):
-            problem = "The client capabilities are no object"
-            return self._error(request, ErrorCode.INVALID_PARAMS, problem)
+        version = meta.get(PROTOCOL_VERSION_KEY)
+        capabilities: Any = meta.get(CLIENT_CAPABILITIES_KEY)  # an object, checked next
+        if not (
+            version in MODERN_PROTOCOL_VERSIONS
+            and isinstance(capabilities, dict)
+            and (
+                mirrored is None
+                or self._mirrored_plainly(request.method, params, version, mirrored)
+            )
+        ):
+            refusal = self._envelope_refusal(request, params, meta, mirrored)
+            if refusal is not None:
+                return refusal
         url_elicitation = "elicitation" in capabilities and declares_url_elicitation(capabilities)
         caller = Caller(principal, None, url_elicitation)
         if request.method == "tools/call":
@@ -406,6 +402,46 @@ class StatelessEra:
         # `initialize`, `ping`, `logging/setLevel`, subscriptions and every other method
         # do not exist in this era.
         return self._error(request, ErrorCode.METHOD_NOT_FOUND)
+
+    def _mirrored_plainly(
+        self, method: str, params: Mapping[str, Any], version: str, mirrored: MirroredHeaders
+    ) -> bool:
+        """Whether the mirrored headers are the body's values as they are (a published
+        tool's name needs no encoding): the common case, decided by comparisons alone.
+        Otherwise `_envelope_refusal` looks closer."""
+        if mirrored.version != (version,) or mirrored.method != (method,):
+            return False
+        key = _NAME_BEARING.get(method)
+        value = params.get(key) if key is not None else None
+        return value is None or (mirrored.name == (value,) and value in self._plain_names)
+
+    def _envelope_refusal(
+        self,
+        request: Request,
+        params: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        mirrored: MirroredHeaders | None,
+    ) -> dict[str, Any] | None:
+        """The error for a request whose envelope or mirrored headers are wrong, or None
+        when they are right after all, in the order the checks are documented."""
+        version = meta.get(PROTOCOL_VERSION_KEY, _ABSENT)
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY, _ABSENT)
+        if version is _ABSENT or capabilities is _ABSENT:
+            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
+        if mirrored is not None:
+            mismatch = self._header_mismatch(request, params, version, mirrored)
+            if mismatch is not None:
+                return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            if not isinstance(version, str):
+                problem = "The protocol version is no string"
+                return self._error(request, ErrorCode.INVALID_PARAMS, problem)
+            data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
+            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+        if not isinstance(capabilities, dict):
+            problem = "The client capabilities are no object"
+            return self._error(request, ErrorCode.INVALID_PARAMS, problem)
+        return None
 
     def _header_mismatch(
         self,
@@ -477,8 +513,7 @@ class StatelessEra:
         if isinstance(outcome, CallRefused):
             return self._error(request, ErrorCode.INVALID_PARAMS, outcome.message)
         if isinstance(outcome, StepUpRequired):
-            refusal = error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
-            return StatelessAnswer(refusal, outcome.scopes)
+            return outcome
         if isinstance(outcome, AwaitingApproval):
             if action in ("decline", "cancel"):
                 result = structured_result(
@@ -490,9 +525,7 @@ class StatelessEra:
                     "resultType": "input_required",
                     "inputRequests": {APPROVAL_INPUT_KEY: ask},
                 }
-                return StatelessAnswer(
-                    result_response(request.id, {**pending, "_meta": self._meta})
-                )
+                return result_response(request.id, {**pending, "_meta": self._meta})
             else:
                 result = dispatcher.approval_required_result(outcome)
             return self._complete(request, result)
@@ -522,39 +555,44 @@ class StatelessEra:
             waiting.cancel_scope.cancel()
         return ended
 
-    def _complete(self, request: Request, result: dict[str, Any]) -> StatelessAnswer:
-        """A final result: typed, and naming the server (next to any `_meta` of its own).
+    def _complete(self, request: Request, result: dict[str, Any]) -> dict[str, Any]:
+        """A final result's reply: typed, and naming the server (next to any `_meta` of
+        its own).
 
         The two fields are the same bytes in every reply, so they are encoded once and
         appended (`encode`), which costs a stateless call nothing a session call does
-        not also pay. A result with a `_meta` (or `resultType`) of its own is completed in
-        place instead, so no field is ever written twice:
-        `result` is this request's own fresh dict (the dispatcher never hands out shared
-        ones).
+        not also pay. An empty result, or one with a `_meta` (or `resultType`) of its own,
+        is completed in place instead, so no field is ever written twice: `result` is
+        this request's own fresh dict (the dispatcher never hands out shared ones).
         """
         if not result or "_meta" in result or "resultType" in result:
             own = result.get("_meta")
             result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
             result["resultType"] = "complete"
-            return StatelessAnswer(result_response(request.id, result))
-        return StatelessAnswer(result_response(request.id, result), bare=True)
+        return result_response(request.id, result)
 
-    def encode(self, request: Request, answer: StatelessAnswer) -> tuple[bytes, int]:
-        """The answer's bytes and its HTTP status (an answer that cannot be encoded
-        becomes an internal error, answered 200: see `encode_reply`)."""
-        body, encodable = encode_reply(request, answer.reply)
-        if answer.bare and encodable:
+    def encode(self, request: Request, reply: dict[str, Any]) -> tuple[bytes, int]:
+        """A reply's bytes and its HTTP status (a reply that cannot be encoded becomes an
+        internal error, answered 200: see `encode_reply`)."""
+        body, encodable = encode_reply(request, reply)
+        if not encodable:
+            return body, 200
+        result = reply.get("result")
+        if result is not None and "resultType" not in result:
             # The bytes end with the closing braces of the result and of the reply; the
-            # result is not empty, so the fixed fields follow its last one.
+            # result is not empty (`_complete`), so the fixed fields follow its last one.
             return body[:-2] + self._completion, 200
-        return body, http_status(answer.reply) if encodable else 200
+        return body, http_status(reply)
 
-    def reply_of(self, answer: StatelessAnswer) -> dict[str, Any]:
-        """The whole reply as a JSON value."""
-        if not answer.bare:
-            return answer.reply
-        result = {**answer.reply["result"], "resultType": "complete", "_meta": self._meta}
-        return {**answer.reply, "result": result}
+    def reply_of(self, request: Request, answer: StatelessAnswer) -> dict[str, Any]:
+        """The whole reply as a JSON value (a call short of scopes is refused with an
+        error, where HTTP answers 403)."""
+        if isinstance(answer, StepUpRequired):
+            return error_response(request.id, ErrorCode.INVALID_REQUEST, StepUpRequired.MESSAGE)
+        result = answer.get("result")
+        if result is None or "resultType" in result:
+            return answer
+        return {**answer, "result": {**result, "resultType": "complete", "_meta": self._meta}}
 
     @staticmethod
     def _error(
@@ -562,5 +600,5 @@ class StatelessEra:
         code: ErrorCode,
         message: str | None = None,
         data: Mapping[str, Any] | None = None,
-    ) -> StatelessAnswer:
-        return StatelessAnswer(error_response(request.id, code, message, data))
+    ) -> dict[str, Any]:
+        return error_response(request.id, code, message, data)

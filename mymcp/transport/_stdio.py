@@ -191,7 +191,7 @@ class StdioServer:
     async def _answer(self, request: Request) -> dict[str, Any]:
         if carries_stateless_envelope(request.params):
             answer = await self._stateless.answer(request, self._principal, None)
-            return self._stateless.reply_of(answer)
+            return self._stateless.reply_of(request, answer)
         if request.method == "initialize":
             return self._initialize(request)
         session = self._session

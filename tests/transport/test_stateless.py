@@ -670,3 +670,82 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [key for key, _ in pairs]
     assert len(keys) == len(set(keys)), keys
     return dict(pairs)
+
+
+_ABSENT_FIELD = object()
+_PLAIN_NAME = "alpha__echo"
+_WRAPPED_NAME = "=?base64?" + base64.b64encode(_PLAIN_NAME.encode()).decode() + "?="
+
+
+def _expected_refusal(
+    meta: dict[str, Any], versions: list[str], methods: list[str], names: list[str]
+) -> tuple[int, int, str | None] | None:
+    """What the documented checks, in their documented order, make of one `tools/call`
+    of `alpha__echo`: (status, code, message) of the refusal, or None when it runs."""
+    if len(versions) != 1:
+        return (400, -32020, "Malformed MCP-Protocol-Version header")
+    version = meta.get("io.modelcontextprotocol/protocolVersion", _ABSENT_FIELD)
+    capabilities = meta.get("io.modelcontextprotocol/clientCapabilities", _ABSENT_FIELD)
+    if version is _ABSENT_FIELD or capabilities is _ABSENT_FIELD:
+        return (400, -32602, None)  # the message names both required fields
+    if versions != [version]:
+        return (400, -32020, "MCP-Protocol-Version does not match the request's protocol version")
+    if methods != ["tools/call"]:
+        return (400, -32020, "Mcp-Method does not match the request's method")
+    if names not in ([_PLAIN_NAME], [_WRAPPED_NAME]):
+        return (400, -32020, "Mcp-Name does not match the request's name")
+    if version != VERSION:
+        if not isinstance(version, str):
+            return (400, -32602, "The protocol version is no string")
+        return (400, -32022, None)
+    if not isinstance(capabilities, dict):
+        return (400, -32602, "The client capabilities are no object")
+    return None
+
+
+def _field(*values: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([_ABSENT_FIELD, *values])
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    version=_field(VERSION, "2099-01-01", 7, None),
+    capabilities=_field({}, {"elicitation": {"url": {}}}, [], None, "x"),
+    versions=st.lists(st.sampled_from([VERSION, "2099-01-01"]), min_size=1, max_size=2),
+    methods=st.lists(st.sampled_from(["tools/call", "tools/list"]), max_size=2),
+    names=st.lists(
+        st.sampled_from([_PLAIN_NAME, _WRAPPED_NAME, "alpha__traced", "=?base64?bad?="]),
+        max_size=2,
+    ),
+)
+def test_envelope_and_routing_headers_are_judged_in_the_documented_order(
+    client: TestClient,
+    version: Any,
+    capabilities: Any,
+    versions: list[str],
+    methods: list[str],
+    names: list[str],
+) -> None:
+    fields = {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    meta = {key: value for key, value in fields.items() if value is not _ABSENT_FIELD}
+    params = {"name": _PLAIN_NAME, "arguments": {"text": "hi"}, "_meta": meta}
+    sent = [*HEADERS.items()]
+    sent += [("mcp-protocol-version", value) for value in versions]
+    sent += [("mcp-method", value) for value in methods]
+    sent += [("mcp-name", value) for value in names]
+    response = client.post("/mcp", json=rpc("tools/call", params, 7), headers=sent)
+    expected = _expected_refusal(meta, versions, methods, names)
+    reply = response.json()
+    if expected is None:
+        assert response.status_code == 200
+        assert reply["result"]["resultType"] == "complete"
+        return
+    status, code, message = expected
+    assert (response.status_code, reply["error"]["code"]) == (status, code)
+    if message is not None:
+        assert reply["error"]["message"] == message
