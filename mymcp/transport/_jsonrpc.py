@@ -33,6 +33,8 @@ _LOGGER_NAME = _log.name
 # Only protocol-shaped method names and ids are logged; anything else is client text.
 _LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
 _LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
+# What clients ask for on almost every line: known loggable, so no pattern is run.
+_SERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
 
 RequestId = str | int
 
@@ -170,14 +172,15 @@ def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, boo
 
 
 def _loggable_method(method: str) -> str:
-    if len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method):
+    if method in _SERVED_METHODS or (len(method) <= 64 and _LOGGABLE_METHOD.fullmatch(method)):
         return method
     return "<other>"
 
 
 def _loggable_id(request_id: object) -> str:
     text = str(request_id)
-    if len(text) <= 64 and _LOGGABLE_ID.fullmatch(text):
+    # An integer id is digits: loggable as it is, without the pattern (the common case).
+    if len(text) <= 64 and (type(request_id) is int or _LOGGABLE_ID.fullmatch(text)):
         return text
     return "<opaque>"
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._hygiene import accepts_mcp_post
-from mymcp.transport._jsonrpc import ClientReply, Notification, Request, classify
+from mymcp.transport._jsonrpc import (
+    ClientReply,
+    Notification,
+    Request,
+    _loggable_id,
+    _loggable_method,
+    classify,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -77,3 +85,16 @@ def test_strings_are_left_alone_where_the_schema_allows_them(value) -> None:
 def test_accept_is_order_free(parts) -> None:
     assert accepts_mcp_post([", ".join(parts)])
     assert accepts_mcp_post(parts)
+
+
+_LOGGABLE = re.compile(r"[A-Za-z0-9/_.-]{0,64}")
+
+
+@given(st.integers() | st.text(max_size=70) | st.from_regex(r"[a-z0-9_./-]{0,70}", fullmatch=True))
+def test_only_short_protocol_shaped_ids_and_methods_reach_the_log(value: int | str) -> None:
+    # Anything else is client text, which stays out of the log whatever its type.
+    text = str(value)
+    shown = _loggable_id(value)
+    assert shown == (text if _LOGGABLE.fullmatch(text) and "/" not in text else "<opaque>")
+    if isinstance(value, str):
+        assert _loggable_method(value) == (value if _LOGGABLE.fullmatch(value) else "<other>")
