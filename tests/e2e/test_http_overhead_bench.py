@@ -71,3 +71,41 @@ def test_the_paired_governance_comparison_runs() -> None:
 def test_the_paired_era_comparison_runs() -> None:
     done = _bench("--eras", "2", "--requests", "64")
     assert done.stdout.startswith("stateless vs session (8 conn, 2 paired blocks of 64): median ")
+
+
+APP_CPU = REPO / "bench" / "app_cpu.py"
+
+
+def test_the_in_process_bench_times_every_case() -> None:
+    done = subprocess.run(
+        [sys.executable, str(APP_CPU), "--requests", "8", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = [line.split("  ")[0] for line in done.stdout.splitlines()]
+    assert cases == [
+        "tools/call list_tools",
+        "stateless tools/call",
+        "ping",
+        "governed tools/call",
+        "governed vs audit-off",
+    ]
+
+
+@pytest.mark.parametrize("case", ["tools/call list_tools", "stateless tools/call", "ping"])
+def test_what_the_instruction_count_runs_is_served(case: str) -> None:
+    # `--instructions` runs exactly this under callgrind; a case that is not served
+    # (any status but 200) fails it.
+    done = subprocess.run(
+        [sys.executable, str(APP_CPU), "--repeat", case, "--requests", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
