@@ -17,9 +17,11 @@ that, for every logger.
 Each request writes two lines, and a stream handler spends more on its formatter, its text
 layer and one write system call per line than on the record itself. So a line here is one
 f-string, and the per-request lines (INFO and below from `mcp` and its children) emitted on
-the event loop are collected for at most 20 ms and written together. Every other line is
-written at once, after any pending ones: warnings, startup, and the shutdown lines, which
-uvicorn writes just before it re-raises the signal that stopped it.
+the event loop are collected for at most 20 ms and written together. While this handler
+is the only one, those lines skip the record and the logging module's dispatch as well
+(`direct_handler`, `StderrLines.write_line`): that halves what logging costs a request.
+Every other line is written at once, after any pending ones: warnings, startup, and the
+shutdown lines, which uvicorn writes just before it re-raises the signal that stopped it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "LogSettings",
     "StderrLines",
     "configure_logging",
+    "direct_handler",
     "log_settings",
     "uvicorn_log_config",
 ]
@@ -128,27 +131,9 @@ class StderrLines(logging.Handler):
             if logging.getLogger(record.name).isEnabledFor(record.levelno):
                 self.handle(record)
 
-    def stamp(self, created: float) -> str:
-        """`2026-12-01T08:25:59.123Z`; the part up to the second is formatted once per
-        second, the milliseconds come from a table: this runs twice per request."""
-        second = int(created)
-        if second != self._second:
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
-        return self._prefix + _MILLISECONDS[int((created - second) * 1000)]
-
     def line(self, record: logging.LogRecord) -> str:
-        if not (self._json or record.exc_info or record.stack_info):
-            created = record.created
-            second = int(created)
-            if second != self._second:
-                self.stamp(created)
-            millisecond = _MILLISECONDS[int((created - second) * 1000)]
-            return (
-                f"{self._prefix}{millisecond} {record.levelname} {record.name} "
-                f"{record.getMessage()}\n"
-            )
-        stamp = self.stamp(record.created)
+        if not (record.exc_info or record.stack_info):
+            return self._line(record.created, record.levelname, record.name, record.getMessage())
         message = record.getMessage()
         traceback = ""
         if not self._tracebacks:
@@ -162,19 +147,27 @@ class StderrLines(logging.Handler):
                 traceback = self._traceback_formatter.formatException(record.exc_info)
             if record.stack_info:
                 traceback += self._traceback_formatter.formatStack(record.stack_info)
+        return self._line(record.created, record.levelname, record.name, message, traceback)
+
+    def _line(
+        self, created: float, level: str, logger: str, message: str, traceback: str = ""
+    ) -> str:
+        """`2026-12-01T08:25:59.123Z INFO mcp message`, or its JSON object. The part of
+        the time up to the second is formatted once per second and the milliseconds come
+        from a table: this runs twice per request."""
+        second = int(created)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        stamp = self._prefix + _MILLISECONDS[int((created - second) * 1000)]
         if self._json:
-            document: dict[str, Any] = {
-                "time": stamp,
-                "level": record.levelname,
-                "logger": record.name,
-                "message": message,
-            }
+            document = {"time": stamp, "level": level, "logger": logger, "message": message}
             if traceback:
                 document["traceback"] = traceback
             return json.dumps(document, ensure_ascii=False) + "\n"
         if traceback:
             message = f"{message}\n{traceback}"
-        return f"{stamp} {record.levelname} {record.name} {message}\n"
+        return f"{stamp} {level} {logger} {message}\n"
 
     def emit(self, record: logging.LogRecord) -> None:
         if self._held is not None:
@@ -185,9 +178,22 @@ class StderrLines(logging.Handler):
         except Exception:
             self.handleError(record)
             return
-        batched = record.levelno < logging.WARNING and (
-            record.name == "mcp" or record.name.startswith("mcp.")
-        )
+        self._enqueue(line, _batched(record.name, record.levelno))
+
+    def write_line(self, logger: str, level: int, message: str) -> None:
+        """Write what `emit` writes for a record of `logger` at `level` with `message`,
+        without the record: for the lines of every request, when `direct_handler`
+        found that this handler alone takes them."""
+        created, name = time.time(), logging.getLevelName(level)
+        # Held as `handle` holds it around `emit`: the stamp's cached second and the
+        # pending lines are shared with other threads' lines (and their flushes).
+        self.acquire()
+        try:
+            self._enqueue(self._line(created, name, logger, message), _batched(logger, level))
+        finally:
+            self.release()
+
+    def _enqueue(self, line: str, batched: bool) -> None:
         loop = _running_loop() if batched else None
         if loop is None:
             self._pending.append(line)
@@ -208,6 +214,28 @@ class StderrLines(logging.Handler):
                 sys.stderr.flush()
             except (OSError, ValueError):  # stderr closed or gone: nothing to report to
                 pass
+
+
+def _batched(logger: str, level: int) -> bool:
+    """Whether a line waits for the next batch: the per-request lines, below WARNING."""
+    return level < logging.WARNING and (logger == "mcp" or logger.startswith("mcp."))
+
+
+def direct_handler(logger: logging.Logger, level: int) -> StderrLines | None:
+    """The handler that alone takes `logger`'s lines at `level`, if it is this module's
+    with no filter on the way and holds nothing: a line may then be written with
+    `write_line`, without building a record. Any other arrangement (a handler a test or
+    an embedding application added, a filter) gets records as usual. Only for loggers
+    directly below the root, such as `mcp`."""
+    if logger.handlers or logger.filters or not logger.propagate or logger.disabled:
+        return None
+    root = logger.parent
+    if root is None or root.parent is not None or root.filters or len(root.handlers) != 1:
+        return None
+    handler = root.handlers[0]
+    if type(handler) is not StderrLines or handler.filters or level < handler.level:
+        return None
+    return handler if handler._held is None else None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

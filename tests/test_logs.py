@@ -3,11 +3,14 @@ settings' order of precedence; lines held until the configuration names the form
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import logging.config
 import time
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -19,6 +22,7 @@ from mymcp.logs import (
     LogSettings,
     StderrLines,
     configure_logging,
+    direct_handler,
     log_settings,
     uvicorn_log_config,
 )
@@ -142,3 +146,74 @@ def test_uvicorn_gets_the_same_handler_and_levels() -> None:
         assert logging.getLogger().level == logging.WARNING
     finally:
         logging.getLogger().handlers.clear()
+
+
+@given(
+    st.sampled_from([logging.DEBUG, logging.INFO, logging.WARNING]),
+    st.text(),
+    st.sampled_from(LOG_FORMATS),
+    st.floats(min_value=0, max_value=4e9, allow_nan=False),
+)
+def test_a_line_written_without_its_record_is_the_line_the_record_gives(
+    level: int, message: str, log_format: str, created: float
+) -> None:
+    lines = StderrLines(LogSettings(format=log_format))
+    expected = lines.line(_record("mcp", level, message, created))
+    written = io.StringIO()
+    with contextlib.redirect_stderr(written), mock.patch.object(time, "time", return_value=created):
+        lines.write_line("mcp", level, message)  # no event loop: written at once
+    assert written.getvalue() == expected
+
+
+class _Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_request_lines_skip_their_record_only_while_the_handler_is_alone(
+    stderr: _Stderr,
+) -> None:
+    from mymcp.transport._jsonrpc import Request, log_request
+
+    handler = configure_logging(LogSettings())
+    root, mcp = logging.getLogger(), logging.getLogger("mcp")
+    assert direct_handler(mcp, logging.INFO) is handler
+    log_request(Request(1, "ping", None))
+    assert stderr.getvalue().endswith(" INFO mcp request id=1 method=ping\n")
+
+    # Another handler (a test's capture, an embedding application's) gets records.
+    collected = _Collected()
+    root.addHandler(collected)
+    assert direct_handler(mcp, logging.INFO) is None
+    log_request(Request(2, "ping", None))
+    assert collected.messages == ["request id=2 method=ping"]
+    assert stderr.getvalue().endswith(" INFO mcp request id=2 method=ping\n")
+    root.removeHandler(collected)
+
+    # So does any arrangement a filter could act in, or where lines do not reach it.
+    refuse = logging.Filter("elsewhere")
+    for owner in (mcp, root, handler):
+        owner.addFilter(refuse)
+        assert direct_handler(mcp, logging.INFO) is None
+        owner.removeFilter(refuse)
+    mcp.propagate = False
+    try:
+        assert direct_handler(mcp, logging.INFO) is None
+    finally:
+        mcp.propagate = True
+    handler.setLevel(logging.WARNING)
+    assert direct_handler(mcp, logging.INFO) is None
+    assert direct_handler(mcp, logging.WARNING) is handler
+    handler.setLevel(logging.NOTSET)
+    assert direct_handler(mcp, logging.INFO) is handler
+
+    # Lines held until the configuration is read keep their records.
+    held = configure_logging(LogSettings(), held=True)
+    assert direct_handler(mcp, logging.INFO) is None
+    log_request(Request(3, "ping", None))
+    held.settle(LogSettings(format="json"))
+    assert json.loads(stderr.getvalue().splitlines()[-1])["message"] == "request id=3 method=ping"

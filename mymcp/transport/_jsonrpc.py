@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from mymcp.logs import direct_handler
 from mymcp.transport._exchange import encode_json
 
 __all__ = [
@@ -194,7 +195,7 @@ _NEUTRAL_FIELDS.update(pathname="", filename="", module="", lineno=0, processNam
 
 
 class _RequestLine(logging.LogRecord):
-    """The record of a request or response line: every request writes two, so they are
+    """The record of a request or response line, where one is needed (see `_write`):
     built without what a standard record looks up and no log line shows (the calling
     source file and line, thread and process names). Handlers see an ordinary record."""
 
@@ -213,7 +214,11 @@ class _RequestLine(logging.LogRecord):
 
 def _write(level: int, message: str, *args: object) -> None:
     if _log.isEnabledFor(level):
-        _log.handle(_RequestLine(level, message, args))
+        handler = direct_handler(_log, level)
+        if handler is not None:
+            handler.write_line(_LOGGER_NAME, level, message % args)
+        else:
+            _log.handle(_RequestLine(level, message, args))
 
 
 def log_notification(notification: Notification) -> None:
