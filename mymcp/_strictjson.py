@@ -8,10 +8,9 @@ surrogate (`"\\ud800"`): valid JSON syntax, but no Unicode text, since no UTF-8 
 it.
 
 Every MCP request body goes through `load_message_json`: the same rules, unpaired
-surrogates always refused, except duplicate keys, which keep the last value as the
-standard library does. Building each object
-through a Python hook would triple the cost of every request, and nothing else in the
-host re-reads the raw bytes, so no second parser can read a different value.
+surrogates always refused, except duplicate keys, which keep the last value. Refusing
+them would take a Python hook per object, tripling the cost of every request, and
+nothing in the host re-reads the raw bytes, so no other reader can take another value.
 
 Request bodies are on every call's path, so `load_message_json` first hands them to
 msgspec's compiled decoder, which reads a typical request three times faster than the
@@ -120,6 +119,8 @@ _STRICT_DECODER = json.JSONDecoder(
     object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_float=_finite_float
 )
 _MESSAGE_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+# Compiled, and reused like the others: decoding with it is the common case.
+_FAST_MESSAGE_DECODER = msgspec.json.Decoder()
 
 
 def _is_unicode(text: str) -> bool:
@@ -209,9 +210,6 @@ def load_message_json(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any
     if _could_exceed_depth_bytes(data, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     return document
-
-
-_FAST_MESSAGE_DECODER = msgspec.json.Decoder()
 
 
 def _load_message_exactly(data: bytes, max_depth: int) -> Any:
