@@ -23,10 +23,11 @@ CASES = (
 pytestmark = pytest.mark.slow
 
 
-def _bench(*arguments: str) -> subprocess.CompletedProcess[str]:
-    """Run the bench script with `arguments`; it must succeed."""
+def _bench(*arguments: str, script: Path = BENCH) -> subprocess.CompletedProcess[str]:
+    """Run a bench script (`http_overhead.py` unless told) with `arguments`; it must
+    succeed."""
     done = subprocess.run(
-        [sys.executable, str(BENCH), *arguments],
+        [sys.executable, str(script), *arguments],
         capture_output=True,
         text=True,
         timeout=300,
@@ -77,15 +78,7 @@ APP_CPU = REPO / "bench" / "app_cpu.py"
 
 
 def test_the_in_process_bench_times_every_case() -> None:
-    done = subprocess.run(
-        [sys.executable, str(APP_CPU), "--requests", "8", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _bench("--requests", "8", "--rounds", "1", script=APP_CPU)
     cases = [line.split("  ")[0] for line in done.stdout.splitlines()]
     assert cases == [
         "tools/call list_tools",
@@ -100,12 +93,4 @@ def test_the_in_process_bench_times_every_case() -> None:
 def test_what_the_instruction_count_runs_is_served(case: str) -> None:
     # `--instructions` runs exactly this under callgrind; a case that is not served
     # (any status but 200) fails it.
-    done = subprocess.run(
-        [sys.executable, str(APP_CPU), "--repeat", case, "--requests", "4"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _bench("--repeat", case, "--requests", "4", script=APP_CPU)
