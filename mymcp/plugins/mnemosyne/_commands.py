@@ -14,16 +14,24 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
+from mymcp._strictjson import (
+    DEFAULT_MAX_DEPTH,
+    StrictJsonError,
+    StrictJsonReason,
+    load_strict_json,
+)
 from mymcp.errors import MyMCPError, shown
 from mymcp.plugins.mnemosyne._memory_check import (
     PROBLEM_TEXT,
     check_root,
     is_unsafe_mode,
     run_memory_check,
+    terminal_safe,
 )
 from mymcp.plugins.mnemosyne._settings import (
     MnemosyneSettings,
@@ -33,9 +41,11 @@ from mymcp.plugins.mnemosyne._settings import (
 )
 from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
+    LIFECYCLE_STATES,
     MAX_RECORD_BYTES,
     CursorCodec,
     ErrorCode,
+    MemoryIndex,
     MemoryOperationError,
     MemoryRecordV2,
     MemoryService,
@@ -61,6 +71,10 @@ _PAGE: Final = 500
 _IDENTIFIER_RULE: Final = (
     "1-64 characters of a-z, 0-9, '-' or '_', starting and ending with a letter or digit"
 )
+_ECHOED: Final = 200
+"""The most characters of an argument an error repeats: more than any path below the
+root that names a canonical record (at most 184), so a path `list` printed is shown
+whole, while an argument of any length still gives one short line."""
 
 
 class _Memory:
@@ -91,11 +105,14 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_memory_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run one `mymcp memory` subcommand; prints errors with the whole diagnostic."""
+    # Looked up on each call, not bound once at import: whoever runs the command in
+    # process (a test capturing output) may have replaced sys.stdout since.
+    out = sys.stdout if out is None else out
     problem = _usage_error(args)
     if problem is not None:
-        print(f"mymcp: error: {problem}", file=sys.stderr)
+        print(terminal_safe(f"mymcp: error: {problem}"), file=sys.stderr)
         return EXIT_USAGE
     try:
         settings = load_mnemosyne_settings()
@@ -132,12 +149,18 @@ def _operation_failure(exc: MemoryOperationError) -> str:
 
 
 def _error(text: str) -> int:
-    print(f"mymcp: error: {text}", file=sys.stderr)
+    print(terminal_safe(f"mymcp: error: {text}"), file=sys.stderr)
     return EXIT_FAILURE
 
 
 def _display(parts: Sequence[str]) -> str:
     return "/".join(parts)
+
+
+def _echoed(argument: str) -> str:
+    """An argument as an error repeats it: cut short when it is longer than `_ECHOED`.
+    (`_error` makes it safe for the terminal.)"""
+    return argument if len(argument) <= _ECHOED else argument[:_ECHOED] + "..."
 
 
 # -- list, show, search -------------------------------------------------------------------
@@ -173,7 +196,8 @@ def _list(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
                 print(json.dumps(item, ensure_ascii=False), file=out)
             else:
                 title = row.title if row.title is not None else "(no title)"
-                print(f"{_display(row.parts)}  {state}  {row.kind or '-'}  {title}", file=out)
+                line = f"{_display(row.parts)}  {state}  {row.kind or '-'}  {title}"
+                print(terminal_safe(line), file=out)
     if not args.json:
         print(f"{inventory.count} memories", file=sys.stderr)
     return EXIT_OK
@@ -182,8 +206,8 @@ def _list(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
 def _show(memory: _Memory, target: str, out: TextIO) -> int:
     if target.lstrip().startswith("{"):
         try:
-            reference = parse_reference(json.loads(target))
-        except ValueError:
+            reference = parse_reference(load_strict_json(target))
+        except StrictJsonError:
             reference = None
         if reference is None:
             return _error("not a memory reference: copy one exactly as a tool returned it")
@@ -191,16 +215,19 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         print(json.dumps(answer, indent=2, ensure_ascii=False), file=out)
         return EXIT_OK if answer.get("status") == "ok" else EXIT_FAILURE
     path = Path(target)
-    if not path.is_absolute() and not path.exists():
+    # `os.path.exists` is false for a name too long, below a file or in a loop, where
+    # `Path.exists` raises; such a name is then looked for under the root, and not found.
+    if not path.is_absolute() and not os.path.exists(path):
         path = memory.root / target  # a path under the root, as `memory list` prints it
     try:
         parts = Path(os.path.abspath(path)).relative_to(memory.root).parts
     except ValueError:
-        return _error(f"{path} is not under the memory root {memory.root}")
+        return _error(f"{_echoed(str(path))} is not under the memory root {memory.root}")
     record, problem = _read_file(path, parts)
     if problem is not None:
         text = PROBLEM_TEXT.get(problem, problem)
-        return _error(f"{path}: {text} (reason={problem}, file={file_id(parts)})")
+        where = memory.root.joinpath(_echoed(_display(parts)))
+        return _error(f"{where}: {text} (reason={problem}, file={file_id(parts)})")
     assert record is not None
     print(json.dumps(record.public_json(), indent=2, ensure_ascii=False), file=out)
     return EXIT_OK
@@ -257,7 +284,8 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
             else f"{args.scope} (legacy id {found['id']})"
         )
         matched = ", ".join(found.get("match", {}).get("terms", [])) or "-"
-        print(f"{where}\n  {found.get('title') or '(no title)'}  [matched: {matched}]", file=out)
+        line = f"  {found.get('title') or '(no title)'}  [matched: {matched}]"
+        print(terminal_safe(where), terminal_safe(line), sep="\n", file=out)
     print(f"{len(answer['memories'])} found ({answer['status']})", file=sys.stderr)
     return EXIT_OK
 
@@ -270,26 +298,13 @@ def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
     report: dict[str, Any] = {"root": str(memory.root), "scopes": {}}
     for scope in Scope:
         index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
-        tallies = {
-            name: tally
-            for name, tally in index.tally(scope).items()
-            if tally.active or tally.archived or tally.legacy or tally.skipped
-        }
-        if tallies:
-            report["scopes"][scope.value] = {
-                name or "-": {
-                    "active": tally.active,
-                    "archived": tally.archived,
-                    "legacy": tally.legacy,
-                    "skipped": tally.skipped,
-                    "bytes": tally.bytes,
-                }
-                for name, tally in tallies.items()
-            }
+        namespaces = _scope_counts(index, scope)
+        if namespaces:
+            report["scopes"][scope.value] = namespaces
     if as_json:
         print(json.dumps(report, indent=2), file=out)
         return EXIT_OK
-    print(f"memory root: {memory.root}", file=out)
+    print(terminal_safe(f"memory root: {memory.root}"), file=out)
     columns = ("active", "archived", "legacy", "skipped", "bytes")
     print(_row("scope / namespace", columns), file=out)
     totals = [0] * len(columns)
@@ -297,9 +312,33 @@ def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
         for name, counts in namespaces.items():
             values = [counts[key] for key in columns]
             totals = [a + b for a, b in zip(totals, values, strict=True)]
-            print(_row(f"{scope} / {name}", values), file=out)
+            print(terminal_safe(_row(f"{scope} / {name}", values)), file=out)
     print(_row("total", totals), file=out)
     return EXIT_OK
+
+
+def _scope_counts(index: MemoryIndex, scope: Scope) -> dict[str, dict[str, int]]:
+    """One scope's counts per namespace ("-" for what lies directly in the scope), as
+    the index last saw it. Skipped files are counted from the problems `memory check`
+    names, not from the tally: the tally holds only files the index read, and misses a
+    link or a file too deep, which it never reads."""
+    skipped = Counter(
+        problem.parts[1] if len(problem.parts) > 2 else "" for problem in index.problems(scope)
+    )
+    tallies = index.tally(scope)
+    counts: dict[str, dict[str, int]] = {}
+    for name in sorted(tallies.keys() | skipped.keys()):
+        tally = tallies.get(name)
+        row = {
+            "active": tally.active if tally else 0,
+            "archived": tally.archived if tally else 0,
+            "legacy": tally.legacy if tally else 0,
+            "skipped": skipped[name],
+            "bytes": tally.bytes if tally else 0,
+        }
+        if row["active"] or row["archived"] or row["legacy"] or row["skipped"]:
+            counts[name or "-"] = row
+    return counts
 
 
 def _row(label: str, cells: Sequence[object]) -> str:
@@ -369,10 +408,11 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     out, an identical memory is reported and kept, and nothing is ever overwritten."""
     mutations = MutationService(memory.service, memory.settings.candidate_limit)
     counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0}
+    name = _echoed(str(file))
     try:
         handle = open(file, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
-        return _error(f"{file}: {exc.strerror}")
+        return _error(f"{name}: {exc.strerror}")
     with handle:
         for number, data in _lines(handle):
             text, verdict = _decoded(data)
@@ -381,7 +421,7 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
                     continue
                 verdict = _import_line(mutations, text, apply)
             counts[verdict[0]] += 1
-            print(f"{file}:{number}: {verdict[1]}", file=out)
+            print(terminal_safe(f"{name}:{number}: {verdict[1]}"), file=out)
     action = "remembered" if apply else "would remember"
     print(
         f"{action} {counts['new']}, already present {counts['existing']}, "
@@ -403,15 +443,58 @@ def _decoded(data: bytes | None) -> tuple[str | None, tuple[str, str]]:
         return None, ("invalid", f"not UTF-8 ({where})")
 
 
+_JSON_FAULTS: Final[Mapping[StrictJsonReason, str]] = {
+    StrictJsonReason.TOO_LARGE: "too large",
+    StrictJsonReason.INVALID_UTF8: "an unpaired surrogate, which is no Unicode text",
+    # Only an integer too long to read fails without the decoder's own complaint.
+    StrictJsonReason.INVALID_JSON: "an integer with too many digits",
+    StrictJsonReason.DUPLICATE_KEY: "repeats a key",
+    StrictJsonReason.NON_FINITE: "NaN or an infinite number",
+    StrictJsonReason.TOO_DEEP: f"nested deeper than {DEFAULT_MAX_DEPTH} levels",
+}
+
+
+def _json_fault(exc: StrictJsonError) -> str:
+    """Why a line is no strict JSON document, in a few words (never the line itself)."""
+    detail, where = exc.diagnostic.detail, exc.diagnostic.location
+    if exc.reason is StrictJsonReason.INVALID_JSON and detail:
+        return f"{detail} at column {where.column}" if where.column else detail
+    return _JSON_FAULTS.get(exc.reason, exc.reason.value)
+
+
+def _lifecycle_fault(document: Mapping[str, Any]) -> str | None:
+    """What is wrong with a line's lifecycle, or None. A line without one (written by
+    hand) is a new active memory; a state import does not know is refused rather than
+    taken to be active."""
+    lifecycle = document.get("lifecycle")
+    states = " or ".join(LIFECYCLE_STATES)
+    code = ErrorCode.INVALID_RECORD.value
+    if lifecycle is None:
+        return None
+    if not isinstance(lifecycle, dict):
+        return f"{code} (lifecycle): lifecycle must be an object with a state of {states}"
+    if "state" not in lifecycle:
+        return f"{code} (lifecycle.state): lifecycle has no state; it takes {states}"
+    state = lifecycle["state"]
+    if isinstance(state, str) and state in LIFECYCLE_STATES:
+        return None
+    return f"{code} (lifecycle.state): lifecycle.state must be {states}; got {shown(state)}"
+
+
 def _import_line(mutations: MutationService, line: str, apply: bool) -> tuple[str, str]:
     try:
-        document = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return "invalid", f"not JSON ({exc.msg})"
+        # Strict, as every record file is read: no NaN, repeated key, deep nesting or
+        # integer too long to read gets further than this line's report.
+        document = load_strict_json(line, unicode_text=True)
+    except StrictJsonError as exc:
+        return "invalid", f"not JSON ({_json_fault(exc)})"
     if not isinstance(document, dict):
         return "invalid", "not a JSON object"
+    fault = _lifecycle_fault(document)
+    if fault is not None:
+        return "invalid", fault
     lifecycle = document.get("lifecycle")
-    if isinstance(lifecycle, dict) and lifecycle.get("state") == "archived":
+    if isinstance(lifecycle, dict) and lifecycle["state"] == "archived":
         return "skipped", "archived: left out (import brings in active memories only)"
     provenance = document.get("provenance")
     arguments = {key: document.get(key) for key in _REMEMBERED}
