@@ -1,6 +1,6 @@
 """The one safe reader for every small file MyMCP trusts (config, verifier, manifests, settings),
-and the one atomic writer of the private files it keeps (verifier, console state, index
-snapshot, audit key).
+the one atomic writer of the private files it keeps (verifier, console state, index
+snapshot, audit key), and the one maker of the directories it keeps them in.
 
 Rules: the immediate parent directory and the file are opened without following
 symlinks, the file is read relative to the directory descriptor, permission bits are
@@ -27,6 +27,8 @@ __all__ = [
     "SafeFileError",
     "SafeFileReason",
     "as_error",
+    "create_private_directories",
+    "create_private_directory",
     "create_private_file",
     "read_safe_file",
     "replace_private_file",
@@ -251,3 +253,55 @@ def _put_private_file(dir_fd: int, name: str, data: bytes, *, durable: bool, rep
     if durable:
         with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
             os.fsync(dir_fd)
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def create_private_directory(parent_fd: int, name: str) -> int | None:
+    """Create the directory `name` in `parent_fd` with mode 0700 exactly, whatever the
+    umask, and return a descriptor on it; None when something already exists at that
+    name (it is left as it is).
+    """
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    except FileExistsError:
+        return None
+    fd = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd)
+    try:
+        # The umask may have narrowed the mode (0277 leaves 0500, which not even we could
+        # write to); the directory is new and ours, so its mode is set exactly.
+        os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
+        os.fsync(parent_fd)  # so that the new entry itself survives a crash
+    return fd
+
+
+def create_private_directories(path: Path) -> None:
+    """Create `path` and every missing directory above it, each private (mode 0700,
+    whatever the umask): `Path.mkdir(mode=..., parents=True)` gives the mode to the last
+    one only and leaves the others to the umask.
+
+    Directories that already exist are the user's and keep their mode; the existing
+    ones may be reached through symlinks, the new ones never are. A directory another
+    process makes meanwhile is used as it is. Raises OSError naming the path at fault
+    (NotADirectoryError when a file is in the way).
+    """
+    missing: list[str] = []
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        missing.append(existing.name)
+        existing = existing.parent
+    fd = os.open(existing, _DIRECTORY_FLAGS)
+    try:
+        for name in reversed(missing):
+            child = create_private_directory(fd, name)
+            if child is None:
+                child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            parent, fd = fd, child
+            os.close(parent)
+    finally:
+        os.close(fd)

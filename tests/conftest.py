@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -23,3 +24,14 @@ def _logging_left_as_found() -> Iterator[None]:
     for logger, level in zip(loggers, levels, strict=True):
         logger.setLevel(level)
     logging.getLogger().handlers[:] = handlers
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, under which a directory made without care is 0755 (readable by
+    everyone); the one the suite ran under is put back after."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)

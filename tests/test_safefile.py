@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -399,3 +400,79 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
     monkeypatch.undo()
     assert (tmp_path / "state").read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+# -- create_private_directories --------------------------------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_every_directory_created_is_private_and_existing_ones_keep_their_mode(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o751)
+    target = home / "state" / "mymcp" / "audit"
+    safefile.create_private_directories(target)
+    assert [_mode(p) for p in (home / "state", home / "state" / "mymcp", target)] == [0o700] * 3
+    assert _mode(home) == 0o751
+    target.chmod(0o750)  # from now on the directory is the user's: never chmod-ed again
+    safefile.create_private_directories(target)
+    safefile.create_private_directories(target / "below")
+    assert (_mode(target), _mode(target / "below")) == (0o750, 0o700)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o277])
+def test_the_mode_is_exactly_0700_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    target = tmp_path / "a" / "b"
+    previous = os.umask(umask)
+    try:
+        safefile.create_private_directories(target)
+    finally:
+        os.umask(previous)
+    assert (_mode(tmp_path / "a"), _mode(target)) == (0o700, 0o700)
+
+
+def test_an_existing_ancestor_may_be_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    safefile.create_private_directories(tmp_path / "link" / "cache" / "mymcp")
+    assert _mode(real / "cache" / "mymcp") == 0o700
+
+
+@pytest.mark.parametrize(
+    ("blocker", "error"), [("file", NotADirectoryError), ("dangling link", FileNotFoundError)]
+)
+def test_something_in_the_way_is_named(tmp_path: Path, blocker: str, error: type[OSError]) -> None:
+    in_the_way = tmp_path / "state"
+    if blocker == "file":
+        in_the_way.write_text("")
+    else:
+        in_the_way.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(error) as caught:
+        safefile.create_private_directories(in_the_way / "mymcp" / "audit")
+    assert caught.value.filename == str(in_the_way)
+    assert sorted(os.listdir(tmp_path)) == ["state"]  # nothing was made
+
+
+def test_a_name_that_is_taken_is_left_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir(mode=0o755)
+    (tmp_path / "outside").mkdir(mode=0o755)
+    (tmp_path / "link").symlink_to(tmp_path / "outside")
+    fd = _directory_fd(tmp_path)
+    try:
+        assert safefile.create_private_directory(fd, "taken") is None
+        assert safefile.create_private_directory(fd, "link") is None
+        made = safefile.create_private_directory(fd, "new")
+        assert made is not None
+        os.close(made)
+    finally:
+        os.close(fd)
+    assert (_mode(tmp_path / "taken"), _mode(tmp_path / "outside")) == (0o755, 0o755)
+    assert (tmp_path / "link").is_symlink()
+    assert _mode(tmp_path / "new") == 0o700

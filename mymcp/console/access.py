@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mymcp._safefile import replace_private_file
+from mymcp._safefile import create_private_directories, replace_private_file
 from mymcp.config import xdg_directory
 from mymcp.errors import MyMCPError
 
@@ -158,8 +158,7 @@ def _opened(directory: Path, *, create: bool) -> Iterator[_StateDirectory | None
     """The state directory, checked; None when it does not exist and `create` is False."""
     if create:
         try:
-            directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            directory.mkdir(mode=0o700, exist_ok=True)
+            create_private_directories(directory)
         except OSError:
             raise ConsoleStateError("the console state directory cannot be created") from None
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

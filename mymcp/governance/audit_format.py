@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import SafeFileError, create_private_file, read_safe_file
+from mymcp._safefile import (
+    SafeFileError,
+    create_private_directories,
+    create_private_file,
+    read_safe_file,
+)
 from mymcp.errors import AuditError, Location
 
 __all__ = [
@@ -403,7 +408,7 @@ def prepare_directory(directory: Path) -> bytes:
     """Create the directory (0700) and key (0600) if needed, check both, and return the
     key. Raises AuditError (`audit_unavailable`) naming the path and the cause."""
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        create_private_directories(directory)
     except OSError as exc:
         raise _unusable(
             directory, "MyMCP audit directory cannot be created", exc.strerror

@@ -44,6 +44,18 @@ def test_only_the_digest_of_a_token_is_stored_privately(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.lstat(directory / name).st_mode) == 0o600
 
 
+@pytest.mark.usefixtures("umask_022")
+def test_every_directory_made_for_the_state_is_private(tmp_path: Path) -> None:
+    # As under an XDG_STATE_HOME that does not exist yet: three new levels.
+    tmp_path.chmod(0o751)
+    state = tmp_path / "state"
+    directory = state / "mymcp" / "console"
+    issue_sign_in(directory, now=100.0)
+    for made in (state, state / "mymcp", directory):
+        assert stat.S_IMODE(os.lstat(made).st_mode) == 0o700, made
+    assert stat.S_IMODE(os.lstat(tmp_path).st_mode) == 0o751
+
+
 def test_a_token_is_redeemed_exactly_once(tmp_path: Path) -> None:
     directory = tmp_path / "console"
     token = issue_sign_in(directory, now=100.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import stat
 import string
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mymcp.config import parse_host_configuration
 from mymcp.errors import AuditError
 from mymcp.governance import (
     NUMBER,
@@ -25,6 +27,7 @@ from mymcp.governance import (
     AuditLog,
     RecordShape,
     check_audit_directory,
+    open_audit,
     read_records,
     verify_audit,
 )
@@ -391,6 +394,30 @@ def test_unsafe_directory_or_key_is_refused_naming_the_path(tmp_path: Path) -> N
         open_log(link)
     with pytest.raises(AuditError):
         check_audit_directory(link)
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_every_directory_a_first_start_creates_is_private(tmp_path: Path) -> None:
+    # The default audit directory under an XDG_STATE_HOME that does not exist yet: the
+    # start creates three levels, and all three hold (or lead to) the audit key.
+    tmp_path.chmod(0o755)
+    state = tmp_path / "state2"
+    configuration = parse_host_configuration(b"schema_version = 8\n[audit]\nenabled = true\n")
+    log = open_audit(configuration, {"XDG_STATE_HOME": str(state)})
+    assert log is not None
+    log.close()
+    for made in (state, state / "mymcp", state / "mymcp" / "audit"):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # the user's: left alone
+
+
+def test_a_file_in_the_way_of_the_directory_is_named(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("")
+    with pytest.raises(AuditError) as caught:
+        open_log(tmp_path / "state" / "mymcp" / "audit")
+    assert caught.value.code == "audit_unavailable"
+    assert str(tmp_path / "state" / "mymcp" / "audit") in str(caught.value)
+    assert "Not a directory" in str(caught.value)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory away needs root")

@@ -34,10 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import replace_private_file
+from mymcp._safefile import create_private_directories, replace_private_file
 
 from .model import CANDIDATE_LIMIT_MAX
-from .store import DIRECTORY_MODE, read_at_most
+from .store import read_at_most
 
 MAGIC: Final = b"MYMCP-MEMORY-INDEX\n"
 FORMAT: Final = 2
@@ -252,7 +252,7 @@ def _open_directory(directory: Path, *, create: bool) -> int | None:
     """A handle on the cache directory (None when it is absent and not to be created);
     every file operation goes through it, so the directory checked is the one used."""
     if create:
-        directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+        create_private_directories(directory)
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -272,7 +272,13 @@ def _temps(directory_fd: int, target: str) -> Iterator[tuple[str, int]]:
     prefix = f".{target}."
     for name in os.listdir(directory_fd):
         pid, _, rest = name.removeprefix(prefix).partition(".")
-        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and rest:
+        if (
+            name.startswith(prefix)
+            and name.endswith(".tmp")
+            and pid.isascii()
+            and pid.isdigit()
+            and rest
+        ):
             yield name, int(pid)
 
 

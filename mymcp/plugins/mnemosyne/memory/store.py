@@ -27,6 +27,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
+from mymcp._safefile import create_private_directories, create_private_directory
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
 from .model import (
@@ -699,7 +700,6 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
 
 # -- atomic, durable writes ----------------------------------------------------------------
 
-DIRECTORY_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
 _TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_ATTEMPTS: Final = 16
@@ -710,23 +710,6 @@ def file_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _make_private_directory(parent_fd: int, name: str) -> int | None:
-    """Create ``name`` with mode 0700 under ``parent_fd``; None if it appeared meanwhile."""
-    try:
-        os.mkdir(name, DIRECTORY_MODE, dir_fd=parent_fd)
-    except FileExistsError:
-        return None
-    fd = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=parent_fd)
-    try:
-        # The umask may have narrowed the mode; this directory is ours, so set it exactly.
-        os.fchmod(fd, DIRECTORY_MODE)
-        os.fsync(parent_fd)  # make the new entry itself durable
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def ensure_root(root: Path) -> None:
     """Create the memory root and any missing ancestors (mode 0700) if it does not exist.
 
@@ -735,31 +718,8 @@ def ensure_root(root: Path) -> None:
     """
     if not root.is_absolute():
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
-    missing: list[str] = []
-    existing = root
     try:
-        while not os.path.isdir(existing):
-            if os.path.lexists(existing) or existing.parent == existing:
-                # Something that is not a directory (or a dangling link) is in the way.
-                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
-            missing.append(existing.name)
-            existing = existing.parent
-        if not missing:
-            return
-        fd = os.open(existing, _DIRECTORY_FLAGS)
-        try:
-            for name in reversed(missing):
-                child = _make_private_directory(fd, name)
-                if child is None:
-                    state, child = open_child_directory(fd, name)
-                    if state is not ChildState.DIRECTORY or child is None:
-                        raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
-                os.close(fd)
-                fd = child
-        finally:
-            close_quietly(fd)
-    except MemoryOperationError:
-        raise
+        create_private_directories(root)
     except OSError:
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
 
@@ -780,7 +740,7 @@ def _open_directories(root: Path, names: RelativePath, *, create: bool) -> int:
             if state is ChildState.MISSING:
                 if not create:
                     raise MemoryOperationError(ErrorCode.WRITE_CONFLICT)
-                child = _make_private_directory(fd, name)
+                child = create_private_directory(fd, name)
                 if child is None:  # created concurrently by hand: open what is there now
                     state, child = open_child_directory(fd, name)
             if child is None:

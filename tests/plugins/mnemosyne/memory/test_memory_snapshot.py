@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -396,6 +397,9 @@ def test_forget_leaves_no_copy_of_the_record_in_the_cache(
     )
     stale = path.with_name(f".{path.name}.{int(ended.stdout)}.1.tmp")
     stale.write_bytes(path.read_bytes())
+    # A name whose "pid" `str.isdigit` admits but `int` refuses is no temp of a save.
+    odd = path.with_name(f".{path.name}.\u00b2.1.tmp")
+    odd.write_bytes(b"not a snapshot")
     reference = remembered["reference"]
     archived = writes.archive({"reference": reference, "expected_revision": 1}).payload
     forgotten = writes.forget(
@@ -411,6 +415,7 @@ def test_forget_leaves_no_copy_of_the_record_in_the_cache(
         ]
 
     assert holding() == []
+    assert odd.read_bytes() == b"not a snapshot"
     # The next snapshot has every other record and no trace of the forgotten one.
     assert index.save()
     assert path.is_file()
@@ -586,6 +591,19 @@ def test_a_cache_directory_of_another_user_is_never_used(
     assert _state(index) == expected
     assert "index_snapshot outcome=disabled reason=unsafe_directory" in caplog.text
     assert "outcome=loaded" not in caplog.text
+
+
+def test_every_directory_a_save_creates_is_private(
+    index: MemoryIndex, cache: Path, tmp_path: Path
+) -> None:
+    # The cache directory and the XDG_CACHE_HOME above it are both new (under the
+    # suite's umask 022); the directory above them is the user's and keeps its mode.
+    tmp_path.chmod(0o751)
+    assert not cache.parent.exists()
+    assert index.save()
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o751
 
 
 def test_the_snapshot_is_created_exclusively_and_private_whatever_the_umask(
