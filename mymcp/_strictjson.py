@@ -55,7 +55,8 @@ class StrictJsonReason(enum.StrEnum):
 
 class StrictJsonError(MyMCPError, ValueError):
     """The input is not one strict JSON document; carries no excerpt of it, only the
-    reason and, for a syntax error, the decoder's complaint and position."""
+    reason and, for a syntax error or a number that cannot be read (`load_strict_json`),
+    the complaint and position."""
 
     def __init__(
         self, reason: StrictJsonReason, detail: str | None = None, location: Location = NOWHERE
@@ -143,6 +144,49 @@ def _holds_lone_surrogate(text: str, document: object) -> bool:
     return False
 
 
+# A string (skipped whole, whatever it holds), NaN or an infinity, or a number in JSON's
+# grammar (integer part, fraction, exponent), as the decoder reads them.
+_VALUE_TOKEN = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|(-?Infinity|NaN)|(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?',
+    re.DOTALL,
+)
+_NON_FINITE_DETAIL = "not a finite number (NaN, an infinity, or too large for a float)"
+
+
+def _is_unreadable_number(token: re.Match[str]) -> bool:
+    """Whether `token` is a number the decoder refuses: NaN, an infinity, a float that
+    overflows to one, or an integer beyond the digit limit."""
+    literal, integer, fraction, exponent = token.groups()
+    if literal is not None:
+        return True
+    if integer is None:  # a string
+        return False
+    try:
+        if fraction or exponent:
+            _finite_float(token.group())
+        else:
+            int(token.group())
+    except ValueError:  # StrictJsonError is one too
+        return True
+    return False
+
+
+def _refuse_number(text: str, reason: StrictJsonReason) -> NoReturn:
+    """Refuse `text` for the first number the decoder could not read, naming its line and
+    column: the decoder's hooks see the number but not where it is.
+
+    Only called once the decoder refused a number, so everything before it is valid
+    JSON and every string on the way is skipped whole; the request path never gets here.
+    """
+    for match in _VALUE_TOKEN.finditer(text):
+        if _is_unreadable_number(match):
+            # Counted exactly as the decoder counts the position of its own complaints.
+            where = json.JSONDecodeError("", text, match.start())
+            detail = _NON_FINITE_DETAIL if reason is StrictJsonReason.NON_FINITE else None
+            raise StrictJsonError(reason, detail, Location(line=where.lineno, column=where.colno))
+    _fail(reason)
+
+
 def _could_exceed_depth(text: str, limit: int) -> bool:
     # A document with no more brackets than the limit cannot nest deeper than it; counting
     # is C-speed, so the walk below only runs for bodies that could be a problem.
@@ -180,7 +224,9 @@ def load_strict_json(
             _fail(StrictJsonReason.INVALID_UTF8)
     try:
         document = _STRICT_DECODER.decode(text)
-    except StrictJsonError:
+    except StrictJsonError as exc:
+        if exc.reason is StrictJsonReason.NON_FINITE:
+            _refuse_number(text, exc.reason)
         raise
     except RecursionError:
         _fail(StrictJsonReason.TOO_DEEP)
@@ -188,7 +234,7 @@ def load_strict_json(
         position = Location(line=exc.lineno, column=exc.colno)
         raise StrictJsonError(StrictJsonReason.INVALID_JSON, exc.msg, position) from None
     except ValueError:  # an integer beyond the digit limit
-        _fail(StrictJsonReason.INVALID_JSON)
+        _refuse_number(text, StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     if unicode_text and _holds_lone_surrogate(text, document):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from mymcp._strictjson import (
@@ -74,6 +74,67 @@ def test_arbitrary_bytes_never_raise_anything_else(data: bytes) -> None:
     except StrictJsonError as exc:
         reason = exc.reason
     assert reason is None or isinstance(reason, StrictJsonReason)
+
+
+# A number the decoder refuses is found by its hooks, which do not know where it is; the
+# refusal must still name its line and column, whatever strings and numbers come before.
+_MARKER = "@@unreadable@@"
+tricky_text = st.text(max_size=10) | st.sampled_from(
+    ["NaN", '"NaN"', "1e400", "\\", '\\"', "-Infinity", "\n\t", "[{", "\u2028"]
+)
+unreadable_numbers = st.sampled_from(
+    [
+        ("NaN", StrictJsonReason.NON_FINITE),
+        ("Infinity", StrictJsonReason.NON_FINITE),
+        ("-Infinity", StrictJsonReason.NON_FINITE),
+        ("1e400", StrictJsonReason.NON_FINITE),
+        ("-1.5E+309", StrictJsonReason.NON_FINITE),
+        ("1" * 4301, StrictJsonReason.INVALID_JSON),  # past the integer digit limit
+    ]
+)
+readable_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(
+    before=st.lists(readable_values, max_size=4),
+    after=st.lists(readable_values | st.just(_MARKER), max_size=4),
+    key=tricky_text,
+    unreadable=unreadable_numbers,
+    indent=st.sampled_from([None, 0, 2]),
+    ascii_only=st.booleans(),
+)
+def test_an_unreadable_number_is_named_with_its_line_and_column(
+    before: list[object],
+    after: list[object],
+    key: str,
+    unreadable: tuple[str, StrictJsonReason],
+    indent: int | None,
+    ascii_only: bool,
+) -> None:
+    token, reason = unreadable
+    document = [*before, {key: _MARKER}, *after]
+    text = json.dumps(document, indent=indent, ensure_ascii=ascii_only)
+    marker = json.dumps(_MARKER)
+    assume(_MARKER not in json.dumps([before, key]))  # the first marker is the one placed
+    index = text.index(marker)
+    # Every marker becomes the token: only the first may be named.
+    data = text.replace(marker, token).encode()
+    with pytest.raises(StrictJsonError) as caught:
+        load_strict_json(data)
+    assert caught.value.reason is reason
+    where = caught.value.location
+    assert (where.line, where.column) == (
+        text.count("\n", 0, index) + 1,
+        index - text.rfind("\n", 0, index),
+    )
 
 
 # Request bodies are read by a compiled decoder first and by the standard library's only
