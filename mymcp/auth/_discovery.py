@@ -111,9 +111,12 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
             raise _refused(kind, url, detail, unavailable=True)
         if response.headers.get("content-encoding", "identity").lower() != "identity":
             raise _refused(kind, url, "the body is compressed; identity encoding is required")
-        declared = response.headers.get("content-length")
+        declared = response.headers.get("content-length", "0")
         too_large = f"the body is larger than {max_bytes} bytes"
-        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+        # ASCII digits only (`str.isdigit` also admits "²", which `int` refuses), and few
+        # enough for `int` to read at all.
+        digits = declared.isascii() and declared.isdigit() and len(declared) <= 20
+        if not digits or int(declared) > max_bytes:
             raise _refused(kind, url, too_large)
         body = bytearray()
         for chunk in response.iter_bytes(_CHUNK):  # identity encoding: these are raw bytes

@@ -42,7 +42,8 @@ class AuditFilter:
             return query.get(name, "").strip()[:_MAX_FILTER_CHARS]
 
         limit = query.get("limit", "")
-        number = int(limit) if limit.isdigit() and len(limit) <= 6 else DEFAULT_LIMIT
+        digits = limit.isascii() and limit.isdigit() and len(limit) <= 6
+        number = int(limit) if digits else DEFAULT_LIMIT
         return cls(text("event"), text("tool"), text("principal"), max(1, min(number, MAX_LIMIT)))
 
     def matches(self, record: Mapping[str, Any]) -> bool:

@@ -539,7 +539,7 @@ class ConsolePages:
             action not in LIFECYCLE_ACTIONS
             or reference is None
             or reference.get("schema_version") != 2
-            or not revision.isdigit()
+            or not (revision.isascii() and revision.isdigit())
             or len(revision) > 12
         ):
             return self._message(400, "Bad request", "The form is incomplete.", session=session)

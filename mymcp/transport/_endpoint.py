@@ -6,10 +6,11 @@ else is the stateless era (`_stateless.py`), which keeps nothing between request
 Both share authentication, hygiene, the governed dispatcher and the audit.
 
 Every rejection happens as early as it can: origin and host first (in the application,
-for every route), then the method, then authentication (before the body is read), then
-headers and body bounds, then the JSON-RPC envelope, and only then sessions and
-dispatch. A reply is encoded before anything is committed for it: `initialize` creates
-its session only once the reply's bytes exist.
+for every route), then the method, then authentication (before the body is read; every
+method the endpoint has is authenticated, so the stateless era's 405 for GET and DELETE
+comes after it), then headers and body bounds, then the JSON-RPC envelope, and only
+then sessions and dispatch. A reply is encoded before anything is committed for it:
+`initialize` creates its session only once the reply's bytes exist.
 """
 
 from __future__ import annotations
@@ -139,14 +140,11 @@ class McpEndpoint:
         self, method: str, headers: RequestHeaders, receive: Receive, send: Send
     ) -> None:
         """Answer one request whose Host and Origin the application already trusted."""
-        stateless = is_modern_request(headers.version, has_session=bool(headers.session))
-        if stateless and method != "POST":
-            # The stateless era has no server stream to GET and no session to DELETE.
-            await send_empty(send, 405, {"allow": _ALLOW_STATELESS})
-            return
         if method not in ("POST", "GET", "DELETE"):
             await send_empty(send, 405, {"allow": _ALLOW})
             return
+        # Every method the endpoint has is authenticated before anything else is said
+        # about the request, in both eras.
         outcome = await self._authenticator.authenticate(headers.authorization)
         if not isinstance(outcome, Principal):
             if self._audit is not None:
@@ -155,6 +153,11 @@ class McpEndpoint:
                 outcome, token_presented=bool(headers.authorization)
             )
             await send_empty(send, 401, challenge)
+            return
+        stateless = is_modern_request(headers.version, has_session=bool(headers.session))
+        if stateless and method != "POST":
+            # The stateless era has no server stream to GET and no session to DELETE.
+            await send_empty(send, 405, {"allow": _ALLOW_STATELESS})
             return
         if stateless:
             await self._stateless_post(headers, outcome, receive, send)

@@ -108,7 +108,11 @@ def single_ascii(values: Sequence[str]) -> str | _Malformed | None:
 async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
     """The whole body, or None as soon as it is known to exceed the bound."""
     for declared in headers.content_length:
-        if not declared.strip().isdigit() or int(declared) > MAX_BODY_BYTES:
+        # ASCII digits only (`str.isdigit` also admits "²", which `int` refuses), and few
+        # enough for `int` to read at all.
+        digits = declared.strip()
+        readable = digits.isascii() and digits.isdigit() and len(digits) <= 20
+        if not readable or int(digits) > MAX_BODY_BYTES:
             return None
     chunks: list[bytes] = []
     size = 0

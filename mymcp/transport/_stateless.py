@@ -41,6 +41,7 @@ import anyio
 from mymcp.auth import Principal
 from mymcp.plugin import structured_result
 from mymcp.runtime import BoundTool
+from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._dispatch import (
     AwaitingApproval,
     Caller,
@@ -288,16 +289,31 @@ def _argument_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> object:
     return node
 
 
+def _canonical_integer(text: str) -> str | None:
+    """The shortest decimal of the integer a header value writes (`-042.0` is `-42`), or
+    None when it writes no integer. Kept as text: a header may hold more digits than
+    `int` reads, and an integer argument may be beyond any float."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    whole, _, fraction = text.partition(".")
+    if fraction.strip("0"):
+        return None
+    digits = whole.removeprefix("-").lstrip("0") or "0"
+    return "-" + digits if whole.startswith("-") and digits != "0" else digits
+
+
 def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
     """Whether a decoded header value mirrors the argument value."""
     if isinstance(value, bool):
         return text == ("true" if value else "false")
-    if header.integer and isinstance(value, int | float) and float(value).is_integer():
-        # Integers compare as numbers: `42` and `42.0` are the same argument.
-        if not _DECIMAL.fullmatch(text):
-            return False
-        whole, _, fraction = text.partition(".")
-        return fraction.strip("0") == "" and int(whole) == int(value)
+    if header.integer and isinstance(value, int | float):
+        # Integers compare as numbers: `42` and `42.0` are the same argument. (Decoded
+        # numbers are finite, and integers have at most as many digits as `str` writes.)
+        if isinstance(value, float):
+            if not value.is_integer():
+                return False
+            value = int(value)
+        return _canonical_integer(text) == str(value)
     if isinstance(value, str | int):
         return text == str(value)
     return False
@@ -381,9 +397,13 @@ class StatelessEra:
                 # Only for a tool this caller may call: checking others would reveal them.
                 tool = self._dispatcher.visible_tool(caller, name)
                 arguments = params.get("arguments")
-                mismatch = (
-                    None if tool is None else self._param_mismatch(tool, arguments, mirrored.params)
-                )
+                mismatch = None
+                if tool is not None:
+                    if isinstance(arguments, dict):
+                        # The tool is given its arguments with stringified JSON decoded
+                        # one layer deep: those are the values the headers must mirror.
+                        arguments = decode_stringified_arguments(arguments, tool.input_schema)
+                    mismatch = self._param_mismatch(tool, arguments, mirrored.params)
                 if mismatch is not None:
                     return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
             outcome = await self._dispatcher.call_tool(caller, params)

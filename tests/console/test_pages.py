@@ -10,10 +10,11 @@ from urllib.parse import parse_qsl
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from markupsafe import escape
 
 from mymcp.console.approvals import visible
+from mymcp.console.audit import DEFAULT_LIMIT, MAX_LIMIT, AuditFilter
 from mymcp.console.memory import reference_from_query, reference_query
 from mymcp.governance import read_records, rfc3339
 from tests.console.conftest import GATES, Stack, remember_arguments, running
@@ -427,6 +428,12 @@ def test_archive_restore_and_forget_with_a_confirmation_step(stack: Stack) -> No
     assert "/record/restore?" in page
     assert "/record/forget?" in page
 
+    # Digits `str.isdigit` admits but `int` refuses are an incomplete form, not a failure.
+    for odd in ("\u00b2", "\u2460", "\u0661", "-1", "1" * 13):
+        refused = stack.post("/console/memory/record/forget", {**form, "expected_revision": odd})
+        assert refused.status_code == 400, odd
+        assert "The form is incomplete" in refused.text
+
     conflict = stack.post("/console/memory/record/forget", form)  # revision is 2 now
     assert conflict.status_code == 409
     assert "revision_conflict" in conflict.text
@@ -571,3 +578,15 @@ def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:
     events = [r["event"] for r in read_records(audit.directory)]
     assert events.count("console_sign_in") == 1
     assert events.count("console_sign_out") == 1
+
+
+@given(st.text(max_size=12))
+@example("\u00b2")
+@example("\u2460")
+@example("1" * 7)
+def test_any_audit_limit_reads_as_a_bounded_number(limit: str) -> None:
+    chosen = AuditFilter.from_query({"limit": limit}).limit
+    if limit.isascii() and limit.isdigit() and len(limit) <= 6:
+        assert chosen == max(1, min(int(limit), MAX_LIMIT))
+    else:  # "²" and "①" are digits to `str.isdigit`, not to `int`
+        assert chosen == DEFAULT_LIMIT

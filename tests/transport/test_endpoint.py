@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
+from typing import Any
 
+import anyio
 import pytest
 
 from mymcp.transport import MAX_BODY_BYTES
+from mymcp.transport._exchange import RequestHeaders, read_body
 from tests.transport.conftest import HEADERS, initialize, rpc, session_headers
 
 
@@ -231,6 +235,18 @@ def test_oversized_body_is_413_before_parsing(client) -> None:
     assert client.post("/mcp", content=chunks(), headers=HEADERS).status_code == 413
 
 
+@pytest.mark.parametrize("declared", ["\u00b2", "1" * 21, "9" * 5000, "-1", "0x10"])
+def test_a_content_length_that_is_no_byte_count_is_refused_as_too_large(declared: str) -> None:
+    # Servers in front normally refuse these first; the endpoint must not trust them.
+    headers = RequestHeaders()
+    headers.content_length = (declared,)
+
+    async def never() -> dict[str, Any]:
+        raise AssertionError("the body must not be read")
+
+    assert anyio.run(read_body, headers, never) is None
+
+
 def test_invalid_json_batch_and_non_objects(client) -> None:
     bad = client.post("/mcp", content=b"{nope", headers=HEADERS)
     assert bad.status_code == 400
@@ -380,6 +396,33 @@ def test_tools_list_pagination_and_bad_cursor(make_client) -> None:
         "/mcp", json=rpc("tools/list", {"cursor": "garbage"}), headers=session_headers(session)
     )
     assert bad.json()["error"]["code"] == -32602
+
+
+def test_only_the_cursor_the_server_issued_reads_as_that_page(make_client) -> None:
+    client = make_client(extra_tools=150)
+    headers = session_headers(initialize(client))
+
+    def listed(cursor: str) -> dict[str, Any]:
+        reply = client.post("/mcp", json=rpc("tools/list", {"cursor": cursor}), headers=headers)
+        assert reply.status_code == 200
+        return reply.json()
+
+    issued = client.post("/mcp", json=rpc("tools/list"), headers=headers).json()["result"]
+    cursor = issued["nextCursor"]
+    assert "result" in listed(cursor)
+    generation = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    generation = generation.rpartition(":")[0]
+
+    def spelled(page: str) -> str:
+        return base64.urlsafe_b64encode(f"{generation}:{page}".encode()).decode().rstrip("=")
+
+    # Digits that `str.isdigit` admits but `int` refuses, or reads as 1, and other
+    # spellings of page 1: each an invalid cursor, never a failure or another page.
+    variants = [spelled(page) for page in ("\u00b2", "\u0661", "01", "+1", " 1", "1 ", "")]
+    variants += [cursor + "==", cursor + "=", spelled("9" * 5000)[:256], cursor.upper()]
+    for variant in variants:
+        if variant != cursor:
+            assert listed(variant)["error"]["code"] == -32602, variant
 
 
 def test_full_session_store_evicts_the_idlest_session_instead_of_refusing(make_client) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from mymcp.config import HostConfiguration, ServerSettings, parse_host_configura
 from mymcp.governance import AuditLog, Governance, Policy, read_records
 from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
-from mymcp.transport._stateless import decode_mirrored_value
+from mymcp.transport._stateless import _canonical_integer, decode_mirrored_value
 from mymcp.transport._versions import HANDSHAKE_ERA_VERSIONS, is_modern_request
 from tests.config.helpers import to_toml
 from tests.synthetic import contribution, external_bindings, schema, tool
@@ -93,6 +95,10 @@ def _tools() -> list[Any]:
                 shard={"type": "integer", "x-mcp-header": "Shard"},
                 flag={"type": "boolean", "x-mcp-header": "Flag"},
                 note={"type": "string"},
+                place={
+                    "type": "object",
+                    "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}},
+                },
             ),
         ),
         tool(
@@ -308,6 +314,11 @@ def test_get_and_delete_are_405_in_the_stateless_era(client: TestClient, method:
     response = client.request(method, "/mcp", headers={**HEADERS, "mcp-protocol-version": VERSION})
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
+    # Every method is authenticated first, in this era too: bad credentials are a 401.
+    rejected = {**HEADERS, "mcp-protocol-version": VERSION, "authorization": "Basic eA=="}
+    refused = client.request(method, "/mcp", headers=rejected)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == "Bearer"
 
 
 def test_a_session_header_is_ignored_and_none_is_minted(client: TestClient) -> None:
@@ -473,9 +484,22 @@ def _routed(client: TestClient, arguments: dict[str, Any], **params: str) -> Any
         ({"shard": 42}, {"shard": "42.0"}, 200),  # integers compare as numbers
         ({"shard": 42}, {"shard": "42.5"}, 400),
         ({"shard": 42}, {"shard": "4e1"}, 400),
+        ({"shard": 42}, {"shard": "-042.00"}, 400),
+        ({"shard": -42}, {"shard": "-042.00"}, 200),
+        ({"shard": 0}, {"shard": "-0"}, 200),
+        # Beyond any float, and more digits than `int` reads: compared, never converted.
+        ({"shard": 10**400}, {"shard": "1" + "0" * 400}, 200),
+        ({"shard": 10**400}, {"shard": "1" + "0" * 399}, 400),
+        ({"shard": 3}, {"shard": "9" * 4301}, 400),
         ({"flag": True}, {"flag": "true"}, 200),
         ({"flag": True}, {"flag": "True"}, 400),
         ({"note": "x"}, {}, 200),  # not mirrored
+        ({"place": {"zone": "eu"}}, {"zone": "eu"}, 200),
+        # The tool is given a stringified object decoded: it is mirrored like the object.
+        ({"place": '{"zone": "evil"}'}, {}, 400),
+        ({"place": '{"zone": "eu"}'}, {"zone": "us"}, 400),
+        ({"place": '{"zone": "eu"}'}, {"zone": "eu"}, 200),
+        ({"shard": "42"}, {"shard": "42.0"}, 200),
     ],
 )
 def test_mirrored_arguments_must_match_their_headers(
@@ -533,6 +557,29 @@ def test_every_value_the_sdk_mirrors_decodes_to_itself(value: str) -> None:
     if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
         return
     assert decode_mirrored_value(encode_header_value(value)) == value
+
+
+@given(
+    st.integers() | st.integers(min_value=-(10**500), max_value=10**500),
+    st.integers(min_value=0, max_value=3),
+    st.integers(min_value=0, max_value=3),
+)
+def test_an_integer_header_reads_as_the_number_it_writes(
+    number: int, zeros: int, fraction: int
+) -> None:
+    sign, digits = ("-", str(-number)) if number < 0 else ("", str(number))
+    written = sign + "0" * zeros + digits + ("." + "0" * fraction if fraction else "")
+    assert _canonical_integer(written) == str(number)
+
+
+@given(st.from_regex(r"-?[0-9]{1,30}(\.[0-9]{1,5})?", fullmatch=True) | st.text(max_size=12))
+def test_a_header_is_an_integer_exactly_when_its_decimal_value_is_one(text: str) -> None:
+    try:
+        value = Decimal(text) if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", text) else None
+    except InvalidOperation:
+        value = None
+    expected = str(int(value)) if value is not None and value == value.to_integral() else None
+    assert _canonical_integer(text) == expected
 
 
 @given(st.binary(max_size=30))
