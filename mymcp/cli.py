@@ -4,15 +4,19 @@ audit and console."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from mymcp import __version__
 from mymcp.errors import MyMCPError
@@ -27,7 +31,7 @@ from mymcp.logs import (
 )
 
 if TYPE_CHECKING:
-    from mymcp.config import AuthenticationSettings, ServerSettings
+    from mymcp.config import AuthenticationSettings, HostConfiguration, ServerSettings
     from mymcp.plugin import PluginDefinition
     from mymcp.plugins.mnemosyne import MnemosyneSettings
     from mymcp.transport import ConnectionLimits
@@ -38,6 +42,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer its reader left
+# How long a stopping process waits for plugin handlers still running on worker threads.
+_HANDLER_GRACE_SECONDS = 2.0
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -73,6 +79,13 @@ def _command(
     if description is None:
         description = summary[0].upper() + summary[1:] + "."
     return commands.add_parser(name, help=summary, description=description, **options)  # type: ignore[no-any-return]
+
+
+def _positive(text: str) -> int:
+    """A count on the command line: a whole number from 1 (argparse says what is wrong)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 9) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1, not {text[:40]!r}")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,7 +135,11 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         "validate one plugin manifest file",
         "Check a plugin manifest exactly as the server does before it imports anything; "
-        "with --import, also import the plugin and compare it with its manifest.",
+        "with --import, also import the plugin and compare it with its manifest. A tool "
+        "id reserved for the host (list_tools, mymcp_*) or taken by a Mnemosyne tool fails "
+        'the check when the plugin\'s [[plugins]] entry declares binding = "local", as it '
+        "fails the start (external_plugin_name_collision), and is a warning when the host "
+        "configuration has no entry for the plugin.",
     )
     plugin_check.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the plugin's manifest.json"
@@ -306,7 +323,9 @@ def _governance_parsers(commands: Any) -> None:
     show.add_argument("--tool", metavar="NAME", help="only calls of this public tool name")
     show.add_argument("--principal", metavar="P", help="only this principal (e.g. operator:alice)")
     show.add_argument("--event", metavar="EVENT", help="only this event (tool_call, ...)")
-    show.add_argument("--limit", type=int, metavar="N", help="only the last N matching records")
+    show.add_argument(
+        "--limit", type=_positive, metavar="N", help="only the last N matching records"
+    )
     show.add_argument("--json", action="store_true", help="print one JSON record per line")
     for sub in (verify, show):
         sub.add_argument(
@@ -369,15 +388,40 @@ def serve(
     app = create_host_app(host)
     # Logging is configured above, so uvicorn must not install its own; the `mcp` logger
     # already records each request, so its access log would only repeat it.
-    uvicorn.run(
-        app,
-        host=server.address,
-        port=server.port,
-        log_config=None,
-        access_log=False,
-        **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
-    )
-    return EXIT_OK
+    try:
+        uvicorn.run(
+            app,
+            host=server.address,
+            port=server.port,
+            log_config=None,
+            access_log=False,
+            **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
+        )
+    except SystemExit as leaving:  # SIGTERM, once uvicorn has stopped serving
+        if leaving.code != EXIT_OK:
+            raise
+    return _ending(EXIT_OK)
+
+
+def _ending(status: int) -> int:
+    """`status`, once nothing keeps the process from ending normally.
+
+    A plugin's synchronous handler that a cancelled call left running cannot be stopped
+    (it is a thread), and the interpreter would wait for it at exit for good. Such
+    threads get a moment to return; then the exit handlers run (the memory index
+    snapshot, the log) and the process ends without them.
+    """
+    current = threading.current_thread()
+    others = [t for t in threading.enumerate() if t is not current and not t.daemon]
+    deadline = time.monotonic() + _HANDLER_GRACE_SECONDS
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = sum(thread.is_alive() for thread in others)
+    if not running:
+        return status
+    logging.getLogger("mymcp").warning("exit outcome=handlers_left_running count=%d", running)
+    atexit._run_exitfuncs()
+    os._exit(status)
 
 
 def stdio(args: argparse.Namespace) -> int:
@@ -387,13 +431,14 @@ def stdio(args: argparse.Namespace) -> int:
     from mymcp.app import serve_stdio
     from mymcp.runtime.bootstrap import build_host
 
-    # Replies go to a private copy of stdout; stdout itself then points at stderr, so
-    # that nothing else (a plugin printing at import or during a call, a library's
-    # warning) can corrupt the stream.
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
+    streams = _message_streams()
+    if streams is None:
+        print("mymcp: error: stdio needs an open standard input and output", file=sys.stderr)
+        return EXIT_FAILURE
+    requests, replies = streams
     logs = _begin_logging(args)
+    # `requests` stays open: on a signal its reader thread may still be blocked in a read,
+    # and closing a file under a read waits for that read to end.
     with replies:
         try:
             host = build_host()
@@ -401,8 +446,33 @@ def stdio(args: argparse.Namespace) -> int:
             _settle_logging(logs, args)
             return _fail(exc)
         _settle_logging(logs, args, host.configuration.server)
-        anyio.run(serve_stdio, host, sys.stdin.buffer, replies)
-    return EXIT_OK
+        anyio.run(serve_stdio, host, requests, replies)
+    return _ending(EXIT_OK)
+
+
+def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:
+    """Private copies of stdin and stdout for the protocol's messages, or None when either
+    is closed.
+
+    The standard descriptors then point elsewhere, stdin at /dev/null and stdout at
+    stderr, so nothing else in the process (a plugin printing, reading input or importing
+    something that does, a library's warning) can read from or write into the message
+    streams; and the interpreter's own stdin is never the file a reader thread is
+    blocked in when the process ends.
+    """
+    try:
+        for descriptor in (0, 1, 2):
+            os.fstat(descriptor)
+    except OSError:
+        return None
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return requests, replies
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -474,8 +544,11 @@ def _authentication_summary(settings: AuthenticationSettings) -> str:
 
 
 def _plugin_check(manifest: Path, module: str | None) -> int:
-    """Check a manifest exactly as the server's preflight does; with a module, import it
-    as the server would and report every parity mismatch and schema finding."""
+    """Check a manifest exactly as the server's preflight does, then its tool names under
+    the binding its [[plugins]] entry declares; with a module, import it as the server
+    would and report every parity mismatch and schema finding."""
+    from mymcp.config import load_host_configuration
+    from mymcp.errors import ConfigurationError
     from mymcp.runtime import preflight_manifest
 
     try:
@@ -484,19 +557,79 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
         return _fail(exc)
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
-    if module is None:
-        return EXIT_OK
-    return _check_plugin_module(module, definition)
+    if module is not None:
+        return _check_plugin_module(module, definition)
+    collision = _local_name_collision(definition)
+    if collision is None:
+        return EXIT_OK  # no binding makes these names collide: the entry does not matter
+    try:
+        binding = _declared_binding(definition, load_host_configuration())
+    except ConfigurationError:
+        binding = None
+        print(
+            "mymcp: note: the host configuration does not load (`mymcp check` says why), "
+            "so the tool names were judged as if the plugin had no [[plugins]] entry",
+            file=sys.stderr,
+        )
+    return EXIT_OK if _tool_names_bind(collision, binding) else EXIT_FAILURE
 
 
-def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, Any], str]:
+def _declared_binding(definition: PluginDefinition, configuration: HostConfiguration) -> str | None:
+    """The binding of the plugin's [[plugins]] entry; None when it has none."""
+    for declaration in configuration.plugins:
+        if declaration.id == definition.plugin_id:
+            return declaration.binding
+    return None
+
+
+def _tool_names_bind(collision: MyMCPError | None, binding: str | None) -> bool:
+    """Whether the plugin's tools can be published under `binding` (None: the plugin has
+    no [[plugins]] entry), given what the start refuses under local binding. A collision
+    under `binding = "local"` fails the check with the start's own line; without an entry
+    it is a warning, since the plugin is namespaced unless its entry asks otherwise."""
+    if collision is None or binding == "namespaced":
+        return True
+    if binding == "local":
+        _fail(collision)
+        return False
+    print(
+        f'mymcp: warning: declared with binding = "local", it would not start: {collision}',
+        file=sys.stderr,
+    )
+    return True
+
+
+def _local_name_collision(definition: PluginDefinition) -> MyMCPError | None:
+    """What the start refuses the plugin for when its tools keep their own ids: the
+    start's own check, over Mnemosyne's tools and the plugin's. (A clash with another
+    locally bound plugin needs that plugin's manifest too: `mymcp check` reads them all.)"""
+    from mymcp.plugin import QualifiedCapabilityId
+    from mymcp.plugins.mnemosyne import mnemosyne_manifest
+    from mymcp.runtime.bootstrap import binding_policy, refuse_local_collisions
+
+    local = {definition.plugin_id}
+    binding = binding_policy(local)
+    declared = {
+        capability: binding(capability)
+        for plugin in (mnemosyne_manifest(), definition)
+        for capability in (
+            QualifiedCapabilityId(plugin.plugin_id, d.kind, d.local_id) for d in plugin.capabilities
+        )
+    }
+    try:
+        refuse_local_collisions(declared, local)
+    except MyMCPError as exc:
+        return exc
+    return None
+
+
+def _declared_configuration(
+    definition: PluginDefinition, configuration: HostConfiguration
+) -> tuple[Mapping[str, Any], str]:
     """The values the host configuration gives this plugin, checked as the server checks
-    them, and where they come from (for the summary line). A host configuration that
-    does not load fails the check: the server would not start with it either."""
-    from mymcp.config import load_host_configuration
+    them, and where they come from (for the summary line)."""
     from mymcp.runtime import check_plugin_configuration
 
-    configuration = load_host_configuration()
     for index, declaration in enumerate(configuration.plugins):
         if declaration.id == definition.plugin_id:
             where = f"plugins[{index}]"
@@ -509,12 +642,14 @@ def _declared_configuration(definition: PluginDefinition) -> tuple[Mapping[str, 
 
 def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     """Errors (the server would refuse the plugin) fail the check, portability problems
-    warn. Every mismatch is printed, not only the first."""
+    warn. Every mismatch is printed, not only the first. A host configuration that does
+    not load fails the check: the server would not start with it either."""
+    from mymcp.config import load_host_configuration
     from mymcp.errors import ConfigurationError
     from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
 
     try:
-        values, origin = _declared_configuration(definition)
+        configuration = load_host_configuration()
     except ConfigurationError as exc:
         _fail(exc)
         print(
@@ -523,9 +658,11 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
-    except MyMCPError as exc:
-        return _fail(exc)
+    binding = _declared_binding(definition, configuration)
+    if not _tool_names_bind(_local_name_collision(definition), binding):
+        return EXIT_FAILURE
     try:
+        values, origin = _declared_configuration(definition, configuration)
         adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return _fail(exc)

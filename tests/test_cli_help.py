@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from mymcp.cli import _parser
+import pytest
+
+from mymcp.cli import _parser, main
 
 
 def _commands(
@@ -47,3 +49,13 @@ def test_a_listed_summary_opens_the_command_s_own_help() -> None:
     assert "symlink" in memory_check.description
     revoke = commands[("auth", "token", "revoke")]
     assert revoke.description == "Remove one credential by id."
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "x", "\u00b2", "1" * 10])
+def test_a_count_that_is_no_whole_number_from_one_is_a_usage_error(
+    limit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["audit", "show", "--limit", limit])
+    assert stopped.value.code == 2
+    assert "argument --limit: expected a whole number from 1" in capsys.readouterr().err

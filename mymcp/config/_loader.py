@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -209,8 +210,18 @@ def parse_host_configuration(data: bytes, source: Path | None = None) -> HostCon
         raise ConfigurationError(
             "invalid_toml", location=where, detail="values nest too deeply"
         ) from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise ConfigurationError("invalid_toml", location=where, detail=str(exc)) from None
+    except ValueError:  # an integer of more digits than Python converts
+        # Python's own words suggest raising its limit; the operator's fix is the number.
+        limit = sys.get_int_max_str_digits()
+        run = re.search(rf"[0-9_]{{{limit + 1},}}", text)
+        position = (
+            Location() if run is None else Location(line=text.count("\n", 0, run.start()) + 1)
+        )
+        raise ConfigurationError(
+            "invalid_toml",
+            location=position.filled(where),
+            detail=f"an integer has more than {limit} digits",
+        ) from None
     try:
         return host_configuration_from_document(document)
     except ConfigurationError as exc:

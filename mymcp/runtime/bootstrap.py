@@ -50,6 +50,7 @@ __all__ = [
     "build_host",
     "build_runtime",
     "production_binding",
+    "refuse_local_collisions",
 ]
 
 _log = logging.getLogger("mymcp.host.bootstrap")
@@ -91,7 +92,7 @@ def production_binding(capability: QualifiedCapabilityId) -> str:
     return binding_policy()(capability)
 
 
-def _refuse_local_collisions(
+def refuse_local_collisions(
     names: Mapping[QualifiedCapabilityId, str], local_plugins: Collection[str]
 ) -> None:
     """A locally bound name may clash with another tool's name or a reserved one: refuse
@@ -124,7 +125,7 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
                 for d in adapter.definition.capabilities
             )
         }
-        _refuse_local_collisions(declared, local)
+        refuse_local_collisions(declared, local)
         try:
             contributions = [bundled.contribution, *(a.contribution for a in externals)]
             runtime = compose_runtime(

@@ -51,6 +51,9 @@ class ConnectionLimits:
     # never lock out a new one; if every connection is being answered, the new one is
     # answered 503 and closed.
     max_connections: int = 256
+    # On SIGTERM or Ctrl-C, requests being answered get this long to finish; the rest are
+    # then cancelled, so one hung tool cannot keep the server from stopping.
+    shutdown_seconds: float = 10.0
 
     def uvicorn_options(self) -> dict[str, Any]:
         """Keyword arguments for `uvicorn.run`/`uvicorn.Config` that apply these limits.
@@ -64,6 +67,7 @@ class ConnectionLimits:
             "http": self._protocol(),
             "ws": "none",
             "timeout_keep_alive": self.keep_alive_seconds,
+            "timeout_graceful_shutdown": self.shutdown_seconds,
             "proxy_headers": False,
             "server_header": False,
         }

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import itertools
 import logging
+import math
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple
 
-from anyio import CapacityLimiter, to_thread
-from anyio.lowlevel import RunVar
+from anyio import CapacityLimiter, from_thread, to_thread
+from anyio.lowlevel import RunVar, current_token
 
 from mymcp import SERVER_NAME
 from mymcp.auth import Principal
@@ -149,21 +152,66 @@ class _WorkerLimits:
     same way), so a limiter is never shared between loops."""
 
     def __init__(self, read_only: int, other: int) -> None:
-        self._sizes = {True: read_only, False: other}
-        self._limiters: dict[bool, RunVar[CapacityLimiter]] = {
+        self._sizes: dict[bool | None, float] = {True: read_only, False: other, None: math.inf}
+        self._limiters: dict[bool | None, RunVar[CapacityLimiter]] = {
             True: RunVar("mymcp_read_only_tool_threads"),
             False: RunVar("mymcp_other_tool_threads"),
+            None: RunVar("mymcp_unbounded_tool_threads"),
         }
 
-    def for_tool(self, tool: BoundTool) -> CapacityLimiter:
-        read_only = tool.effects.read_only
-        holder = self._limiters[read_only]
+    def _limiter(self, kind: bool | None) -> CapacityLimiter:
+        holder = self._limiters[kind]
         try:
             return holder.get()
         except LookupError:
-            limiter = CapacityLimiter(self._sizes[read_only])
+            limiter = CapacityLimiter(self._sizes[kind])
             holder.set(limiter)
             return limiter
+
+    async def run(self, tool: BoundTool, arguments: dict[str, Any]) -> object:
+        """Run a synchronous handler on a worker thread, in one of its tool kind's places.
+
+        Cancelling the call (its client cancelled it, or the server is stopping) stops
+        waiting for it at once. A thread cannot be stopped, though, so a handler already
+        running keeps its place until it returns: cancelled calls never raise the number
+        of threads past the limit, and a handler that never returns holds one place, not
+        one per retry.
+        """
+        limiter, borrower = self._limiter(tool.effects.read_only), object()
+        await limiter.acquire_on_behalf_of(borrower)
+        token, lock = current_token(), threading.Lock()
+        phase = ["queued"]  # then "running" and "returned", or "abandoned" at any point
+
+        def give_back() -> None:
+            limiter.release_on_behalf_of(borrower)
+
+        def call() -> object:
+            with lock:
+                if phase[0] == "abandoned":  # cancelled before a thread took it
+                    return None
+                phase[0] = "running"
+            try:
+                return tool.handler(arguments)
+            finally:
+                with lock:
+                    abandoned, phase[0] = phase[0] == "abandoned", "returned"
+                if abandoned:  # nobody waits for it: the place goes back from here
+                    with contextlib.suppress(Exception):  # unless the loop itself ended
+                        from_thread.run_sync(give_back, token=token)
+
+        try:
+            # The places are counted above; anyio's own count must not hold calls back.
+            outcome = await to_thread.run_sync(
+                call, abandon_on_cancel=True, limiter=self._limiter(None)
+            )
+        except BaseException:
+            with lock:
+                running, phase[0] = phase[0] == "running", "abandoned"
+            if not running:
+                give_back()
+            raise
+        give_back()
+        return outcome
 
 
 def declares_url_elicitation(capabilities: object) -> bool:
@@ -362,10 +410,14 @@ class Dispatcher:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None
         generation, _, page = raw.rpartition(":")
-        if generation != self._runtime.generation or not page.isdigit():
+        # ASCII digits only (`str.isdigit` also admits "²", which `int` refuses), and only
+        # the one spelling this server hands out: no padding, no leading zeros.
+        if generation != self._runtime.generation or not (page.isascii() and page.isdigit()):
             return None
         number = int(page)
-        return number if 0 < number < pages else None
+        if not 0 < number < pages or cursor != self._cursor(number):
+            return None
+        return number
 
     def list_page(self, caller: Caller, params: object) -> dict[str, Any] | CallRefused:
         """One page of the tools this caller may call, in registry order (deterministic,
@@ -571,8 +623,7 @@ class Dispatcher:
             if tool.is_async:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
             else:
-                limiter = self._workers.for_tool(tool)
-                outcome = await to_thread.run_sync(tool.handler, arguments, limiter=limiter)
+                outcome = await self._workers.run(tool, arguments)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
             return self._failure(tool, type(exc).__name__, exc)

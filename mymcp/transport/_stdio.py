@@ -9,8 +9,11 @@ Both protocol eras work here too, chosen per message: a request whose params car
 stateless `_meta` envelope is answered statelessly; `initialize` opens the one
 handshake-era session this process has (a second one is refused), and later
 handshake-era requests belong to it. Requests run concurrently and are answered as
-they finish; `notifications/cancelled` stops one that is still running (its reply is
-never sent). At end of input the requests still running finish and `serve` returns.
+they finish; `notifications/cancelled` drops one that is still running (its reply is
+never sent; a plugin's synchronous handler cannot be stopped, so it runs on to its end
+in the background, still counted against its tool kind's threads). At end of input the
+requests still running get `DRAIN_SECONDS` to finish, the rest are dropped the same way,
+and `serve` returns.
 
 Lines are bounded (`MAX_LINE_BYTES`); a longer one is refused with an error and
 skipped, and reading goes on with the next line. Only replies are written to the sink:
@@ -51,10 +54,14 @@ from mymcp.transport._jsonrpc import (
 )
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
 
-__all__ = ["MAX_LINE_BYTES", "StdioServer"]
+__all__ = ["DRAIN_SECONDS", "MAX_LINE_BYTES", "StdioServer"]
 
 MAX_LINE_BYTES: Final = MAX_BODY_BYTES
 """The longest message line read, as the HTTP endpoint bounds a body."""
+DRAIN_SECONDS: Final = 10.0
+"""How long requests still running at end of input may take to finish. A client that
+closed its end usually stops reading soon after; one hung tool must not keep the process
+alive for good."""
 _TOO_LONG: Final = object()
 
 
@@ -114,8 +121,10 @@ class StdioServer:
         audit: AuditLog | None = None,
         principal: Principal = LOCAL,
         max_line_bytes: int = MAX_LINE_BYTES,
+        drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         self._dispatcher = dispatcher
+        self._drain_seconds = drain_seconds
         self._stateless = stateless
         self._audit = audit
         self._principal = principal
@@ -126,7 +135,8 @@ class StdioServer:
         self._sink: BinaryIO | None = None
 
     async def serve(self, source: BinaryIO, sink: BinaryIO) -> None:
-        """Answer every message until the input ends, then let running requests finish."""
+        """Answer every message until the input ends, then give running requests a
+        bounded while to finish."""
         self._sink = sink
         lines = _LineReader(source, self._max_line).start()
         try:
@@ -136,6 +146,7 @@ class StdioServer:
                         await self._refuse(None, ErrorCode.INVALID_REQUEST, "Message too long")
                     elif isinstance(item, bytes):
                         await self._receive(item, group)
+                group.cancel_scope.deadline = anyio.current_time() + self._drain_seconds
         finally:
             if self._session is not None:
                 self._record_session("session_close", self._session.id, reason="shutdown")

@@ -47,6 +47,14 @@ def test_a_toml_syntax_error_names_line_and_column() -> None:
     )
 
 
+def test_an_integer_too_long_to_read_names_its_line_and_not_python_s_remedy() -> None:
+    error = _error("schema_version = 8\n[server]\nport = " + "1_0" * 2200 + "\n")
+    assert error.code == "invalid_toml"
+    assert error.location.line == 3
+    assert error.detail == "an integer has more than 4300 digits"
+    assert "sys." not in str(error)
+
+
 def test_invalid_utf8_names_the_line_and_byte() -> None:
     with pytest.raises(ConfigurationError) as caught:
         parse_host_configuration(b"schema_version = 8\n# \xff\n", FILE)

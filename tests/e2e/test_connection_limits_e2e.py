@@ -22,6 +22,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import READY_MARKER, STARTUP_TIMEOUT, RunningServer, Sandbox
+from tests.runtime.test_external import Workspace
+
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 15.0  # far beyond the one-second limits, far below "forever"
@@ -30,11 +36,13 @@ pytestmark = pytest.mark.slow
 
 
 @contextmanager
-def serve_module(sandbox: Sandbox, module: str) -> Iterator[RunningServer]:
+def serve_module(
+    sandbox: Sandbox, module: str, extra_env: dict[str, str] | None = None
+) -> Iterator[RunningServer]:
     """Run `python -m <module>` like tests.e2e.server.serve runs `mymcp`."""
     process = subprocess.Popen(
         [sys.executable, "-m", module],
-        env=sandbox.environ(),
+        env=sandbox.environ(extra_env),
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -222,3 +230,65 @@ def test_an_oversized_request_head_is_refused_431(
             pass  # closed while the rest of the head was still arriving
     assert reply.startswith(b"HTTP/1.1 431 ")
     assert _health(port).startswith(b"HTTP/1.1 200")
+
+
+# A handler that reports it is running by connecting to the test, then never returns.
+STUCK_PLUGIN = """
+import os
+import socket
+import time
+
+
+def _handler(arguments):
+    socket.create_connection(("127.0.0.1", int(os.environ["STUCK_REPORT_PORT"]))).close()
+    time.sleep(3600)
+"""
+
+
+def test_sigterm_stops_the_server_while_a_handler_never_returns(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
+    sandbox.write_config(
+        "schema_version = 2\n"
+        + sandbox.server_table()
+        + '[[plugins]]\nid = "stuck"\nenabled = true\n'
+        + f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+    )
+    with socket.create_server(("127.0.0.1", 0)) as reports:
+        reports.settimeout(DEADLINE)
+        env = {
+            "PYTHONPATH": str(space.root / "modules"),
+            "STUCK_REPORT_PORT": str(reports.getsockname()[1]),
+        }
+        with serve_module(sandbox, "tests.e2e.limits_server", env) as server:
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "stuck__tool_0", "arguments": {}, "_meta": STATELESS_META},
+                }
+            ).encode()
+            head = (
+                "POST /mcp HTTP/1.1\r\n"
+                f"Host: 127.0.0.1:{server.port}\r\n"
+                "Accept: application/json, text/event-stream\r\n"
+                "Content-Type: application/json\r\n"
+                "MCP-Protocol-Version: 2026-07-28\r\n"
+                "Mcp-Method: tools/call\r\nMcp-Name: stuck__tool_0\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            with _connect(server.port) as client:
+                client.sendall(head + body)
+                reports.accept()[0].close()  # the handler runs, and will not return
+                server.process.terminate()
+                status = server.process.wait(timeout=60)
+                # The call is cancelled, not answered: its connection just closes.
+                assert _closed_by_server(client)
+    log = "".join(server.output)
+    assert status == 0, log
+    assert "Traceback" not in log
+    assert "outcome=handlers_left_running count=1" in log

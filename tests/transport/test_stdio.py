@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from anyio import to_thread
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitResult
@@ -30,6 +33,7 @@ from mymcp.governance import Governance, Policy, read_records
 from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Dispatcher, StatelessEra, StdioServer
+from mymcp.transport._dispatch import _WorkerLimits
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.runtime.test_external import Workspace
@@ -350,3 +354,158 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
     sink.close()
     replies = [json.loads(line) for line in from_server.read().splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
+
+
+# --- stopping while a synchronous handler never returns ----------------------------------
+
+
+def _stuck_runtime(handler: Any) -> Any:
+    stuck = contribution("slow", tool("slow", "stuck", handler), tool("slow", "quick"))
+    return compose_runtime([stuck], external_bindings(stuck), server_version="0.1.0")
+
+
+def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
+        release.wait()
+        return structured_result({})
+
+    registry = _stuck_runtime(stuck).registry
+    limits = _WorkerLimits(1, 1)
+    hung, quick = registry.get("slow__stuck"), registry.get("slow__quick")
+    assert hung is not None
+    assert quick is not None
+    results: list[object] = []
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(limits.run, hung, {})
+            await to_thread.run_sync(entered.wait)
+            group.cancel_scope.cancel()  # given up on at once, though its thread runs on
+        limiter = limits._limiter(hung.effects.read_only)
+        assert limiter.borrowed_tokens == 1  # the running handler keeps its place
+        async with anyio.create_task_group() as group:
+
+            async def next_call() -> None:
+                results.append(await limits.run(quick, {"text": "x"}))
+
+            group.start_soon(next_call)
+            await anyio.wait_all_tasks_blocked()
+            assert limiter.statistics().tasks_waiting == 1  # no second thread for it
+            release.set()  # the first handler returns and gives its place back
+        assert limiter.borrowed_tokens == 0
+
+    anyio.run(scenario)
+    assert len(results) == 1
+
+
+def test_end_of_input_drops_a_request_whose_handler_never_returns(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    source, to_server, from_server, sink = pipes
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
+        release.wait()
+        return structured_result({})
+
+    runtime = _stuck_runtime(stuck)
+    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
+    server = StdioServer(
+        dispatcher,
+        StatelessEra(dispatcher),
+        principal=registered_principal("t", "t"),
+        drain_seconds=0,
+    )
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            to_server.write(_line(INITIALIZE))
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            to_server.write(_line({**call, "params": {"name": "slow__stuck"}}))
+            await to_thread.run_sync(entered.wait)
+            to_server.close()  # serve returns although the handler still runs
+
+    try:
+        anyio.run(scenario)
+    finally:
+        release.set()
+    sink.close()
+    replies = [json.loads(line) for line in from_server.read().splitlines()]
+    assert [reply["id"] for reply in replies] == [1]  # the dropped call is never answered
+
+
+STUCK_PLUGIN = """
+import time
+
+
+def _handler(arguments):
+    time.sleep(3600)  # never returns while anyone waits for it
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_process_while_a_handler_never_returns(
+    sandbox: Sandbox, tmp_path: Path, stop: signal.Signals
+) -> None:
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
+    sandbox.write_config(
+        'schema_version = 2\n[[plugins]]\nid = "stuck"\nenabled = true\n'
+        f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mymcp.cli", "stdio", "--log-level", "debug"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        process.stdin.write(_line(INITIALIZE))
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        process.stdin.write(_line({**call, "params": {"name": "stuck__tool_0"}}))
+        process.stdin.flush()
+        log = b""
+        while b"method=tools/call" not in log:  # the call has reached the dispatcher
+            line = process.stderr.readline()
+            assert line, log.decode()
+            log += line
+        process.send_signal(stop)
+        status = process.wait(timeout=60)
+        log += process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()
+    text = log.decode()
+    assert status == 0, text
+    assert "Traceback" not in text, text
+    assert "Fatal Python error" not in text, text
+    assert "outcome=handlers_left_running count=1" in text
+    assert process.stdout.read() == b""  # the dropped call was never answered
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_a_closed_standard_stream_is_one_line_of_error(sandbox: Sandbox, closed: int) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        env=sandbox.environ(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(closed),
+    )
+    assert finished.returncode == 1
+    assert finished.stderr.decode().splitlines() == [
+        "mymcp: error: stdio needs an open standard input and output"
+    ]

@@ -1,0 +1,223 @@
+"""`mymcp plugin check` at the operator's terminal: a fault in the manifest is named with
+its line and column, and a tool name the start would refuse under the plugin's declared
+binding fails the check with the start's own line and code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mymcp import cli
+from mymcp.config import HostConfiguration, PluginDeclaration, load_host_configuration
+from mymcp.errors import ExternalPluginLoadError
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
+from mymcp.runtime.bootstrap import build_runtime
+from tests.runtime.test_external import Workspace, manifest_document
+
+COLLISION = "external_plugin_name_collision"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    space = Workspace(tmp_path)
+    yield space
+    for name in space.created_modules:
+        sys.modules.pop(name, None)
+
+
+def _plugin(workspace: Workspace, *local_ids: str) -> PluginDeclaration:
+    document = manifest_document("fixed", tools=len(local_ids))
+    for capability, local_id in zip(document["capabilities"], local_ids, strict=True):
+        capability["id"] = local_id
+    return workspace.plugin("fixed", manifest=document)
+
+
+def _declare(workspace: Workspace, declaration: PluginDeclaration, binding: str) -> None:
+    directory = workspace.root / "config" / "mymcp"
+    directory.mkdir(parents=True, mode=0o700)
+    (directory / "config.toml").write_text(
+        "schema_version = 8\n[[plugins]]\n"
+        f'id = "{declaration.id}"\nenabled = true\n'
+        f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+        f'binding = "{binding}"\n'
+    )
+    os.chmod(directory / "config.toml", 0o600)
+
+
+def _plugin_check(
+    declaration: PluginDeclaration, capsys: pytest.CaptureFixture[str], *, module: bool
+) -> tuple[int, str, str]:
+    assert declaration.manifest_path is not None
+    assert declaration.module is not None
+    argv = ["plugin", "check", str(declaration.manifest_path)]
+    if module:
+        argv += ["--import", declaration.module]
+    status = cli.main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _start_refusal(workspace: Workspace) -> str:
+    """The line a start with the workspace's host configuration fails with."""
+    configuration = load_host_configuration()
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        build_runtime(configuration, mnemosyne)
+    assert caught.value.code == COLLISION
+    return f"mymcp: error: {caught.value}"
+
+
+# -- tool names under the declared binding -------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["manifest", "--import"])
+@pytest.mark.parametrize(
+    "local_id",
+    [
+        "memory_recall",  # a Mnemosyne tool
+        "memory_forget",  # a Mnemosyne tool whose gate is off: still taken
+        "list_tools",  # the host's own tool
+        "mymcp_status",  # reserved for the host
+    ],
+)
+def test_a_local_name_the_start_refuses_fails_the_check_with_the_same_line(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], local_id: str, module: bool
+) -> None:
+    declaration = _plugin(workspace, "ping", local_id)
+    _declare(workspace, declaration, "local")
+    status, out, err = _plugin_check(declaration, capsys, module=module)
+    assert status == 1
+    assert "manifest OK: fixed" in out
+    assert "module OK" not in out
+    assert err.splitlines() == [_start_refusal(workspace)]
+    assert f"the tool name {local_id!r} is taken" in err
+    assert f"(code={COLLISION})" in err
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["manifest", "--import"])
+def test_an_undeclared_plugin_is_warned_about_what_local_binding_would_refuse(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], module: bool
+) -> None:
+    declaration = _plugin(workspace, "list_tools")
+    status, out, err = _plugin_check(declaration, capsys, module=module)
+    assert status == 0
+    (warning,) = err.splitlines()
+    assert warning.startswith('mymcp: warning: declared with binding = "local", it would not')
+    assert f"'list_tools' is taken (plugin 'fixed') (code={COLLISION})" in warning
+    assert ("module OK" in out) is module
+
+
+def test_a_namespaced_plugin_may_use_any_tool_id(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declaration = _plugin(workspace, "memory_recall", "list_tools")
+    _declare(workspace, declaration, "namespaced")
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert (status, err) == (0, "")
+    assert "module OK" in out
+    configuration = HostConfiguration(schema_version=8, plugins=(declaration,))
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    names = build_runtime(configuration, mnemosyne).registry.names
+    assert "fixed__list_tools" in names  # and the start agrees
+
+
+def test_a_local_plugin_with_free_names_passes(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declaration = _plugin(workspace, "test_simple_text")
+    _declare(workspace, declaration, "local")
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert (status, err) == (0, "")
+    assert "module OK" in out
+
+
+def _break_configuration(workspace: Workspace) -> Path:
+    config = workspace.root / "config" / "mymcp" / "config.toml"
+    config.write_text(config.read_text() + "unknown = 1\n")
+    return config
+
+
+def test_without_a_loadable_configuration_a_collision_is_judged_as_if_undeclared(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declaration = _plugin(workspace, "mymcp_status")
+    _declare(workspace, declaration, "local")
+    _break_configuration(workspace)
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert status == 0
+    assert "manifest OK" in out
+    # The loader's own log line comes first; then what the operator is told.
+    note, warning = (line for line in err.splitlines() if line.startswith("mymcp: "))
+    assert note.startswith("mymcp: note: the host configuration does not load")
+    assert warning.startswith('mymcp: warning: declared with binding = "local"')
+
+
+def test_a_manifest_whose_names_cannot_collide_needs_no_configuration(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declaration = _plugin(workspace, "ping")
+    _declare(workspace, declaration, "local")
+    _break_configuration(workspace)
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert (status, err) == (0, "")
+    assert "manifest OK" in out
+
+
+# -- numbers JSON cannot hold --------------------------------------------------------------
+
+
+def _manifest_with(tmp_path: Path, key: str, token: str) -> tuple[Path, int, int]:
+    """A manifest whose `key` holds `token` verbatim, and the line and column of it."""
+    document = manifest_document("fixed")
+    marker = "@@token@@"
+    if key == "max":
+        document["requires"]["host_api"]["max"] = marker
+    else:
+        document[key] = marker
+    text = json.dumps(document, indent=2)
+    index = text.index(f'"{marker}"')
+    line = text.count("\n", 0, index) + 1
+    column = index - text.rfind("\n", 0, index)
+    path = tmp_path / "manifest.json"
+    path.write_text(text.replace(f'"{marker}"', token))
+    os.chmod(path, 0o644)
+    return path, line, column
+
+
+@pytest.mark.parametrize(
+    ("key", "token"),
+    [
+        ("version", "NaN"),
+        ("data_schema_version", "-Infinity"),
+        ("max", "1e400"),
+        ("max", "-2.5E+999"),
+        ("max", "9" * 5000),  # more digits than an integer may have
+    ],
+)
+def test_a_number_json_cannot_hold_is_named_with_its_line_and_column(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
+    token: str,
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path, line, column = _manifest_with(tmp_path, key, token)
+    assert cli.main(["plugin", "check", str(path)]) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith(f"mymcp: error: {path}:{line}:{column}: ")
+    assert "manifest_resource_invalid_json" in error
+    assert error.endswith("(code=external_manifest_invalid)")
+    if token.startswith("9"):
+        assert "9" * 20 not in error  # the place is named, the content is not repeated
+    else:
+        assert "not a finite number" in error
