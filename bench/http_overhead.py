@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import http.client
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -383,18 +384,42 @@ def _paired_blocks(
     return speed, cost
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median of `values`: the order
+    statistics whose ranks the binomial distribution of "how many values lie below the
+    median" puts `confidence` between. Block ratios are neither normal nor independent of
+    load bursts, so no interval that assumes a distribution would mean much. With fewer
+    than six values no such interval reaches 95 %, and the full range is returned."""
+    ordered = sorted(values)
+    count = len(ordered)
+    tail = (1 - confidence) / 2
+    # The largest k with P(Binomial(count, 1/2) < k) <= tail: then [x(k), x(count-k+1)],
+    # counting from 1, holds the median with at least `confidence`.
+    below, k = 0.0, 0
+    while k < count // 2:
+        below += math.comb(count, k) / 2**count
+        if below > tail:
+            break
+        k += 1
+    if k == 0:
+        return ordered[0], ordered[-1]
+    return ordered[k - 1], ordered[count - k]
+
+
 def _paired_summary(
     label: str, blocks: int, count: int, speed: list[float], cost: list[float]
 ) -> str:
-    cpu = (
-        f"median {statistics.median(cost):.2f}x cpu/req (range {min(cost):.2f}-{max(cost):.2f})"
-        if cost
-        else "cpu/req -"
-    )
+    def figure(values: list[float], unit: str) -> str:
+        low, high = median_interval(values)
+        return (
+            f"median {statistics.median(values):.3f}x {unit} (95% CI {low:.3f}-{high:.3f}, "
+            f"range {min(values):.2f}-{max(values):.2f})"
+        )
+
+    cpu = figure(cost, "cpu/req") if cost else "cpu/req -"
     return (
         f"{label} ({CONNECTIONS} conn, {blocks} paired blocks of {count}): "
-        f"median {statistics.median(speed):.2f}x req/s (range {min(speed):.2f}-"
-        f"{max(speed):.2f}), {cpu}"
+        f"{figure(speed, 'req/s')}, {cpu}"
     )
 
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from fractions import Fraction
+from math import comb
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -50,18 +53,43 @@ def test_the_bench_runs_every_case_in_both_modes() -> None:
     ]
 
 
-def test_a_case_missing_from_the_table_order_sorts_last() -> None:
+def _http_overhead() -> ModuleType:
     sys.path.insert(0, str(BENCH.parent))
     try:
         import http_overhead
     finally:
         sys.path.remove(str(BENCH.parent))
+    return http_overhead
+
+
+def test_a_case_missing_from_the_table_order_sorts_last() -> None:
+    http_overhead = _http_overhead()
     names = ["mymcp new case (8 conn)", "mymcp ping (8 conn)", "starlette echo (8 conn)"]
     assert sorted(names, key=http_overhead._table_position) == [
         "starlette echo (8 conn)",
         "mymcp ping (8 conn)",
         "mymcp new case (8 conn)",
     ]
+
+
+@pytest.mark.parametrize("count", [1, 5, 6, 9, 20, 40, 41, 200])
+def test_the_median_interval_is_the_widest_order_statistics_pair_with_95_percent(
+    count: int,
+) -> None:
+    values = [float(rank) for rank in range(count, 0, -1)]  # order must not matter
+    low, high = _http_overhead().median_interval(values)
+    k = int(low)  # the values are their own ranks, from 1
+    assert high == count - k + 1
+
+    # Coverage of [x(k), x(n-k+1)] is 1 - 2 P(Binomial(n, 1/2) < k), counted exactly.
+    def below(rank: int) -> Fraction:
+        return Fraction(sum(comb(count, j) for j in range(rank)), 2**count)
+
+    if count < 6:
+        assert (low, high) == (1.0, float(count))  # no pair reaches 95 %
+        return
+    assert 1 - 2 * below(k) >= Fraction(95, 100)  # it covers
+    assert 1 - 2 * below(k + 1) < Fraction(95, 100)  # and no narrower pair would
 
 
 def test_the_paired_governance_comparison_runs() -> None:
