@@ -36,7 +36,8 @@ __all__ = [
 USER_AGENT = "MyMCP/oauth-jwt-jwks-v1"
 FETCH_DEADLINE_SECONDS = 10.0
 MAX_METADATA_BYTES = 16 * 1024
-_CHUNK = 16384
+# No single read waits longer: the whole deadline is checked between reads.
+_READ_SECONDS = FETCH_DEADLINE_SECONDS / 2
 
 HttpClientFactory = Callable[[ssl.SSLContext], httpx.Client]
 """Builds the client for one fetch session from the verified TLS context MyMCP made."""
@@ -100,7 +101,10 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
     }
     try:
         request = client.build_request(
-            "GET", url, headers=headers, timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS)
+            "GET",
+            url,
+            headers=headers,
+            timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS, read=_READ_SECONDS),
         )
         response = client.send(request, stream=True, follow_redirects=False)
     except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
@@ -119,7 +123,10 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
         if not digits or int(declared) > max_bytes:
             raise _refused(kind, url, too_large)
         body = bytearray()
-        for chunk in response.iter_bytes(_CHUNK):  # identity encoding: these are raw bytes
+        # Every read as it arrives (no chunk size: nothing is held back to fill one), so
+        # the deadline is checked after each read and a body sent a byte at a time
+        # cannot outlast it by more than one read's timeout.
+        for chunk in response.iter_bytes():
             body += chunk
             if len(body) > max_bytes:
                 raise _refused(kind, url, too_large)

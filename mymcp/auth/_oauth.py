@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeGuard
 
+from anyio import to_thread
 from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
@@ -186,7 +187,10 @@ class OAuthJwtAdapter:
                 return None
             self._last_refetch = now
             try:
-                self._keys = await asyncio.to_thread(self._fetch_keys)
+                # Given up on, not waited for, when the request is cancelled (the server
+                # is stopping): the download has its own deadline and ends by itself.
+                fetched = await to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
+                self._keys = fetched
             except DiscoveryError:
                 return None  # keep serving with the keys we already trust
             return self._keys.get(kid)

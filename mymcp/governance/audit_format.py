@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from mymcp._safefile import (
     SafeFileError,
+    SafeFileReason,
     create_private_directories,
     create_private_file,
     read_safe_file,
@@ -391,14 +392,23 @@ def _check_private_directory(directory: Path) -> None:
         )
 
 
+_KEY_READS: Final = 3
+
+
 def _read_key(directory: Path) -> bytes:
     path = directory / KEY_FILE
-    try:
-        key = read_safe_file(path, max_bytes=64, private=True)
-    except SafeFileError as failure:
-        raise _unusable(
-            path, "MyMCP audit key is unreadable or not private", str(failure.detail)
-        ) from None
+    for attempt in range(1, _KEY_READS + 1):
+        try:
+            key = read_safe_file(path, max_bytes=64, private=True)
+            break
+        except SafeFileError as failure:
+            # A key another process has just linked into place changes once more as its
+            # temporary name is removed (its link count and ctime move): read it again.
+            if failure.reason is SafeFileReason.CHANGED and attempt < _KEY_READS:
+                continue
+            raise _unusable(
+                path, "MyMCP audit key is unreadable or not private", str(failure.detail)
+            ) from None
     if len(key) != 32:
         raise _unusable(path, "MyMCP audit key is not 32 bytes", f"it has {len(key)} bytes")
     return key

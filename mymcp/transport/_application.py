@@ -1,6 +1,7 @@
 """The root ASGI application: lifespan, one Host/Origin rule for every route, routing to
 the MCP endpoint, the small JSON documents and mounted sub-applications (the console),
-and the guard that turns any exception into one log line and a bare 500.
+and the guard that turns any exception into one log line and a bare 500 (and a request a
+stopping server gives up on into a 503).
 
 It is plain ASGI rather than a framework router: the MCP endpoint is the hot path, and
 each layer a framework adds (routing by pattern, two exception middlewares wrapping
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mymcp.transport._endpoint import McpEndpoint, TransportOptions
@@ -88,6 +90,15 @@ class HostApplication:
 
         try:
             await self._route(scope, receive, tracked)
+        except anyio.get_cancelled_exc_class():
+            # Only a stopping server cancels a request (its grace for running requests
+            # is over): the client is told so in the protocol's words, and the request
+            # ends here rather than as an error of the application.
+            _log.info("request_cancelled reason=server_stopping")
+            if not started:
+                reply = error_response(None, ErrorCode.INTERNAL_ERROR, "The server is stopping")
+                with anyio.CancelScope(shield=True):
+                    await send_encoded(send, 503, encode_json(reply), {"connection": "close"})
         except Exception as exc:
             # One content-free line per failure: exception text and tracebacks can carry
             # request content and install paths. The id is in the reply too, so an

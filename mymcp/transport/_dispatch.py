@@ -11,6 +11,7 @@ era (`_stateless.py`) each render them on their own wire.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -24,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, NamedTuple
 
-from anyio import CapacityLimiter, from_thread, to_thread
+import anyio
+from anyio import CapacityLimiter, WouldBlock, from_thread, to_thread
 from anyio.lowlevel import RunVar, current_token
 
 from mymcp import SERVER_NAME
@@ -178,7 +180,12 @@ class _WorkerLimits:
         one per retry.
         """
         limiter, borrower = self._limiter(tool.effects.read_only), object()
-        await limiter.acquire_on_behalf_of(borrower)
+        try:
+            # Without waiting when a place is free: anyio's own count below already
+            # gives other tasks their turn once.
+            limiter.acquire_on_behalf_of_nowait(borrower)
+        except WouldBlock:
+            await limiter.acquire_on_behalf_of(borrower)
         token, lock = current_token(), threading.Lock()
         phase = ["queued"]  # then "running" and "returned", or "abandoned" at any point
 
@@ -212,6 +219,33 @@ class _WorkerLimits:
             raise
         give_back()
         return outcome
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task has been asked to stop (a cancel scope around it was
+    cancelled), as opposed to code it awaited raising a cancellation of its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _is_call_result(outcome: object) -> bool:
+    """Whether a handler's answer has the shape of a tool result: a list of content
+    blocks (each an object naming its type), `isError` a boolean if present, and
+    `structuredContent` an object if present (or null). Anything else would reach clients as a
+    result their SDK refuses to read."""
+    if not isinstance(outcome, Mapping):
+        return False
+    content, structured = outcome.get("content"), outcome.get("structuredContent")
+    return (
+        isinstance(content, list)
+        and all(_is_content_block(block) for block in content)
+        and isinstance(outcome.get("isError", False), bool)
+        and (structured is None or isinstance(structured, Mapping))
+    )
+
+
+def _is_content_block(block: object) -> bool:
+    return isinstance(block, Mapping) and isinstance(block.get("type"), str)
 
 
 def declares_url_elicitation(capabilities: object) -> bool:
@@ -627,11 +661,20 @@ class Dispatcher:
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
             return self._failure(tool, type(exc).__name__, exc)
-        if not isinstance(outcome, Mapping) or not isinstance(outcome.get("content"), list):
+        except BaseException as exc:
+            # A handler may also raise what no tool should: SystemExit, its own
+            # BaseException, a CancelledError nobody asked for. Only this request's own
+            # cancellation (the server stopping, a cancelled stdio request) goes on up.
+            if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
+                raise
+            return self._failure(tool, type(exc).__name__, exc)
+        if not _is_call_result(outcome):
             return self._failure(tool, "invalid_result", None)
         return dict(outcome)
 
-    def _failure(self, tool: BoundTool, error_type: str, exc: Exception | None) -> dict[str, Any]:
+    def _failure(
+        self, tool: BoundTool, error_type: str, exc: BaseException | None
+    ) -> dict[str, Any]:
         failure_id = new_failure_id()
         _log.error(
             "tool_failure request_id=%s tool=%s error_type=%s",

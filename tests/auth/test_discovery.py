@@ -3,6 +3,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from mymcp.auth import _discovery
 from mymcp.auth._discovery import (
     default_http_client,
     discover_jwks_uri,
@@ -189,6 +190,20 @@ def test_fetch_bounds_the_body() -> None:
     assert fetch_code(httpx.Response(200, content=b"x" * 101)) == "jwks_invalid"
     streamed = httpx.Response(200, content=iter([b"x" * 60, b"x" * 60]))
     assert fetch_code(streamed) == "jwks_invalid"
+
+
+def test_fetch_gives_up_at_its_deadline_however_slowly_the_body_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each read of a body sent a byte at a time takes a second of a fake clock.
+    clock = iter(range(1000))
+    monkeypatch.setattr(_discovery.time, "monotonic", lambda: float(next(clock)))
+    trickle = httpx.Response(200, content=iter([b" "] * 30 + [b"{}"]))
+    with pytest.raises(DiscoveryError) as info:
+        fetch(trickle)
+    assert info.value.code == "jwks_unavailable"
+    assert "no complete answer within 10 s" in str(info.value)
+    assert next(clock) <= 13  # it stopped reading at the deadline, not at the end
 
 
 def test_fetch_refuses_compressed_bodies() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -10,10 +11,22 @@ from typing import Any
 
 import anyio
 import pytest
+from starlette.testclient import TestClient
 
+from mymcp.app import create_app
+from mymcp.config import HostConfiguration, ServerSettings
+from mymcp.runtime import compose_runtime
 from mymcp.transport import MAX_BODY_BYTES
 from mymcp.transport._exchange import RequestHeaders, read_body
-from tests.transport.conftest import HEADERS, initialize, rpc, session_headers
+from tests.synthetic import contribution, external_bindings, tool
+from tests.transport.conftest import (
+    BASE,
+    HEADERS,
+    NamedBearer,
+    initialize,
+    rpc,
+    session_headers,
+)
 
 
 def test_initialize_issues_a_visible_ascii_session_and_server_info(client) -> None:
@@ -365,6 +378,64 @@ def test_failing_tool_is_an_error_result_that_leaks_nothing(client, caplog) -> N
     )
     assert failure.exc_info is None
     assert "Traceback" not in caplog.text
+
+
+class _Unwelcome(BaseException):
+    """What no tool should raise, and some do."""
+
+
+def _raising(error: BaseException) -> Any:
+    def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise error
+
+    return handler
+
+
+async def _cancelling(arguments: dict[str, Any]) -> dict[str, Any]:
+    raise asyncio.CancelledError  # nobody cancelled this request
+
+
+# Each handler's misbehaviour, and the error type its failure is logged with.
+MISBEHAVING = {
+    "exit": (_raising(SystemExit("secret exit")), "SystemExit"),
+    "interrupt": (_raising(KeyboardInterrupt("secret interrupt")), "KeyboardInterrupt"),
+    "own_base": (_raising(_Unwelcome("secret base")), "_Unwelcome"),
+    "cancel": (_cancelling, "CancelledError"),
+    "items": (lambda arguments: {"content": [1, None, "x"]}, "invalid_result"),
+    "untyped_item": (lambda arguments: {"content": [{"text": "x"}]}, "invalid_result"),
+    "is_error": (lambda arguments: {"content": [], "isError": "yes"}, "invalid_result"),
+    "structured": (
+        lambda arguments: {"content": [], "structuredContent": [1]},
+        "invalid_result",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISBEHAVING))
+def test_a_handler_that_raises_anything_or_answers_no_tool_result_is_an_error_result(
+    caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    handler, error_type = MISBEHAVING[name]
+    plugin = contribution("rt", tool("rt", name, handler), tool("rt", "fine"))
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
+    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
+    caplog.set_level(logging.INFO)
+    with TestClient(app, base_url=BASE) as client:
+        headers = session_headers(initialize(client))
+        call = rpc("tools/call", {"name": f"rt__{name}"})
+        reply = client.post("/mcp", json=call, headers=headers)
+        assert reply.status_code == 200
+        result = reply.json()["result"]
+        assert result["isError"] is True
+        assert result["structuredContent"]["code"] == "internal_error"
+        # The server goes on serving.
+        fine = client.post("/mcp", json=rpc("tools/call", {"name": "rt__fine"}), headers=headers)
+        assert fine.json()["result"].get("isError", False) is False
+    (failure,) = [r for r in caplog.records if "tool_failure" in r.getMessage()]
+    assert failure.getMessage().endswith(f"tool=rt__{name} error_type={error_type}")
+    assert "secret" not in reply.text
+    assert "secret" not in caplog.text
 
 
 def test_failing_tool_traceback_only_at_debug_level(client, caplog) -> None:

@@ -703,6 +703,13 @@ def test_every_result_is_completed_once_whatever_its_fields(
     result = json.loads(text, object_pairs_hook=_unique)["result"]
     assert result["resultType"] == "complete"
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == SERVER_INFO
+    structured = extra.get("structuredContent")
+    if not isinstance(extra.get("isError", False), bool) or not (
+        structured is None or isinstance(structured, dict)
+    ):
+        # No tool result a client could read: the plugin's fault, answered as such.
+        assert result["structuredContent"]["code"] == "internal_error"
+        return
     own = extra.get("_meta")
     if isinstance(own, dict):
         for key, value in own.items():

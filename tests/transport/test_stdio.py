@@ -8,6 +8,7 @@ pipes, where the test controls when a tool finishes.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -509,3 +510,34 @@ def test_a_closed_standard_stream_is_one_line_of_error(sandbox: Sandbox, closed:
     assert finished.stderr.decode().splitlines() == [
         "mymcp: error: stdio needs an open standard input and output"
     ]
+
+
+def test_a_handler_raising_a_cancellation_of_its_own_is_an_error_result(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    source, to_server, from_server, sink = pipes
+
+    async def cancels(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise asyncio.CancelledError  # nobody asked for it: not the request's cancellation
+
+    odd = contribution("odd", tool("odd", "cancels", cancels))
+    runtime = compose_runtime([odd], external_bindings(odd), server_version="0.1.0")
+    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
+    server = StdioServer(
+        dispatcher, StatelessEra(dispatcher), principal=registered_principal("t", "t")
+    )
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            to_server.write(_line(INITIALIZE))
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            to_server.write(_line({**call, "params": {"name": "odd__cancels"}}))
+            to_server.write(_line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+            to_server.close()
+
+    anyio.run(scenario)
+    sink.close()
+    replies = {reply["id"]: reply for reply in map(json.loads, from_server.read().splitlines())}
+    assert sorted(replies) == [1, 2, 3]
+    assert replies[2]["result"]["structuredContent"]["code"] == "internal_error"
