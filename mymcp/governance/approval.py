@@ -181,8 +181,11 @@ class Approvals:
         tool: str,
         arguments: dict[str, Any],
         args_digest: str | None,
+        spend: bool = True,
     ) -> Verdict:
-        """Run the call, or name the approval it waits for (or why it will not run)."""
+        """Run the call, or name the approval it waits for (or why it will not run).
+        Without `spend` (the client says its user declined), a granted approval is left
+        granted and named, and the call does not run."""
         if tool not in self._required:
             return _RUN
         self._expire(self._clock())
@@ -196,6 +199,8 @@ class Approvals:
             self._record("approval_requested", approval)
             return Verdict(False, approval)
         if approval.state is ApprovalState.GRANTED:
+            if not spend:
+                return Verdict(False, approval)
             approval.state = ApprovalState.SPENT
             approval.ended_at = self._clock()
             self._retire(approval)

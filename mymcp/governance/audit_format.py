@@ -30,10 +30,10 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from mymcp._safefile import (
     SafeFileError,
@@ -230,11 +230,17 @@ def parse_record(line: bytes) -> AuditRecord | None:
     return record if isinstance(record.get("prev"), str) else None
 
 
+_HEAD_BYTES: Final = 128  # a sequence number and a hash take under 100
+
+
 def read_head(directory: Path) -> tuple[int, str] | None:
-    """`HEAD` as (seq, hash), or None when it is missing or not of that form."""
+    """`HEAD` as (seq, hash), or None when it is missing or not of that form (also when
+    it is a link, a FIFO or anything but a small regular file: never followed, waited
+    on or read whole)."""
     try:
-        text = (directory / HEAD_FILE).read_bytes().decode("ascii")
-    except (OSError, UnicodeDecodeError):
+        data = read_safe_file(directory / HEAD_FILE, max_bytes=_HEAD_BYTES, private=False)
+        text = data.decode("ascii")
+    except (SafeFileError, UnicodeDecodeError):
         return None
     parts = text.removesuffix("\n").split(" ")
     if len(parts) != 2 or not parts[0].isdigit() or not re.fullmatch("[0-9a-f]{64}", parts[1]):
@@ -281,36 +287,52 @@ def read_tail(directory: Path) -> Tail:
     return Tail(newest, size, 0, GENESIS_HASH, torn)
 
 
+MAX_LINE_BYTES: Final = TAIL_WINDOW
+"""Far beyond any record the writer writes: a longer line is no record, and is read past
+in pieces instead of being held whole (a segment edited by hand may hold anything)."""
+
+
+def segment_lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of an open segment, each with its newline (a torn last line without
+    one), or None for a line longer than `MAX_LINE_BYTES`."""
+    while line := handle.readline(MAX_LINE_BYTES + 1):
+        if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = handle.readline(MAX_LINE_BYTES)
+        yield None
+
+
+def complete_records(path: Path) -> Iterator[AuditRecord]:
+    """The records of one segment's complete lines, oldest first (nothing once the
+    segment has been removed)."""
+    with suppress(FileNotFoundError), open(path, "rb") as handle:
+        for line in segment_lines(handle):
+            if line is not None and line.endswith(b"\n"):
+                record = parse_record(line)
+                if record is not None:
+                    yield record
+
+
 def find_record(directory: Path, seq: int) -> AuditRecord | None:
     """The record numbered `seq`, searched from the newest segment back (rarely needed:
     only when `HEAD` lags the tail after a crash)."""
     for _, path in reversed(segments(directory)):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            continue
-        for line in reversed(data.split(b"\n")):
-            record = parse_record(line)
-            if record is None:
-                continue
+        for record in complete_records(path):
             if record["seq"] == seq:
                 return record
-            if record["seq"] < seq:
-                return None
+            if record["seq"] > seq:
+                break  # this segment starts after it: look in the one before
     return None
 
 
 def first_record(directory: Path, after: int) -> AuditRecord | None:
     """The first complete record of the segments numbered above `after`."""
     for number, path in segments(directory):
-        if number <= after:
-            continue
-        with open(path, "rb") as handle:
-            for line in handle:
-                if line.endswith(b"\n"):
-                    record = parse_record(line)
-                    if record is not None:
-                        return record
+        if number > after:
+            for record in complete_records(path):
+                return record
     return None
 
 
@@ -477,12 +499,17 @@ def shared_lock(directory: Path) -> Iterator[None]:
     """Hold the directory's lock shared (writers wait until it is released). A
     directory without a lock file (a copy) is read without one."""
     try:
-        fd = os.open(directory / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # Not blocking on the open: a FIFO put in the lock file's place would wait for a
+        # writer forever. Anything but a regular file is no lock; it is read without one.
+        fd = os.open(
+            directory / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        )
     except OSError:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            fcntl.flock(fd, fcntl.LOCK_SH)
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,9 +16,11 @@ from mymcp.governance.audit_format import (
     HEAD_FILE,
     AuditRecord,
     canonical_record,
+    complete_records,
     parse_record,
     read_head,
     record_line,
+    segment_lines,
     segment_name,
     segments,
     shared_lock,
@@ -144,18 +145,18 @@ def verify_audit(directory: Path) -> VerifyResult:
         try:
             for number, path in found:
                 try:
-                    data = path.read_bytes()
+                    handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
                 except FileNotFoundError:
                     raise _Broken(f"{path.name}: removed while it was being verified") from None
-                lines = data.split(b"\n")
-                ends_torn = bool(lines[-1])
-                if not ends_torn:
-                    lines.pop()
-                for index, line in enumerate(lines, start=1):
-                    if ends_torn and index == len(lines):
-                        walk.torn.append(number)
-                        break
-                    walk.line(number, f"{path.name} line {index}", line)
+                with handle:
+                    for index, line in enumerate(segment_lines(handle), start=1):
+                        where = f"{path.name} line {index}"
+                        if line is None:
+                            raise _Broken(f"{where}: not a valid record (far too long)")
+                        if not line.endswith(b"\n"):  # only ever the last line
+                            walk.torn.append(number)
+                            break
+                        walk.line(number, where, line[:-1])
             walk.finish(found[-1][0] if found else 0)
         except _Broken as broken:
             return VerifyResult(walk.count, len(found), walk.digest, str(broken))
@@ -166,12 +167,7 @@ def verify_audit(directory: Path) -> VerifyResult:
 
 
 def read_records(directory: Path) -> Iterator[AuditRecord]:
-    """Every readable record, oldest first (torn or broken lines are skipped, and so is
-    a segment removed while it is read)."""
+    """Every readable record, oldest first (torn, broken or over-long lines are skipped,
+    and so is a segment removed while it is read)."""
     for _, path in segments(directory):
-        with suppress(FileNotFoundError), open(path, "rb") as handle:
-            for line in handle:
-                if line.endswith(b"\n"):
-                    record = parse_record(line)
-                    if record is not None:
-                        yield record
+        yield from complete_records(path)

@@ -506,7 +506,9 @@ class Dispatcher:
             self._shapes[key] = shape
         return shape
 
-    async def call_tool(self, caller: Caller, params: object) -> CallOutcome:
+    async def call_tool(
+        self, caller: Caller, params: object, *, spend_approval: bool = True
+    ) -> CallOutcome:
         """The governed `tools/call`: policy, argument validation, approval, then the
         audited execution."""
         if not isinstance(params, dict):
@@ -542,6 +544,7 @@ class Dispatcher:
                 tool=name,
                 arguments=arguments,
                 args_digest=digest,
+                spend=spend_approval,
             )
             if not verdict.run:
                 return self._approval_outcome(caller, name, digest, verdict.approval)
@@ -616,7 +619,8 @@ class Dispatcher:
         if approval is None:
             self._record(caller, name, args_digest=digest, decision="approval_too_large")
             return structured_result(_APPROVAL_TOO_LARGE, is_error=True)
-        if approval.state is ApprovalState.PENDING:
+        # Granted, and still unspent here only when the caller chose not to spend it.
+        if approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
             self._record(caller, name, args_digest=digest, decision="approval_required")
             url = f"{self._console_origin}/console/approvals/{approval.id}"
             return AwaitingApproval(approval.id, name, url, approval.expires_at)

@@ -112,6 +112,7 @@ _BAD_REQUEST: Final = frozenset(
     }
 )
 _ABSENT: Final = object()
+_DECLINED: Final = frozenset({"decline", "cancel"})
 _ENVELOPE_MISSING: Final = (
     f"params._meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
 )
@@ -406,7 +407,10 @@ class StatelessEra:
                     mismatch = self._param_mismatch(tool, arguments, mirrored.params)
                 if mismatch is not None:
                     return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
-            outcome = await self._dispatcher.call_tool(caller, params)
+            # A retry saying the person declined never spends an approval, even one
+            # they granted meanwhile: it stays open until it expires.
+            declined = "inputResponses" in params and _approval_action(params) in _DECLINED
+            outcome = await self._dispatcher.call_tool(caller, params, spend_approval=not declined)
             if isinstance(outcome, dict):  # a tool result: by far the most common answer
                 return self._complete(request, outcome)
             return await self._unfinished_call(request, params, caller, outcome, client_gone)
@@ -535,7 +539,7 @@ class StatelessEra:
         if isinstance(outcome, StepUpRequired):
             return outcome
         if isinstance(outcome, AwaitingApproval):
-            if action in ("decline", "cancel"):
+            if action in _DECLINED:
                 result = structured_result(
                     {**_APPROVAL_DECLINED, "approval_url": outcome.url}, is_error=True
                 )

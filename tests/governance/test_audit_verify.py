@@ -4,6 +4,7 @@ verify running next to a live writer sees a consistent log."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mymcp.governance import read_records, verify_audit
-from mymcp.governance.audit_format import segment_name
+from mymcp.governance import audit_verify, read_records, verify_audit
+from mymcp.governance.audit_format import read_head, segment_name
 from tests.governance.audit_logs import (
     forged,
     open_log,
@@ -290,14 +291,14 @@ def test_a_segment_removed_by_someone_else_during_verify_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(tmp_path, 200, max_segment_bytes=4096, max_segments=50).close()
-    read_bytes = Path.read_bytes
 
-    def vanish_once(path: Path) -> bytes:
+    def vanish_once(path: Path, mode: str) -> Any:
         if path.name == segment_name(2):
             path.unlink()
-        return read_bytes(path)
+        return open(path, mode)
 
-    monkeypatch.setattr(Path, "read_bytes", vanish_once)
+    # The walk opens each segment as it comes to it: the second goes just before.
+    monkeypatch.setattr(audit_verify, "open", vanish_once, raising=False)
     result = verify_audit(tmp_path)
     assert result.problem == "segment-000002.jsonl: removed while it was being verified"
 
@@ -331,3 +332,50 @@ def test_any_commit_pattern_verifies_and_any_single_edit_is_caught(
     lines[position] = forged(record)
     path.write_bytes(b"".join(lines))
     assert not verify_audit(directory).ok
+
+
+def _finishes(work: Any) -> Any:
+    """`work()`'s value, failing the test (not hanging it) if it blocks."""
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert done, "blocked"
+    return done[0]
+
+
+@pytest.mark.parametrize("kind", ["digits", "fifo", "endless", "large"])
+def test_a_hostile_head_is_a_missing_head_never_a_crash_a_wait_or_a_whole_read(
+    tmp_path: Path, kind: str
+) -> None:
+    write(tmp_path, 3)
+    head = tmp_path / "HEAD"
+    head.unlink()
+    if kind == "digits":  # more digits than int() reads
+        head.write_bytes(b"9" * 5000 + b" " + b"0" * 64 + b"\n")
+    elif kind == "fifo":  # opening it for reading would wait for a writer
+        os.mkfifo(head, 0o600)
+    elif kind == "endless":  # following the link would read forever
+        head.symlink_to("/dev/zero")
+    else:
+        head.write_bytes(b"1" * 10_000_000)
+    assert _finishes(lambda: read_head(tmp_path)) is None
+    result = _finishes(lambda: verify_audit(tmp_path))
+    assert result.problem is not None
+    assert "HEAD" in result.problem
+
+
+def test_a_fifo_in_the_lock_file_s_place_is_no_lock(tmp_path: Path) -> None:
+    write(tmp_path, 3)
+    (tmp_path / "audit.lock").unlink()
+    os.mkfifo(tmp_path / "audit.lock", 0o600)
+    assert _finishes(lambda: verify_audit(tmp_path)).ok
+
+
+def test_a_line_longer_than_any_record_is_broken_and_never_held_whole(tmp_path: Path) -> None:
+    write(tmp_path, 4)
+    lines = segment_lines(tmp_path)
+    rewrite(tmp_path, [*lines[:2], b"x" * 300_000 + b"\n", *lines[2:]])
+    result = verify_audit(tmp_path)
+    assert result.problem == "segment-000001.jsonl line 3: not a valid record (far too long)"
+    assert [record["seq"] for record in read_records(tmp_path)] == [1, 2, 3, 4]

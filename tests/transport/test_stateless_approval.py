@@ -293,6 +293,21 @@ def test_a_declined_elicitation_is_not_run_and_says_so(action: str) -> None:
     assert stage.runs == []
 
 
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_declined_elicitation_never_spends_an_approval_granted_meanwhile(action: str) -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    stage.approvals.decide(pending.id, approve=True)
+    declined = _result(stage, _call(URL_CAPABLE, action=action, request_id=2))
+    assert declined["structuredContent"]["code"] == "approval_declined"
+    assert stage.runs == []
+    # The grant is still there for the call the person does want.
+    ran = _result(stage, _call(URL_CAPABLE, action="accept", request_id=3))
+    assert ran["structuredContent"] == {"status": "written"}
+    assert stage.runs == [ARGUMENTS]
+
+
 def test_an_approval_binds_principal_tool_and_arguments() -> None:
     stage = _stage()
     _result(stage, _call(URL_CAPABLE))
