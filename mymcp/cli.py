@@ -729,22 +729,33 @@ _PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
 
 
 def _policy_explain(args: argparse.Namespace) -> int:
+    from mymcp.auth import is_scope_token, is_valid_subject
     from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
     from mymcp.governance import Policy
     from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
     from mymcp.runtime.bootstrap import build_runtime
 
     name: str = args.principal
-    if not _PRINCIPAL_NAME.fullmatch(name) or "*" in name:
+    kind, _, subject = name.partition(":")
+    # Only principals a caller can be: a subject is checked as authentication checks it,
+    # and a `*` would be a rule's pattern, not a principal.
+    valid = _PRINCIPAL_NAME.fullmatch(name) and "*" not in name
+    if not valid or (subject and not is_valid_subject(subject)):
         print(
             "mymcp: error: --principal must be anonymous, local, operator:<subject> or "
-            f"oauth:<sub> (got {name!r})",
+            f"oauth:<sub>, a subject being visible text of at most 256 characters "
+            f"(got {name[:300]!r})",
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if args.scope and not name.startswith("oauth:"):
+    if args.scope and kind != "oauth":
         print("mymcp: error: --scope applies only to oauth:<sub> principals", file=sys.stderr)
         return EXIT_USAGE
+    for scope in args.scope:
+        if not is_scope_token(scope):
+            shown = scope[:140]
+            print(f"mymcp: error: --scope {shown!r} is no OAuth scope token", file=sys.stderr)
+            return EXIT_USAGE
     try:
         configuration = load_host_configuration()
         validate_semantics(configuration)

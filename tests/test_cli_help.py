@@ -59,3 +59,25 @@ def test_a_count_that_is_no_whole_number_from_one_is_a_usage_error(
         main(["audit", "show", "--limit", limit])
     assert stopped.value.code == 2
     assert "argument --limit: expected a whole number from 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--principal", "operator:\u202e"],
+        ["--principal", "operator:\x01"],
+        ["--principal", "oauth: "],
+        ["--principal", "operator:" + "a" * 300],
+        ["--principal", "operator:a*"],
+        ["--principal", "oauth:x", "--scope", ""],
+        ["--principal", "oauth:x", "--scope", "a\x01"],
+        ["--principal", "operator:alice", "--scope", "read"],
+    ],
+)
+def test_policy_explain_takes_only_principals_and_scopes_a_caller_can_have(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["policy", "explain", *arguments]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("mymcp: error: --")
+    assert all(char.isprintable() for char in error.rstrip("\n"))  # shown escaped

@@ -7,7 +7,7 @@ bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
 
 from mymcp.auth._compose import build_authenticator
 from mymcp.auth._discovery import HttpClientFactory
-from mymcp.auth._oauth import Clock, SystemClock
+from mymcp.auth._oauth import Clock, SystemClock, is_scope_token
 from mymcp.auth._principal import (
     ANONYMOUS,
     CONSOLE,
@@ -39,6 +39,7 @@ __all__ = [
     "SystemClock",
     "build_authenticator",
     "create_token",
+    "is_scope_token",
     "is_valid_subject",
     "list_credentials",
     "revoke_token",

@@ -91,7 +91,7 @@ MAX_SCOPES = 64
 MAX_SCOPE_LENGTH = 128
 
 
-def _is_scope_token(value: str) -> bool:
+def is_scope_token(value: str) -> bool:
     # RFC 6749 scope-token: printable ASCII except space, double quote and backslash.
     return (
         0 < len(value) <= MAX_SCOPE_LENGTH
@@ -110,7 +110,7 @@ def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
             raw.extend(value.split(" "))
         elif isinstance(value, list):
             raw.extend(value)
-    scopes = [item for item in raw if isinstance(item, str) and _is_scope_token(item)]
+    scopes = [item for item in raw if isinstance(item, str) and is_scope_token(item)]
     return frozenset(scopes[:MAX_SCOPES])
 
 
