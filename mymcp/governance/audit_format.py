@@ -217,6 +217,16 @@ def segments(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def misplaced_segments(directory: Path) -> list[str]:
+    """Names of segments that are no regular file (a link, a directory, a FIFO): the
+    writer never makes one, so each is tampering, and is never read."""
+    return sorted(
+        entry.name
+        for entry in os.scandir(directory)
+        if _SEGMENT.fullmatch(entry.name) and not entry.is_file(follow_symlinks=False)
+    )
+
+
 def parse_record(line: bytes) -> AuditRecord | None:
     """A decoded record with an integer `seq` and string `hash` and `prev`, or None."""
     try:

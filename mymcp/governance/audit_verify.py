@@ -7,6 +7,7 @@ wait until it is done and it never sees a write half made or a segment half rota
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from mymcp.governance.audit_format import (
     AuditRecord,
     canonical_record,
     complete_records,
+    misplaced_segments,
     parse_record,
     read_head,
     record_line,
@@ -140,7 +142,14 @@ def verify_audit(directory: Path) -> VerifyResult:
     with shared_lock(directory):
         found = segments(directory)
         walk = _Walk(read_head(directory))
-        if not found and walk.head in (None, (0, GENESIS_HASH)):
+        misplaced = misplaced_segments(directory)
+        if misplaced:
+            problem = f"{misplaced[0]}: not a regular file (a link, directory or FIFO)"
+            return VerifyResult(0, len(found), GENESIS_HASH, problem)
+        fresh = walk.head == (0, GENESIS_HASH) or (
+            walk.head is None and not os.path.lexists(directory / HEAD_FILE)
+        )
+        if not found and fresh:
             return VerifyResult(0, 0, GENESIS_HASH)
         try:
             for number, path in found:

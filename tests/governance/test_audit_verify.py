@@ -379,3 +379,24 @@ def test_a_line_longer_than_any_record_is_broken_and_never_held_whole(tmp_path: 
     result = verify_audit(tmp_path)
     assert result.problem == "segment-000001.jsonl line 3: not a valid record (far too long)"
     assert [record["seq"] for record in read_records(tmp_path)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "link"])
+def test_a_segment_that_is_no_regular_file_is_tampering(tmp_path: Path, kind: str) -> None:
+    write(tmp_path, 3)
+    odd = tmp_path / segment_name(2)
+    if kind == "directory":
+        odd.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(odd, 0o600)
+    else:
+        odd.symlink_to(tmp_path / segment_name(1))
+    result = _finishes(lambda: verify_audit(tmp_path))
+    assert result.problem == f"{odd.name}: not a regular file (a link, directory or FIFO)"
+
+
+def test_an_unreadable_head_without_segments_is_no_fresh_log(tmp_path: Path) -> None:
+    (tmp_path / "HEAD").write_bytes(b"not a head\n")
+    assert verify_audit(tmp_path).problem == "HEAD is missing or unreadable"
+    (tmp_path / "HEAD").unlink()
+    assert verify_audit(tmp_path).ok  # nothing written yet: a fresh log
