@@ -95,7 +95,13 @@ def create_token(verifier_path: Path, subject: str) -> tuple[str, str]:
     verifier file is created with mode 0600 if absent; existing credentials are kept.
     """
     if not is_valid_subject(subject):
-        raise CredentialProvisioningError("invalid_subject")
+        raise CredentialProvisioningError(
+            "invalid_subject",
+            detail=(
+                "a subject is 1 to 256 characters of visible text, NFC-normalized, with "
+                f"no control, format or private-use characters (got {subject[:80]!r})"
+            ),
+        )
     with _locked_directory(verifier_path) as dir_fd:
         existing = _read_existing(verifier_path)
         if len(existing) >= MAX_CREDENTIALS:

@@ -37,7 +37,7 @@ from typing import Final
 
 from mymcp._safefile import create_private_directories, replace_private_file
 from mymcp.config import xdg_directory
-from mymcp.errors import MyMCPError
+from mymcp.errors import Location, MyMCPError
 
 __all__ = [
     "SESSION_LIFETIME_SECONDS",
@@ -68,10 +68,12 @@ _MAX_STATE_FILE_BYTES: Final = 256
 
 
 class ConsoleStateError(MyMCPError):
-    """The console state directory cannot be used safely."""
+    """The console state directory cannot be used safely (naming it, where known: the
+    message reaches only the operator's terminal and the server's log)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("console_state_unavailable", message)
+    def __init__(self, message: str, directory: Path | None = None) -> None:
+        where = Location() if directory is None else Location(source=str(directory))
+        super().__init__("console_state_unavailable", message, location=where)
 
 
 def console_state_directory(
@@ -144,13 +146,13 @@ class _StateDirectory:
             os.unlink(name, dir_fd=self.fd)
 
 
-def _check_private(info: os.stat_result) -> None:
+def _check_private(info: os.stat_result, directory: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
-        raise ConsoleStateError("the console state directory is not a directory")
+        raise ConsoleStateError("the console state directory is not a directory", directory)
     if info.st_uid != os.getuid():
-        raise ConsoleStateError("the console state directory belongs to another user")
+        raise ConsoleStateError("the console state directory belongs to another user", directory)
     if info.st_mode & 0o077:
-        raise ConsoleStateError("the console state directory is not private (mode 0700)")
+        raise ConsoleStateError("the console state directory is not private (mode 0700)", directory)
 
 
 @contextmanager
@@ -160,21 +162,23 @@ def _opened(directory: Path, *, create: bool) -> Iterator[_StateDirectory | None
         try:
             create_private_directories(directory)
         except OSError:
-            raise ConsoleStateError("the console state directory cannot be created") from None
+            unmade = "the console state directory cannot be created"
+            raise ConsoleStateError(unmade, directory) from None
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(directory, flags)
     except FileNotFoundError:
         if create:
-            raise ConsoleStateError("the console state directory cannot be created") from None
+            unmade = "the console state directory cannot be created"
+            raise ConsoleStateError(unmade, directory) from None
         yield None
         return
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise ConsoleStateError("the console state directory is a symlink") from None
-        raise ConsoleStateError("the console state directory cannot be opened") from None
+            raise ConsoleStateError("the console state directory is a symlink", directory) from None
+        raise ConsoleStateError("the console state directory cannot be opened", directory) from None
     try:
-        _check_private(os.fstat(fd))
+        _check_private(os.fstat(fd), directory)
         yield _StateDirectory(fd)
     finally:
         os.close(fd)

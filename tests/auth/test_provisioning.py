@@ -108,6 +108,10 @@ def test_file_size_bound(verifier: Path) -> None:
 def test_invalid_subject(verifier: Path, subject: str) -> None:
     assert code_of(lambda: create_token(verifier, subject)) == "invalid_subject"
     assert not verifier.exists()
+    with pytest.raises(CredentialProvisioningError) as refused:
+        create_token(verifier, subject)
+    assert "a subject is 1 to 256 characters of visible text" in str(refused.value)
+    assert repr(subject[:80]) in str(refused.value)  # shown escaped, never raw
 
 
 def test_missing_parent(tmp_path: Path) -> None:

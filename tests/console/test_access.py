@@ -385,3 +385,5 @@ def test_the_console_command_fails_cleanly_on_an_unsafe_directory(
     printed = capsys.readouterr()
     assert printed.out == ""
     assert "code=console_state_unavailable" in printed.err
+    # The operator's terminal is told which directory, and what is wrong with it.
+    assert f"{state}: the console state directory is a symlink" in printed.err
