@@ -161,7 +161,7 @@ def pending_summary(approvals: list[Approval]) -> list[dict[str, str]]:
         {
             "id": approval.id,
             "tool": approval.tool,
-            "principal": approval.principal,
+            "principal": visible(approval.principal),
             "created_at": rfc3339(approval.created_at),
             "expires_at": rfc3339(approval.expires_at),
         }

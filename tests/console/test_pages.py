@@ -13,10 +13,10 @@ import pytest
 from hypothesis import example, given
 from markupsafe import escape
 
-from mymcp.console.approvals import visible
+from mymcp.console.approvals import pending_summary, visible
 from mymcp.console.audit import DEFAULT_LIMIT, MAX_LIMIT, AuditFilter
 from mymcp.console.memory import reference_from_query, reference_query
-from mymcp.governance import read_records, rfc3339
+from mymcp.governance import Approvals, read_records, rfc3339
 from tests.console.conftest import GATES, Stack, remember_arguments, running
 
 XSS_TITLE = "<script>alert(1)</script>"
@@ -590,3 +590,19 @@ def test_any_audit_limit_reads_as_a_bounded_number(limit: str) -> None:
         assert chosen == max(1, min(int(limit), MAX_LIMIT))
     else:  # "²" and "①" are digits to `str.isdigit`, not to `int`
         assert chosen == DEFAULT_LIMIT
+
+
+def test_the_live_pending_list_shows_a_principal_s_invisible_characters() -> None:
+    # A subject may hold a line separator (it is no control character), which would
+    # break the line it is shown on; the live list shows it as the page does.
+    store = Approvals(frozenset({"notes__write"}), 600)
+    store.check(
+        principal="operator:a\u2028b",
+        principal_id="operator:a",
+        session_id="s",
+        tool="notes__write",
+        arguments={},
+        args_digest=None,
+    )
+    (item,) = pending_summary(store.pending())
+    assert item["principal"] == "operator:a\\u2028b"
