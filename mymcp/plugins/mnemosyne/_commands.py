@@ -223,7 +223,7 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         parts = Path(os.path.abspath(path)).relative_to(memory.root).parts
     except ValueError:
         return _error(f"{_echoed(str(path))} is not under the memory root {memory.root}")
-    record, problem = _read_file(path, parts)
+    record, problem = _read_file(memory.root, parts)
     if problem is not None:
         text = PROBLEM_TEXT.get(problem, problem)
         where = memory.root.joinpath(_echoed(_display(parts)))
@@ -233,9 +233,17 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _read_file(path: Path, parts: Sequence[str]) -> tuple[Any, str | None]:
-    """The record in one file, or the reason the server would skip it."""
+def _read_file(root: Path, parts: Sequence[str]) -> tuple[Any, str | None]:
+    """The record in the file at `parts` below the root, or the reason the server would
+    skip it (the server never enters a linked directory below the root either)."""
+    path = root.joinpath(*parts)
     try:
+        for depth in range(1, len(parts)):
+            mode = os.lstat(root.joinpath(*parts[:depth])).st_mode
+            if stat.S_ISLNK(mode):
+                return None, "symlink"
+            if not stat.S_ISDIR(mode):
+                return None, "unreadable"
         info = os.lstat(path)
     except OSError:
         return None, "unreadable"

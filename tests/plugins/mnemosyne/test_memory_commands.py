@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tempfile
 import unicodedata
 from collections.abc import Iterator
@@ -27,12 +28,11 @@ from hypothesis import strategies as st
 from mymcp import cli
 from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.plugins.mnemosyne._memory_check import terminal_safe
+from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT, terminal_safe
 from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 
 PROJECT = {"kind": "project", "id": "mymcp", "label": "MyMCP"}
-UNREADABLE = "cannot be read (or is not a regular file)"
 NOT_A_REFERENCE = "mymcp: error: not a memory reference: copy one exactly as a tool returned it"
 # What must never reach the terminal raw (the categories the filter escapes).
 ESCAPED = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
@@ -64,10 +64,12 @@ def _path(answer: dict[str, Any]) -> str:
     return f"{reference['scope']}/{reference['namespace_id']}/{reference['id']}.json"
 
 
-def _unreadable(root: Path, relative: str, shown: str | None = None) -> str:
+def _unreadable(
+    root: Path, relative: str, shown: str | None = None, reason: str = "unreadable"
+) -> str:
     parts = tuple(relative.split("/"))
     return (
-        f"mymcp: error: {root}/{shown or relative}: {UNREADABLE} (reason=unreadable, "
+        f"mymcp: error: {root}/{shown or relative}: {PROBLEM_TEXT[reason]} (reason={reason}, "
         f"file={file_id(parts)})\n"
     )
 
@@ -177,7 +179,7 @@ def test_show_answers_an_argument_no_file_can_have_in_one_bounded_line(
         long: _unreadable(root, long, "a" * 200 + "..."),  # ENAMETOOLONG, also in the cwd
         "/" + long: f"mymcp: error: /{'a' * 199}... is not under the memory root {root}\n",
         f"{_path(record)}/x.json": _unreadable(root, f"{_path(record)}/x.json"),  # ENOTDIR
-        "loop/x.json": _unreadable(root, "loop/x.json"),  # ELOOP
+        "loop/x.json": _unreadable(root, "loop/x.json", reason="symlink"),  # never entered
         '{"a":' * 3000: NOT_A_REFERENCE + "\n",
         '{"schema_version": ' + "9" * 5000 + "}": NOT_A_REFERENCE + "\n",
         '{"schema_version": NaN}': NOT_A_REFERENCE + "\n",
@@ -185,6 +187,21 @@ def test_show_answers_an_argument_no_file_can_have_in_one_bounded_line(
     for argument, error in expected.items():
         shown = run_cli(["memory", "show", argument], sandbox.environ())
         assert (shown.returncode, shown.stdout, shown.stderr) == (1, "", error), argument[:40]
+
+
+def test_show_never_enters_a_linked_directory_below_the_root(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # The server skips a linked namespace directory; `show` does not read through one.
+    record = _remember(sandbox, title="Kept", content="The one good record.")
+    root = sandbox.memory_root
+    outside = tmp_path / "outside"
+    shutil.copytree(root / "project", outside)
+    (root / "elsewhere").symlink_to(outside)
+    relative = "elsewhere/" + _path(record).removeprefix("project/")
+    shown = run_cli(["memory", "show", relative], sandbox.environ())
+    assert (shown.returncode, shown.stdout) == (1, "")
+    assert shown.stderr == _unreadable(root, relative, reason="symlink")
 
 
 @pytest.mark.slow
