@@ -433,7 +433,8 @@ def stdio(args: argparse.Namespace) -> int:
 
     streams = _message_streams()
     if streams is None:
-        print("mymcp: error: stdio needs an open standard input and output", file=sys.stderr)
+        if sys.stderr is not None:  # with no stderr, a print would go to the client's stdout
+            print("mymcp: error: stdio needs an open standard input and output", file=sys.stderr)
         return EXIT_FAILURE
     requests, replies = streams
     logs = _begin_logging(args)

@@ -496,6 +496,19 @@ def test_a_signal_ends_the_process_while_a_handler_never_returns(
     assert process.stdout.read() == b""  # the dropped call was never answered
 
 
+def test_with_stderr_closed_nothing_reaches_the_client_s_stdout(sandbox: Sandbox) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        env=sandbox.environ(),
+        input=_line(INITIALIZE),
+        capture_output=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert (finished.returncode, finished.stdout) == (1, b"")
+
+
 @pytest.mark.parametrize("closed", [0, 1])
 def test_a_closed_standard_stream_is_one_line_of_error(sandbox: Sandbox, closed: int) -> None:
     finished = subprocess.run(
