@@ -184,9 +184,15 @@ def test_check_summarises_memory_and_fails_on_a_scope_over_the_limit(
     assert "(code=memory_root_unsafe_permissions)" in unsafe.stderr
     relative = run_cli(["check"], sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": "memory"}))
     assert relative.returncode == 1
-    assert "$MNEMOSYNE_MEMORY_ROOT: Mnemosyne memory root is not an absolute path" in (
-        relative.stderr
-    )
+    assert (
+        "mymcp: error: $MNEMOSYNE_MEMORY_ROOT: Mnemosyne setting in the environment is "
+        "invalid: 'memory' is a relative path, which depends on the directory the server "
+        "starts in; give an absolute one (code=invalid_environment)"
+    ) in relative.stderr.splitlines()
+    # The server refuses it the same way, before anything is written there.
+    started = run_cli(["stdio"], sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": "memory"}))
+    assert started.returncode == 1
+    assert "'memory' is a relative path" in started.stderr
 
 
 def test_export_then_import_is_a_dry_run_until_applied_and_never_overwrites(

@@ -144,8 +144,9 @@ def _unknown_variable_warnings(environ: Mapping[str, str]) -> Iterator[Diagnosti
 
 
 def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
-    """Check the root before anything reads it: absolute, an existing directory (or one
-    the first `memory_remember` can create), not writable by group or others.
+    """Check the root before anything reads it: an existing directory (or one the first
+    `memory_remember` can create), not writable by group or others. (A relative root is
+    refused earlier, with the settings.)
 
     Raises `MnemosyneSettingsError` when no root can be resolved at all (see
     `memory_root`).
@@ -155,15 +156,6 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
     root = Path(os.path.abspath(configured))
     where = Location(source=str(root))
     findings = list(_unknown_variable_warnings(env))
-    if not configured.is_absolute():
-        findings.append(
-            Diagnostic(
-                "memory_root_relative",
-                "Mnemosyne memory root is not an absolute path",
-                Location(source=f"${MEMORY_ROOT_ENV}"),
-                f"{str(configured)!r} depends on the directory the server starts in",
-            )
-        )
     if not root.exists():
         ancestor = next((path for path in root.parents if path.exists()), None)
         problem = None

@@ -282,6 +282,24 @@ def _read_file(environ: Mapping[str, str], home: Path | None) -> dict[str, Any] 
     return parse_settings_document(data, path)
 
 
+def _refuse_relative_root(env: Mapping[str, str]) -> None:
+    """A relative root would name another directory for every directory the server
+    happens to start in: refused at startup, before any file is written there."""
+    value = env.get(MEMORY_ROOT_ENV, "")
+    if (
+        value
+        and not value.startswith("~")
+        and "\x00" not in value
+        and not Path(value).is_absolute()
+    ):
+        raise _error(
+            "invalid_environment",
+            Location(source=f"${MEMORY_ROOT_ENV}"),
+            f"{value[:200]!r} is a relative path, which depends on the directory the server "
+            "starts in; give an absolute one",
+        )
+
+
 def load_mnemosyne_settings(
     environ: Mapping[str, str] | None = None, home: Path | None = None
 ) -> MnemosyneSettings:
@@ -298,6 +316,7 @@ def load_mnemosyne_settings(
         shown = name if _PLAIN_NAME.fullmatch(name) else "?"
         _log.warning("mnemosyne_settings outcome=unknown_variable name=%s", shown)
     try:
+        _refuse_relative_root(env)
         gates, limit = _environment_overrides(env)
         source = "environment"
         file_values: dict[str, Any] = {}

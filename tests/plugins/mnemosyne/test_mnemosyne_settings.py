@@ -418,3 +418,18 @@ def test_memory_root_rejects_nul(tmp_path: Path) -> None:
     with pytest.raises(MnemosyneSettingsError) as info:
         memory_root({"MNEMOSYNE_MEMORY_ROOT": "/tmp/a\x00b"}, tmp_path)
     assert info.value.code == "invalid_environment"
+
+
+@pytest.mark.parametrize("root", ["rel", "./rel", "rel/../x", "memory"])
+def test_a_relative_memory_root_is_refused_at_startup(tmp_path: Path, root: str) -> None:
+    # It would name another directory for each directory the server starts in.
+    with pytest.raises(MnemosyneSettingsError) as info:
+        load(tmp_path, {"MNEMOSYNE_MEMORY_ROOT": root})
+    assert info.value.code == "invalid_environment"
+    assert str(info.value.location.source) == "$MNEMOSYNE_MEMORY_ROOT"
+    assert "relative path" in str(info.value)
+
+
+@pytest.mark.parametrize("root", ["/abs/memory", "~/memory", "~"])
+def test_an_absolute_or_home_relative_memory_root_is_taken(tmp_path: Path, root: str) -> None:
+    assert load(tmp_path, {"MNEMOSYNE_MEMORY_ROOT": root}) == load(tmp_path)
