@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mymcp.transport._endpoint import McpEndpoint, TransportOptions
+from mymcp.transport._endpoint import McpEndpoint, TransportOptions, answer_stopping
 from mymcp.transport._exchange import encode_json, read_headers, send_empty, send_encoded
 from mymcp.transport._jsonrpc import ErrorCode, error_response, new_failure_id
 
@@ -95,10 +95,8 @@ class HostApplication:
             # is over): the client is told so in the protocol's words, and the request
             # ends here rather than as an error of the application.
             _log.info("request_cancelled reason=server_stopping")
-            if not started:
-                reply = error_response(None, ErrorCode.INTERNAL_ERROR, "The server is stopping")
-                with anyio.CancelScope(shield=True):
-                    await send_encoded(send, 503, encode_json(reply), {"connection": "close"})
+            if not started:  # cancelled before the endpoint knew the request's id
+                await answer_stopping(send, None)
         except Exception as exc:
             # One content-free line per failure: exception text and tracebacks can carry
             # request content and install paths. The id is in the reply too, so an

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+import anyio
 from starlette.types import Receive, Send
 
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_json
@@ -66,7 +67,13 @@ from mymcp.transport._versions import (
     is_modern_request,
 )
 
-__all__ = ["MAX_BODY_BYTES", "McpEndpoint", "RequestAuthenticator", "TransportOptions"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "McpEndpoint",
+    "RequestAuthenticator",
+    "TransportOptions",
+    "answer_stopping",
+]
 
 _ALLOW = "GET, POST, DELETE"
 _ALLOW_STATELESS = "POST"
@@ -265,7 +272,11 @@ class McpEndpoint:
             return
         started = self._dispatcher.log_request(message)
         caller = Caller(principal, session.id, session.url_elicitation)
-        answer = await self._dispatcher.dispatch(message, caller)
+        try:
+            answer = await self._dispatcher.dispatch(message, caller)
+        except anyio.get_cancelled_exc_class():
+            await answer_stopping(send, message.id)
+            raise
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return
@@ -311,7 +322,11 @@ class McpEndpoint:
             return
         started = self._dispatcher.log_request(message)
         client_gone = partial(until_disconnected, receive)
-        answer = await self._stateless.answer(message, principal, headers, client_gone)
+        try:
+            answer = await self._stateless.answer(message, principal, headers, client_gone)
+        except anyio.get_cancelled_exc_class():
+            await answer_stopping(send, message.id)
+            raise
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return
@@ -348,6 +363,18 @@ class McpEndpoint:
             tag = self._audit.session_tag(session.id)
             self._audit.append("session_open", principal=principal.name, session=tag)
         await send_encoded(send, 200, body, {"mcp-session-id": session.id})
+
+
+_STOPPING = "The server is stopping"
+
+
+async def answer_stopping(send: Send, request_id: str | int | None) -> None:
+    """Tell the client that a stopping server gave up on its request (only a stop
+    cancels one: its grace for running requests is over). Sent even so: the cancellation
+    would otherwise stop this reply too."""
+    reply = error_response(request_id, ErrorCode.INTERNAL_ERROR, _STOPPING)
+    with anyio.CancelScope(shield=True):
+        await send_json(send, 503, reply, {"connection": "close"})
 
 
 def _capabilities(params: object) -> object:

@@ -292,7 +292,11 @@ def test_sigterm_stops_the_server_while_a_handler_never_returns(
     # Given up on once the grace is over, and told so in the protocol's words.
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 503 "), reply
-    assert json.loads(body)["error"] == {"code": -32603, "message": "The server is stopping"}
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "The server is stopping"},
+    }
     log = "".join(server.output)
     assert status == 0, log
     assert "Traceback" not in log
