@@ -8,7 +8,6 @@ name reserved for the host: such a configuration is refused at startup with one 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,20 +17,15 @@ from mymcp.config import HostConfiguration, PluginDeclaration, parse_host_config
 from mymcp.errors import ConfigurationError, ExternalPluginLoadError
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
-from tests.runtime.test_external import Workspace, manifest_document
+from tests.runtime.test_external import Workspace, importable_workspace, manifest_document
 
 COLLISION = "external_plugin_name_collision"
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    (tmp_path / "modules").mkdir()
-    (tmp_path / "home").mkdir()
-    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
-    space = Workspace(tmp_path)
-    yield space
-    for name in space.created_modules:
-        sys.modules.pop(name, None)
+    with importable_workspace(tmp_path, monkeypatch) as space:
+        yield space
 
 
 def _tools(plugin_id: str, *local_ids: str) -> dict[str, object]:

@@ -67,6 +67,15 @@ class Sandbox:
     def server_table(self) -> str:
         return f'[server]\naddress = "127.0.0.1"\nport = {self.port}\n'
 
+    def plugin_config(self, plugin_id: str, manifest: Path | None, module: str | None) -> str:
+        """A schema-2 configuration serving one external plugin on this sandbox's port."""
+        return (
+            "schema_version = 2\n"
+            + self.server_table()
+            + f'[[plugins]]\nid = "{plugin_id}"\nenabled = true\n'
+            + f'manifest_path = "{manifest}"\nmodule = "{module}"\n'
+        )
+
 
 def make_sandbox(tmp_path: Path) -> Sandbox:
     sandbox = Sandbox(tmp_path)

@@ -252,10 +252,7 @@ def test_sigterm_stops_the_server_while_a_handler_never_returns(
     (space.root / "modules").mkdir(parents=True)
     declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
     sandbox.write_config(
-        "schema_version = 2\n"
-        + sandbox.server_table()
-        + '[[plugins]]\nid = "stuck"\nenabled = true\n'
-        + f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+        sandbox.plugin_config("stuck", declaration.manifest_path, declaration.module)
     )
     with socket.create_server(("127.0.0.1", 0)) as reports:
         reports.settimeout(DEADLINE)

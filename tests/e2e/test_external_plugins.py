@@ -15,15 +15,6 @@ from tests.e2e.server import Sandbox, log_and_errors, port_is_bound, run_cli, se
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_plugin"
 
 
-def _plugin_config(sandbox: Sandbox, plugin_id: str, manifest: Path, module: str) -> str:
-    return (
-        "schema_version = 2\n"
-        + sandbox.server_table()
-        + f'[[plugins]]\nid = "{plugin_id}"\nenabled = true\n'
-        + f'manifest_path = "{manifest}"\nmodule = "{module}"\n'
-    )
-
-
 def _install_example(sandbox: Sandbox) -> Path:
     target = sandbox.root / "plugins" / "example"
     shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
@@ -99,7 +90,7 @@ async def _list_and_call(url: str) -> tuple[list[str], dict[str, object]]:
 def test_example_plugin_is_served_next_to_memory_tools(sandbox: Sandbox) -> None:
     folder = _install_example(sandbox)
     sandbox.write_config(
-        _plugin_config(sandbox, "example-plugin", folder / "manifest.json", "mymcp_example_plugin")
+        sandbox.plugin_config("example-plugin", folder / "manifest.json", "mymcp_example_plugin")
     )
     with serve(sandbox, {"PYTHONPATH": str(folder)}) as server:
         names, result = anyio.run(_list_and_call, server.url)
@@ -129,15 +120,13 @@ def _assert_refused(sandbox: Sandbox, env: dict[str, str], code: str) -> str:
 def test_reserved_name_collision_stops_startup(sandbox: Sandbox) -> None:
     # Plugin id `mymcp` would publish `mymcp__ping`, inside the host's reserved prefix.
     folder = _synthetic_plugin(sandbox, "mymcp", "collides", _WORKING_MODULE)
-    sandbox.write_config(_plugin_config(sandbox, "mymcp", folder / "manifest.json", "collides"))
+    sandbox.write_config(sandbox.plugin_config("mymcp", folder / "manifest.json", "collides"))
     _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_composition_invalid")
 
 
 def test_the_same_plugin_works_under_a_free_name(sandbox: Sandbox) -> None:
     folder = _synthetic_plugin(sandbox, "pinger", "pinger_plugin", _WORKING_MODULE)
-    sandbox.write_config(
-        _plugin_config(sandbox, "pinger", folder / "manifest.json", "pinger_plugin")
-    )
+    sandbox.write_config(sandbox.plugin_config("pinger", folder / "manifest.json", "pinger_plugin"))
     checked = run_cli(["check"], sandbox.environ({"PYTHONPATH": str(folder)}))
     assert checked.returncode == 0, checked.stderr
     assert "pinger__ping" in checked.stdout
@@ -148,9 +137,7 @@ def test_unsafe_manifest_stops_startup_before_import(sandbox: Sandbox) -> None:
     body = f"open({str(marker)!r}, 'w').close()\n" + _WORKING_MODULE
     folder = _synthetic_plugin(sandbox, "unsafe", "unsafe_plugin", body)
     (folder / "manifest.json").chmod(0o666)
-    sandbox.write_config(
-        _plugin_config(sandbox, "unsafe", folder / "manifest.json", "unsafe_plugin")
-    )
+    sandbox.write_config(sandbox.plugin_config("unsafe", folder / "manifest.json", "unsafe_plugin"))
     line = _assert_refused(
         sandbox, {"PYTHONPATH": str(folder)}, "external_manifest_unsafe_permissions"
     )
@@ -162,9 +149,7 @@ def test_unsafe_manifest_stops_startup_before_import(sandbox: Sandbox) -> None:
 def test_import_failure_stops_startup(sandbox: Sandbox) -> None:
     body = "raise RuntimeError('secret detail /private/path')\n"
     folder = _synthetic_plugin(sandbox, "broken", "broken_plugin", body)
-    sandbox.write_config(
-        _plugin_config(sandbox, "broken", folder / "manifest.json", "broken_plugin")
-    )
+    sandbox.write_config(sandbox.plugin_config("broken", folder / "manifest.json", "broken_plugin"))
     line = _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_import_failed")
     # The operator's terminal gets the exception; the log lines never do.
     assert line == (
@@ -207,9 +192,7 @@ def test_plugin_check_and_check_name_an_unsafe_manifest_alike(sandbox: Sandbox) 
     folder = _install_example(sandbox)
     manifest = folder / "manifest.json"
     manifest.chmod(0o666)
-    sandbox.write_config(
-        _plugin_config(sandbox, "example-plugin", manifest, "mymcp_example_plugin")
-    )
+    sandbox.write_config(sandbox.plugin_config("example-plugin", manifest, "mymcp_example_plugin"))
     plugin_check = run_cli(["plugin", "check", str(manifest)], sandbox.environ())
     check = run_cli(["check"], sandbox.environ({"PYTHONPATH": str(folder)}))
     _, said_by_check = log_and_errors(check.stderr)

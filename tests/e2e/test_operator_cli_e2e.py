@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import Sandbox, log_and_errors, run_cli
-from tests.e2e.test_external_plugins import _WORKING_MODULE, _plugin_config, _synthetic_plugin
+from tests.e2e.test_external_plugins import _WORKING_MODULE, _synthetic_plugin
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_plugin_check_prints_every_mismatch(sandbox: Sandbox) -> None:
         "the adapter (code=capability_metadata_mismatch)",
     ]
     # The server stops at the first, under the composition code, naming the same fault.
-    sandbox.write_config(_plugin_config(sandbox, "odd", manifest, "odd_plugin"))
+    sandbox.write_config(sandbox.plugin_config("odd", manifest, "odd_plugin"))
     started = run_cli(["check"], environment)
     _, said = log_and_errors(started.stderr)
     assert said == [
@@ -270,7 +270,7 @@ def test_a_plugin_configuration_error_names_its_line_and_column(sandbox: Sandbox
     folder = _synthetic_plugin(sandbox, "ok", "ok_plugin", _WORKING_MODULE)
     manifest = folder / "manifest.json"
     sandbox.write_config(
-        _plugin_config(sandbox, "ok", manifest, "ok_plugin").replace(
+        sandbox.plugin_config("ok", manifest, "ok_plugin").replace(
             "schema_version = 2", "schema_version = 8"
         )
         + "[plugins.configuration]\ngreting = 42\n"

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.server import Sandbox, run_cli, serve
-from tests.e2e.test_external_plugins import _plugin_config, _synthetic_plugin
+from tests.e2e.test_external_plugins import _synthetic_plugin
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 SECRET = "hunter2-in-/home/someone/private"
@@ -94,7 +94,7 @@ def test_a_failing_tool_is_one_line_unless_debug_is_asked_for(
 ) -> None:
     folder = _synthetic_plugin(sandbox, "failing", "failing_plugin", _FAILING_MODULE)
     sandbox.write_config(
-        _plugin_config(sandbox, "failing", folder / "manifest.json", "failing_plugin")
+        sandbox.plugin_config("failing", folder / "manifest.json", "failing_plugin")
     )
     environment = {"PYTHONPATH": str(folder)}
     if debug:

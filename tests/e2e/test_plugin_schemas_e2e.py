@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import Sandbox, run_cli
-from tests.e2e.test_external_plugins import _assert_refused, _plugin_config, _synthetic_plugin
+from tests.e2e.test_external_plugins import _assert_refused, _synthetic_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "example_plugin"
@@ -78,7 +78,7 @@ def test_an_invalid_schema_fails_the_check_and_the_startup(sandbox: Sandbox) -> 
     assert "mymcp: error: tool ping:" in checked.stderr
     assert "code=schema_invalid" in checked.stderr
     manifest = folder / "manifest.json"
-    sandbox.write_config(_plugin_config(sandbox, "broken", manifest, "broken_plugin"))
+    sandbox.write_config(sandbox.plugin_config("broken", manifest, "broken_plugin"))
     _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_schema_invalid")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,21 +16,16 @@ from mymcp.config import HostConfiguration, PluginDeclaration, load_host_configu
 from mymcp.errors import ExternalPluginLoadError
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime.bootstrap import build_runtime
-from tests.runtime.test_external import Workspace, manifest_document
+from tests.runtime.test_external import Workspace, importable_workspace, manifest_document
 
 COLLISION = "external_plugin_name_collision"
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    (tmp_path / "modules").mkdir()
-    (tmp_path / "home").mkdir()
-    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    space = Workspace(tmp_path)
-    yield space
-    for name in space.created_modules:
-        sys.modules.pop(name, None)
+    with importable_workspace(tmp_path, monkeypatch) as space:
+        yield space
 
 
 def _plugin(workspace: Workspace, *local_ids: str) -> PluginDeclaration:

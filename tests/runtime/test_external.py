@@ -9,6 +9,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,21 @@ class Workspace:
         (self.root / "modules" / f"{module}.py").write_text(source)
         self.created_modules.append(module)
         return PluginDeclaration(plugin_id, enabled, path, module)
+
+
+@contextmanager
+def importable_workspace(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A workspace under `root` with a home directory, whose plugin modules import while
+    it is open and are forgotten after."""
+    (root / "modules").mkdir()
+    (root / "home").mkdir()
+    monkeypatch.syspath_prepend(str(root / "modules"))
+    space = Workspace(root)
+    try:
+        yield space
+    finally:
+        for name in space.created_modules:
+            sys.modules.pop(name, None)
 
 
 @pytest.fixture

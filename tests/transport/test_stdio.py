@@ -35,6 +35,7 @@ from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Dispatcher, StatelessEra, StdioServer
 from mymcp.transport._dispatch import _WorkerLimits
+from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.runtime.test_external import Workspace
@@ -187,8 +188,7 @@ def test_stdout_carries_only_replies_even_when_a_plugin_prints(
     (space.root / "modules").mkdir(parents=True)
     declaration = space.plugin("noisy", extra=NOISY_PLUGIN)
     sandbox.write_config(
-        'schema_version = 2\n[[plugins]]\nid = "noisy"\nenabled = true\n'
-        f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
     )
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
     lines = [_line(INITIALIZE), _line({**call, "params": {"name": "noisy__tool_0"}})]
@@ -321,6 +321,19 @@ def pipes() -> Iterator[tuple[Any, Any, Any, Any]]:
             file.close()
 
 
+def _served(plugin: str, *tools: Any, drain_seconds: float = DRAIN_SECONDS) -> StdioServer:
+    """An in-process stdio server of one plugin's tools, for a registered principal."""
+    plugged = contribution(plugin, *tools)
+    runtime = compose_runtime([plugged], external_bindings(plugged), server_version="0.1.0")
+    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
+    return StdioServer(
+        dispatcher,
+        StatelessEra(dispatcher),
+        principal=registered_principal("t", "t"),
+        drain_seconds=drain_seconds,
+    )
+
+
 def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any]) -> None:
     source, to_server, from_server, sink = pipes
     started = anyio.Event()
@@ -330,12 +343,7 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
         await anyio.sleep_forever()
         return structured_result({})
 
-    slow = contribution("slow", tool("slow", "hang", hang))
-    runtime = compose_runtime([slow], external_bindings(slow), server_version="0.1.0")
-    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
-    server = StdioServer(
-        dispatcher, StatelessEra(dispatcher), principal=registered_principal("t", "t")
-    )
+    server = _served("slow", tool("slow", "hang", hang))
 
     async def scenario() -> None:
         async with anyio.create_task_group() as group:
@@ -360,11 +368,6 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
 # --- stopping while a synchronous handler never returns ----------------------------------
 
 
-def _stuck_runtime(handler: Any) -> Any:
-    stuck = contribution("slow", tool("slow", "stuck", handler), tool("slow", "quick"))
-    return compose_runtime([stuck], external_bindings(stuck), server_version="0.1.0")
-
-
 def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns() -> None:
     entered, release = threading.Event(), threading.Event()
 
@@ -373,7 +376,8 @@ def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns(
         release.wait()
         return structured_result({})
 
-    registry = _stuck_runtime(stuck).registry
+    slow = contribution("slow", tool("slow", "stuck", stuck), tool("slow", "quick"))
+    registry = compose_runtime([slow], external_bindings(slow), server_version="0.1.0").registry
     limits = _WorkerLimits(1, 1)
     hung, quick = registry.get("slow__stuck"), registry.get("slow__quick")
     assert hung is not None
@@ -413,14 +417,7 @@ def test_end_of_input_drops_a_request_whose_handler_never_returns(
         release.wait()
         return structured_result({})
 
-    runtime = _stuck_runtime(stuck)
-    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
-    server = StdioServer(
-        dispatcher,
-        StatelessEra(dispatcher),
-        principal=registered_principal("t", "t"),
-        drain_seconds=0,
-    )
+    server = _served("slow", tool("slow", "stuck", stuck), drain_seconds=0)
 
     async def scenario() -> None:
         async with anyio.create_task_group() as group:
@@ -457,8 +454,7 @@ def test_a_signal_ends_the_process_while_a_handler_never_returns(
     (space.root / "modules").mkdir(parents=True)
     declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
     sandbox.write_config(
-        'schema_version = 2\n[[plugins]]\nid = "stuck"\nenabled = true\n'
-        f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
+        sandbox.plugin_config("stuck", declaration.manifest_path, declaration.module)
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "mymcp.cli", "stdio", "--log-level", "debug"],
@@ -533,12 +529,7 @@ def test_a_handler_raising_a_cancellation_of_its_own_is_an_error_result(
     async def cancels(arguments: dict[str, Any]) -> dict[str, Any]:
         raise asyncio.CancelledError  # nobody asked for it: not the request's cancellation
 
-    odd = contribution("odd", tool("odd", "cancels", cancels))
-    runtime = compose_runtime([odd], external_bindings(odd), server_version="0.1.0")
-    dispatcher = Dispatcher(runtime, Governance(Policy(None, runtime)))
-    server = StdioServer(
-        dispatcher, StatelessEra(dispatcher), principal=registered_principal("t", "t")
-    )
+    server = _served("odd", tool("odd", "cancels", cancels))
 
     async def scenario() -> None:
         async with anyio.create_task_group() as group:

@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 
 from mymcp import cli
 from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT, terminal_safe
 from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
+from tests.e2e.test_memory_cli_e2e import PROJECT
+from tests.e2e.test_memory_cli_e2e import _remember as remembered
 
-PROJECT = {"kind": "project", "id": "mymcp", "label": "MyMCP"}
 NOT_A_REFERENCE = "mymcp: error: not a memory reference: copy one exactly as a tool returned it"
 # What must never reach the terminal raw (the categories the filter escapes).
 ESCAPED = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
@@ -46,17 +46,9 @@ def sandbox(tmp_path: Path) -> Sandbox:
 
 
 def _remember(sandbox: Sandbox, **arguments: Any) -> dict[str, Any]:
-    plugin = create_mnemosyne(MnemosyneSettings(), environ={"HOME": str(sandbox.home)})
-    arguments.setdefault("scope", "project")
-    arguments.setdefault("namespace", PROJECT)
-    arguments.setdefault("kind", "decision")
-    arguments.setdefault("collection", None)
-    arguments.setdefault("language", "en")
-    arguments.setdefault("origin", "explicit_user_statement")
-    arguments.setdefault("tags", [])
-    answer: dict[str, Any] = plugin.mutations.remember(arguments).payload
-    assert answer["status"] == "remembered", answer
-    return answer
+    """A project decision remembered through the plugin itself."""
+    defaults = {"scope": "project", "namespace": PROJECT, "kind": "decision"}
+    return remembered(sandbox, **{**defaults, **arguments})
 
 
 def _path(answer: dict[str, Any]) -> str:
