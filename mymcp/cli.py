@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from mymcp import __version__
-from mymcp.errors import MyMCPError
+from mymcp.errors import ConfigurationError, MyMCPError
 from mymcp.logs import (
     LOG_FORMATS,
     LOG_LEVELS,
@@ -347,6 +347,16 @@ def _settle_logging(
     handler.settle(log_settings(args.log_level, args.log_format, configured=configured))
 
 
+def _refused_log_environment(args: argparse.Namespace) -> int | None:
+    """Exit 1 with the diagnostic when a log variable the command would read names no
+    level or format (checked first: every later line depends on it), else None."""
+    try:
+        log_settings(args.log_level, args.log_format)
+    except ConfigurationError as exc:
+        return _fail(exc)
+    return None
+
+
 def _fail(exc: MyMCPError) -> int:
     """Print the whole diagnostic: this is the operator's own terminal."""
     print(f"mymcp: error: {exc}", file=sys.stderr)
@@ -549,7 +559,6 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
     the binding its [[plugins]] entry declares; with a module, import it as the server
     would and report every parity mismatch and schema finding."""
     from mymcp.config import load_host_configuration
-    from mymcp.errors import ConfigurationError
     from mymcp.runtime import preflight_manifest
 
     try:
@@ -646,7 +655,6 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     warn. Every mismatch is printed, not only the first. A host configuration that does
     not load fails the check: the server would not start with it either."""
     from mymcp.config import load_host_configuration
-    from mymcp.errors import ConfigurationError
     from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
 
     try:
@@ -983,6 +991,9 @@ _COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`."""
     args = _parser().parse_args(argv)
+    refusal = _refused_log_environment(args)
+    if refusal is not None:
+        return refusal
     if args.command in (None, "serve"):
         return serve(args=args)
     if args.command == "stdio":
@@ -1022,6 +1033,9 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
     args = parser.parse_args(argv)
+    refusal = _refused_log_environment(args)
+    if refusal is not None:
+        return refusal
     import uvicorn
 
     from mymcp.config import load_host_configuration, validate_semantics

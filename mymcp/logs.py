@@ -6,7 +6,9 @@ Every line carries a UTC timestamp, the level and the logger:
 
 or, with `--log-format json`, one JSON object per line with `time`, `level`, `logger` and
 `message`. The level and format come from the command line, then `MYMCP_LOG_LEVEL` /
-`MYMCP_LOG_FORMAT`, then `[server] log_level` / `log_format`, then `info` / `text`.
+`MYMCP_LOG_FORMAT`, then `[server] log_level` / `log_format`, then `info` / `text`. An
+environment variable that names no level or format stops the command with a diagnostic
+naming it, like every other invalid setting.
 
 At `info` (the default) MyMCP's loggers and uvicorn's lifecycle lines speak at INFO and
 every other library at WARNING, so an HTTP client library never logs the issuer or JWKS
@@ -35,6 +37,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from mymcp.errors import ConfigurationError, Location, shown
 
 __all__ = [
     "LEVEL_VARIABLE",
@@ -76,6 +80,26 @@ def _word(value: str | None, choices: tuple[str, ...] | Mapping[str, int]) -> st
     return text if text in choices else None
 
 
+def _environment_word(
+    env: Mapping[str, str], variable: str, choices: tuple[str, ...] | Mapping[str, int]
+) -> str | None:
+    """The word an environment variable names, None when it is unset or empty. A value
+    that names no word is refused: a misspelt level that silently fell back to the
+    default would leave the operator reading the wrong amount of log."""
+    value = env.get(variable)
+    if value is None or not value.strip():
+        return None
+    word = _word(value, choices)
+    if word is None:
+        words = ", ".join(choices)
+        raise ConfigurationError(
+            "invalid_environment",
+            location=Location(source=f"${variable}"),
+            detail=f"takes one of {words} (any case); found {shown(value)}",
+        )
+    return word
+
+
 def log_settings(
     level: str | None = None,
     log_format: str | None = None,
@@ -84,17 +108,18 @@ def log_settings(
     configured: LogSettings | None = None,
 ) -> LogSettings:
     """The effective settings: the command line, then the environment, then the
-    configuration file's `[server]` keys, then `info` / `text`. An environment value that
-    is not one of the words is ignored, like an unset one."""
+    configuration file's `[server]` keys, then `info` / `text`. An empty environment
+    variable counts as unset; one that names no level or format, when it is consulted,
+    raises `ConfigurationError("invalid_environment")` naming it."""
     env = os.environ if environ is None else environ
     fallback = configured or LogSettings()
     return LogSettings(
         level=_word(level, LOG_LEVELS)
-        or _word(env.get(LEVEL_VARIABLE), LOG_LEVELS)
+        or _environment_word(env, LEVEL_VARIABLE, LOG_LEVELS)
         or fallback.level,
         format=(
             _word(log_format, LOG_FORMATS)
-            or _word(env.get(FORMAT_VARIABLE), LOG_FORMATS)
+            or _environment_word(env, FORMAT_VARIABLE, LOG_FORMATS)
             or fallback.format
         ),
     )

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mymcp.errors import ConfigurationError
 from mymcp.logs import (
     LOG_FORMATS,
     LOG_LEVELS,
@@ -36,21 +37,51 @@ def test_the_command_line_wins_then_the_environment_then_the_file(
     flag: str | None, variable: str | None, configured: str
 ) -> None:
     environ = {} if variable is None else {"MYMCP_LOG_LEVEL": variable}
-    chosen = log_settings(flag, environ=environ, configured=LogSettings(configured)).level
     expected = configured
     if variable in LOG_LEVELS:
         expected = variable
     if flag in LOG_LEVELS:
         expected = flag
+    elif variable == "loud":  # consulted, and names no level
+        with pytest.raises(ConfigurationError) as refused:
+            log_settings(flag, environ=environ, configured=LogSettings(configured))
+        assert refused.value.code == "invalid_environment"
+        assert refused.value.location.source == "$MYMCP_LOG_LEVEL"
+        return
+    chosen = log_settings(flag, environ=environ, configured=LogSettings(configured)).level
     assert chosen == expected
 
 
 @given(FORMATS, FORMATS)
 def test_the_format_follows_the_same_order(flag: str | None, variable: str | None) -> None:
     environ = {} if variable is None else {"MYMCP_LOG_FORMAT": variable}
+    if flag not in LOG_FORMATS and variable == "xml":
+        with pytest.raises(ConfigurationError, match=r"\$MYMCP_LOG_FORMAT.*found 'xml'"):
+            log_settings(None, flag, environ=environ)
+        return
     chosen = log_settings(None, flag, environ=environ).format
     expected = flag if flag in LOG_FORMATS else variable if variable in LOG_FORMATS else "text"
     assert chosen == expected
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("MYMCP_LOG_LEVEL", "WARNING", LogSettings("warning")),
+        ("MYMCP_LOG_LEVEL", " debug\t", LogSettings("debug")),
+        ("MYMCP_LOG_FORMAT", "Json", LogSettings(format="json")),
+        ("MYMCP_LOG_FORMAT", "  ", LogSettings()),  # empty counts as unset
+    ],
+)
+def test_environment_words_ignore_case_and_surrounding_space(
+    variable: str, value: str, expected: LogSettings
+) -> None:
+    assert log_settings(environ={variable: value}) == expected
+
+
+def test_a_valid_flag_leaves_a_broken_variable_unread() -> None:
+    environ = {"MYMCP_LOG_LEVEL": "verbose", "MYMCP_LOG_FORMAT": "xml"}
+    assert log_settings("error", "json", environ=environ) == LogSettings("error", "json")
 
 
 def _record(name: str, level: int, message: str, created: float) -> logging.LogRecord:
