@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from mymcp import __version__
+from mymcp._escaping import escape_invisible
 from mymcp.errors import ConfigurationError, MyMCPError
 from mymcp.logs import (
     LOG_FORMATS,
@@ -918,7 +919,9 @@ def _readable(record: dict[str, Any]) -> str:
         parts.append(decision)
     extra = {key: value for key, value in record.items() if key not in _SHOWN_ELSEWHERE}
     parts.extend(f"{key}={value}" for key, value in sorted(extra.items()))
-    return "  ".join(parts)
+    # A principal comes from a token's subject and a record from a file on disk: neither
+    # may send the terminal a control sequence.
+    return escape_invisible("  ".join(parts))
 
 
 def _console(args: argparse.Namespace) -> int:

@@ -10,11 +10,11 @@ inspected; for `memory_revise` the stored and the proposed text stand side by si
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from mymcp._escaping import escape_invisible
 from mymcp.console.memory import LIFECYCLE_ACTIONS, MemoryBrowser, Outcome
 from mymcp.governance import Approval, ApprovalState, rfc3339
 
@@ -22,7 +22,6 @@ __all__ = ["ApprovalDetail", "ComparedField", "describe", "pending_summary", "vi
 
 _REVISE: Final = "memory_revise"
 _TARGETING: Final = frozenset({*LIFECYCLE_ACTIONS.values(), _REVISE})
-_KEPT: Final = frozenset("\n\t")
 
 STATE_TEXT: Final[Mapping[ApprovalState, str]] = {
     ApprovalState.PENDING: "Waiting for your decision.",
@@ -38,13 +37,8 @@ STATE_TEXT: Final[Mapping[ApprovalState, str]] = {
 
 
 def visible(text: str) -> str:
-    """`text` with every invisible or reordering character shown as `\\uXXXX`."""
-    return "".join(
-        char
-        if char in _KEPT or not unicodedata.category(char).startswith(("C", "Zl", "Zp"))
-        else f"\\u{ord(char):04x}"
-        for char in text
-    )
+    """`text` as a page shows it: invisible characters escaped, its lines and tabs kept."""
+    return escape_invisible(text, keep_layout=True)
 
 
 def pretty_arguments(arguments: Mapping[str, Any]) -> str:

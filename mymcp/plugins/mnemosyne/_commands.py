@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
+from mymcp._escaping import escape_invisible, json_for_terminal
 from mymcp._strictjson import (
     DEFAULT_MAX_DEPTH,
     StrictJsonError,
@@ -31,7 +32,6 @@ from mymcp.plugins.mnemosyne._memory_check import (
     check_root,
     is_unsafe_mode,
     run_memory_check,
-    terminal_safe,
 )
 from mymcp.plugins.mnemosyne._settings import (
     MnemosyneSettings,
@@ -112,7 +112,7 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
     out = sys.stdout if out is None else out
     problem = _usage_error(args)
     if problem is not None:
-        print(terminal_safe(f"mymcp: error: {problem}"), file=sys.stderr)
+        print(escape_invisible(f"mymcp: error: {problem}"), file=sys.stderr)
         return EXIT_USAGE
     try:
         settings = load_mnemosyne_settings()
@@ -149,7 +149,7 @@ def _operation_failure(exc: MemoryOperationError) -> str:
 
 
 def _error(text: str) -> int:
-    print(terminal_safe(f"mymcp: error: {text}"), file=sys.stderr)
+    print(escape_invisible(f"mymcp: error: {text}"), file=sys.stderr)
     return EXIT_FAILURE
 
 
@@ -193,11 +193,11 @@ def _list(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
                     "kind": row.kind,
                     "title": row.title,
                 }
-                print(json.dumps(item, ensure_ascii=False), file=out)
+                print(json_for_terminal(item), file=out)
             else:
                 title = row.title if row.title is not None else "(no title)"
                 line = f"{_display(row.parts)}  {state}  {row.kind or '-'}  {title}"
-                print(terminal_safe(line), file=out)
+                print(escape_invisible(line), file=out)
     if not args.json:
         print(f"{inventory.count} memories", file=sys.stderr)
     return EXIT_OK
@@ -212,7 +212,7 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         if reference is None:
             return _error("not a memory reference: copy one exactly as a tool returned it")
         answer = memory.service.inspect({"reference": reference.to_json()}).payload
-        print(json.dumps(answer, indent=2, ensure_ascii=False), file=out)
+        print(json_for_terminal(answer, indent=2), file=out)
         return EXIT_OK if answer.get("status") == "ok" else EXIT_FAILURE
     path = Path(target)
     # `os.path.exists` is false for a name too long, below a file or in a loop, where
@@ -229,7 +229,7 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         where = memory.root.joinpath(_echoed(_display(parts)))
         return _error(f"{where}: {text} (reason={problem}, file={file_id(parts)})")
     assert record is not None
-    print(json.dumps(record.public_json(), indent=2, ensure_ascii=False), file=out)
+    print(json_for_terminal(record.public_json(), indent=2), file=out)
     return EXIT_OK
 
 
@@ -282,7 +282,7 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
     outcome = memory.service.recall(arguments)
     answer = outcome.payload
     if args.json or outcome.is_error:
-        print(json.dumps(answer, indent=2, ensure_ascii=False), file=out)
+        print(json_for_terminal(answer, indent=2), file=out)
         return EXIT_FAILURE if outcome.is_error else EXIT_OK
     for found in answer["memories"]:
         reference = parse_reference(found["reference"])
@@ -293,7 +293,7 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         )
         matched = ", ".join(found.get("match", {}).get("terms", [])) or "-"
         line = f"  {found.get('title') or '(no title)'}  [matched: {matched}]"
-        print(terminal_safe(where), terminal_safe(line), sep="\n", file=out)
+        print(escape_invisible(where), escape_invisible(line), sep="\n", file=out)
     print(f"{len(answer['memories'])} found ({answer['status']})", file=sys.stderr)
     return EXIT_OK
 
@@ -312,7 +312,7 @@ def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
     if as_json:
         print(json.dumps(report, indent=2), file=out)
         return EXIT_OK
-    print(terminal_safe(f"memory root: {memory.root}"), file=out)
+    print(escape_invisible(f"memory root: {memory.root}"), file=out)
     columns = ("active", "archived", "legacy", "skipped", "bytes")
     print(_row("scope / namespace", columns), file=out)
     totals = [0] * len(columns)
@@ -320,7 +320,7 @@ def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
         for name, counts in namespaces.items():
             values = [counts[key] for key in columns]
             totals = [a + b for a, b in zip(totals, values, strict=True)]
-            print(terminal_safe(_row(f"{scope} / {name}", values)), file=out)
+            print(escape_invisible(_row(f"{scope} / {name}", values)), file=out)
     print(_row("total", totals), file=out)
     return EXIT_OK
 
@@ -372,7 +372,7 @@ def _export(memory: _Memory, scope: Scope, out: TextIO) -> int:
             found = index.lookup(row.parts, scope)
             if found is None or not isinstance(found.record, MemoryRecordV2):
                 continue  # changed away meanwhile
-            print(json.dumps(found.record.to_json(), ensure_ascii=False), file=out)
+            print(json_for_terminal(found.record.to_json()), file=out)
             written += 1
     note = (
         f"; {legacy} legacy records left out (no namespace to import them into)" if legacy else ""
@@ -429,7 +429,7 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
                     continue
                 verdict = _import_line(mutations, text, apply)
             counts[verdict[0]] += 1
-            print(terminal_safe(f"{name}:{number}: {verdict[1]}"), file=out)
+            print(escape_invisible(f"{name}:{number}: {verdict[1]}"), file=out)
     action = "remembered" if apply else "would remember"
     print(
         f"{action} {counts['new']}, already present {counts['existing']}, "

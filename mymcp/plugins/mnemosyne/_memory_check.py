@@ -13,12 +13,12 @@ import logging
 import os
 import stat
 import sys
-import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+from mymcp._escaping import escape_invisible
 from mymcp.errors import Diagnostic, Location
 from mymcp.plugins.mnemosyne._settings import (
     KNOWN_VARIABLES,
@@ -46,7 +46,6 @@ __all__ = [
     "memory_problems",
     "problem_line",
     "run_memory_check",
-    "terminal_safe",
 ]
 
 EXIT_OK: Final = 0
@@ -69,35 +68,6 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
 _RAISE_LIMIT: Final = (
     "raise [memory] candidate_limit in ~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT"
 )
-
-
-# What a terminal acts on or shows wrongly: controls (C0, DEL, C1; a tab or newline too,
-# which would break a one-line listing), format characters such as the bidi overrides,
-# surrogates (no terminal encoding holds them), unassigned code points (a newer Unicode
-# may make them format characters) and the line and paragraph separators.
-_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
-
-
-def _escaped(char: str) -> str:
-    if unicodedata.category(char) not in _ESCAPED_CATEGORIES:
-        return char
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` made safe to print on the operator's terminal: every control, format,
-    surrogate, unassigned or separator character is written out as an escape (``\\x1b``,
-    ``\\u202e``), so memory text, which agents write, can neither send the terminal an
-    escape sequence nor hide or reorder what is shown. Other text, the backslash
-    included, is left as it is."""
-    if text.isprintable():  # the usual case; no escaped character is printable
-        return text
-    return "".join(_escaped(char) for char in text)
 
 
 def is_unsafe_mode(mode: int) -> bool:
@@ -248,12 +218,12 @@ def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnosti
     findings = list(checked.findings)
     if not checked.present:
         state = " (absent; created by the first remember)" if not root.exists() else ""
-        return [terminal_safe(f"memory: {root}{state}")], findings
+        return [escape_invisible(f"memory: {root}{state}")], findings
     problems, sizes = memory_problems(root)
     largest = _largest(sizes)
     limit = settings.candidate_limit
     lines = [
-        terminal_safe(
+        escape_invisible(
             f"memory: {root} ({sum(sizes.values())} files; largest scope {largest} holds "
             f"{sizes[largest]} of the candidate limit {limit})"
         )
@@ -278,13 +248,13 @@ def run_memory_check(settings: MnemosyneSettings, out: TextIO) -> int:
     checked = check_root()
     root = checked.root
     state = "" if checked.present or root.exists() else " (absent; created by the first remember)"
-    print(terminal_safe(f"memory root: {root}{state}"), file=out)
+    print(escape_invisible(f"memory root: {root}{state}"), file=out)
     errors = [finding for finding in checked.findings if finding.severity == "error"]
     for finding in checked.findings:
         if finding.severity == "warning":
-            print(terminal_safe(f"mymcp: warning: {finding.render()}"), file=sys.stderr)
+            print(escape_invisible(f"mymcp: warning: {finding.render()}"), file=sys.stderr)
     for finding in errors:
-        print(terminal_safe(finding.render()), file=out)
+        print(escape_invisible(finding.render()), file=out)
     problems: list[Problem] = []
     over: list[Diagnostic] = []
     if checked.present:
@@ -296,10 +266,10 @@ def run_memory_check(settings: MnemosyneSettings, out: TextIO) -> int:
             file=out,
         )
         for problem in problems:
-            print(terminal_safe(problem_line(root, problem)), file=out)
+            print(escape_invisible(problem_line(root, problem)), file=out)
         over = _over_limit(root, sizes, settings.candidate_limit)
         for finding in over:
-            print(terminal_safe(finding.render()), file=out)
+            print(escape_invisible(finding.render()), file=out)
     count = len(errors) + len(problems) + len(over)
     if count:
         print(f"memory check: {count} problem(s)", file=out)

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from mymcp import cli
 from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT, terminal_safe
+from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT
 from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.e2e.test_memory_cli_e2e import PROJECT
@@ -35,7 +35,7 @@ from tests.e2e.test_memory_cli_e2e import _remember as remembered
 
 NOT_A_REFERENCE = "mymcp: error: not a memory reference: copy one exactly as a tool returned it"
 # What must never reach the terminal raw (the categories the filter escapes).
-ESCAPED = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
+ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 HOSTILE_TITLE = "\x1b[31mRED\x1b[0m\x1b]0;pwned\x07"
 HOSTILE_SHOWN = "\\x1b[31mRED\\x1b[0m\\x1b]0;pwned\\x07"
 
@@ -220,7 +220,7 @@ def test_import_names_a_file_it_cannot_open_in_one_bounded_line(
 
 
 @pytest.mark.slow
-def test_memory_text_reaches_the_terminal_escaped_and_json_exactly(
+def test_memory_text_reaches_the_terminal_escaped_and_json_equal(
     sandbox: Sandbox,
 ) -> None:
     red = _remember(
@@ -244,18 +244,23 @@ def test_memory_text_reaches_the_terminal_escaped_and_json_exactly(
         _path(red),
         f"  {HOSTILE_SHOWN}  [matched: red, terminal]",
     ]
-    # JSON output is left exactly as it was: what the file holds, what a tool answers.
+    # JSON output reads as exactly the same value (what the file holds, what a tool
+    # answers), with the invisible characters inside its strings written as escapes.
     file = sandbox.memory_root / _path(red)
-    shown = run_cli(["memory", "show", _path(red)], env)
-    assert shown.stdout == file.read_text(encoding="utf-8")
-    exported = run_cli(["memory", "export", "project"], env).stdout.splitlines()
     body = json.loads(file.read_bytes())
-    assert json.dumps(body, ensure_ascii=False) in exported
+    shown = run_cli(["memory", "show", _path(red)], env).stdout
+    assert json.loads(shown) == body
+    assert "\\u202e" in shown
+    exported = run_cli(["memory", "export", "project"], env).stdout
     as_json = run_cli(["memory", "list", "project", "--json"], env).stdout
+    assert body in [json.loads(line) for line in exported.splitlines()]
     assert {json.loads(line)["title"] for line in as_json.splitlines()} == {
         HOSTILE_TITLE,
         "abc\u202eevil\u2066",
     }
+    for output in (shown, exported, as_json):
+        assert not any(unicodedata.category(char) in ESCAPED - {"Cc"} for char in output)
+        assert not any(unicodedata.category(char) == "Cc" and char != "\n" for char in output)
 
 
 @pytest.mark.slow
@@ -331,41 +336,6 @@ def test_stats_counts_every_file_check_names(sandbox: Sandbox, tmp_path: Path) -
 
 
 # -- properties ------------------------------------------------------------------------------
-
-
-@given(st.text())
-def test_terminal_safe_output_holds_no_control_or_format_character(text: str) -> None:
-    safe = terminal_safe(text)
-    assert not any(unicodedata.category(char) in ESCAPED for char in safe)
-    assert len(safe) >= len(text)
-
-
-@given(st.text(st.characters(exclude_categories=("Cc", "Cf", "Cs", "Cn", "Zl", "Zp"))))
-def test_terminal_safe_leaves_printable_text_as_it_is(text: str) -> None:
-    assert terminal_safe(text) == text
-
-
-@given(st.text(), st.characters(categories=("Cc", "Cf", "Cn", "Zl", "Zp")))
-def test_terminal_safe_writes_each_escaped_character_as_its_code(text: str, char: str) -> None:
-    code = ord(char)
-    if code < 0x100:
-        escape = f"\\x{code:02x}"
-    elif code < 0x10000:
-        escape = f"\\u{code:04x}"
-    else:
-        escape = f"\\U{code:08x}"
-    assert terminal_safe(text + char) == terminal_safe(text) + escape
-
-
-def test_terminal_safe_examples() -> None:
-    assert terminal_safe(HOSTILE_TITLE) == HOSTILE_SHOWN
-    assert terminal_safe("a\tb\nc\r\x7f\x9b") == "a\\x09b\\x0ac\\x0d\\x7f\\x9b"
-    assert terminal_safe("\u200e\u200f\u202a\u202e\u2066\u2069\u2028") == (
-        "\\u200e\\u200f\\u202a\\u202e\\u2066\\u2069\\u2028"
-    )
-    assert terminal_safe("tag \U000e0041") == "tag \\U000e0041"
-    assert terminal_safe("\udcff") == "\\udcff"  # an undecodable file name byte
-    assert terminal_safe("caf\u00e9 \\x1b \u00a0 \U0001f600") == "caf\u00e9 \\x1b \u00a0 \U0001f600"
 
 
 @contextlib.contextmanager
