@@ -570,9 +570,9 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
     if module is not None:
         return _check_plugin_module(module, definition)
-    collision = _local_name_collision(definition)
-    if collision is None:
-        return EXIT_OK  # no binding makes these names collide: the entry does not matter
+    refusals = _naming_refusals(definition)
+    if not refusals:
+        return EXIT_OK  # the names bind either way: the entry does not matter
     try:
         binding = _declared_binding(definition, load_host_configuration())
     except ConfigurationError:
@@ -582,7 +582,7 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
             "so the tool names were judged as if the plugin had no [[plugins]] entry",
             file=sys.stderr,
         )
-    return EXIT_OK if _tool_names_bind(collision, binding) else EXIT_FAILURE
+    return EXIT_OK if _tool_names_bind(refusals, binding) else EXIT_FAILURE
 
 
 def _declared_binding(definition: PluginDefinition, configuration: HostConfiguration) -> str | None:
@@ -593,45 +593,47 @@ def _declared_binding(definition: PluginDefinition, configuration: HostConfigura
     return None
 
 
-def _tool_names_bind(collision: MyMCPError | None, binding: str | None) -> bool:
+def _tool_names_bind(refusals: Mapping[str, MyMCPError], binding: str | None) -> bool:
     """Whether the plugin's tools can be published under `binding` (None: the plugin has
-    no [[plugins]] entry), given what the start refuses under local binding. A collision
-    under `binding = "local"` fails the check with the start's own line; without an entry
-    it is a warning, since the plugin is namespaced unless its entry asks otherwise."""
-    if collision is None or binding == "namespaced":
-        return True
-    if binding == "local":
-        _fail(collision)
+    no [[plugins]] entry, so the default, namespaced), given what the start refuses under
+    each binding. A refusal under that binding fails the check with the start's own
+    line; without an entry, what local binding would refuse is a warning."""
+    if binding is None and "local" in refusals:
+        print(
+            f'mymcp: warning: declared with binding = "local", it would not start: '
+            f"{refusals['local']}",
+            file=sys.stderr,
+        )
+    refusal = refusals.get(binding or "namespaced")
+    if refusal is not None:
+        _fail(refusal)
         return False
-    print(
-        f'mymcp: warning: declared with binding = "local", it would not start: {collision}',
-        file=sys.stderr,
-    )
     return True
 
 
-def _local_name_collision(definition: PluginDefinition) -> MyMCPError | None:
-    """What the start refuses the plugin for when its tools keep their own ids: the
-    start's own check, over Mnemosyne's tools and the plugin's. (A clash with another
+def _naming_refusals(definition: PluginDefinition) -> dict[str, MyMCPError]:
+    """What the start refuses the plugin's tool names for, by binding: the start's own
+    checks (a name reserved for the host, outside MCP's alphabet or too long, or taken by
+    a Mnemosyne tool), over Mnemosyne's tools and the plugin's. (A clash with another
     locally bound plugin needs that plugin's manifest too: `mymcp check` reads them all.)"""
     from mymcp.plugin import QualifiedCapabilityId
     from mymcp.plugins.mnemosyne import mnemosyne_manifest
-    from mymcp.runtime.bootstrap import binding_policy, refuse_local_collisions
+    from mymcp.runtime.bootstrap import binding_policy, refuse_declared_names
 
-    local = {definition.plugin_id}
-    binding = binding_policy(local)
-    declared = {
-        capability: binding(capability)
+    capabilities = [
+        QualifiedCapabilityId(plugin.plugin_id, d.kind, d.local_id)
         for plugin in (mnemosyne_manifest(), definition)
-        for capability in (
-            QualifiedCapabilityId(plugin.plugin_id, d.kind, d.local_id) for d in plugin.capabilities
-        )
-    }
-    try:
-        refuse_local_collisions(declared, local)
-    except MyMCPError as exc:
-        return exc
-    return None
+        for d in plugin.capabilities
+    ]
+    refusals: dict[str, MyMCPError] = {}
+    for binding, local in (("namespaced", set()), ("local", {definition.plugin_id})):
+        bind = binding_policy(local)
+        names = {capability: bind(capability) for capability in capabilities}
+        try:
+            refuse_declared_names(names, local)
+        except MyMCPError as exc:
+            refusals[binding] = exc
+    return refusals
 
 
 def _declared_configuration(
@@ -669,7 +671,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
         )
         return EXIT_FAILURE
     binding = _declared_binding(definition, configuration)
-    if not _tool_names_bind(_local_name_collision(definition), binding):
+    if not _tool_names_bind(_naming_refusals(definition), binding):
         return EXIT_FAILURE
     try:
         values, origin = _declared_configuration(definition, configuration)

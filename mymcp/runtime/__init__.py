@@ -1,6 +1,11 @@
 """The composed host: immutable HostRuntime, bindings, list_tools and bootstrap."""
 
-from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
+from mymcp.runtime._composition import (
+    compose_runtime,
+    default_binding,
+    is_reserved_name,
+    refuse_public_names,
+)
 from mymcp.runtime._external import (
     activate_external_plugin,
     check_plugin_configuration,
@@ -36,6 +41,7 @@ __all__ = [
     "compose_runtime",
     "default_binding",
     "is_reserved_name",
+    "refuse_public_names",
     "list_tools_payload",
     "lint_input_schema",
     "mismatch_diagnostics",

@@ -21,7 +21,7 @@ from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
 from mymcp.runtime._runtime import HostRuntime, new_generation_id
 from mymcp.runtime._schema import ArgumentsValidator, compile_input_schema
 
-__all__ = ["compose_runtime", "default_binding", "is_reserved_name"]
+__all__ = ["compose_runtime", "default_binding", "is_reserved_name", "refuse_public_names"]
 
 # MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
 _PUBLIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -137,12 +137,25 @@ def _check_bindings(
                 "duplicate_binding", detail=f"{capability} is bound twice"
             )
         bound[capability] = name
-    owners: dict[str, QualifiedCapabilityId] = {}
-    for capability, name in bound.items():
+    for capability in bound:
         if capability not in capabilities:
             raise HostRuntimeCompositionError.at(
                 "unknown_binding", detail=f"{capability} is bound but not contributed"
             )
+    refuse_public_names(bound)
+    for capability in capabilities:
+        if capability not in bound:
+            raise HostRuntimeCompositionError.at(
+                "unbound_capability", detail=f"{capability} has no public name"
+            )
+    return bound
+
+
+def refuse_public_names(bound: Mapping[QualifiedCapabilityId, str]) -> None:
+    """Refuse a public name only the host may publish, one MCP does not allow as a tool
+    name, or one that two capabilities would share."""
+    owners: dict[str, QualifiedCapabilityId] = {}
+    for capability, name in bound.items():
         if is_reserved_name(name):
             raise HostRuntimeCompositionError.at(
                 "reserved_public_name", detail=f"{name!r} ({capability}) is reserved for the host"
@@ -154,12 +167,6 @@ def _check_bindings(
             detail = f"{name!r} is the public name of both {owners[name]} and {capability}"
             raise HostRuntimeCompositionError.at("duplicate_public_name", detail=detail)
         owners[name] = capability
-    for capability in capabilities:
-        if capability not in bound:
-            raise HostRuntimeCompositionError.at(
-                "unbound_capability", detail=f"{capability} has no public name"
-            )
-    return bound
 
 
 def compose_runtime(

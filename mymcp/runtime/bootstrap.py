@@ -39,7 +39,12 @@ from mymcp.plugins.mnemosyne import (
     load_mnemosyne_settings,
     mnemosyne_manifest,
 )
-from mymcp.runtime._composition import compose_runtime, default_binding, is_reserved_name
+from mymcp.runtime._composition import (
+    compose_runtime,
+    default_binding,
+    is_reserved_name,
+    refuse_public_names,
+)
 from mymcp.runtime._external import load_external_plugins
 from mymcp.runtime._runtime import HostRuntime
 
@@ -50,7 +55,7 @@ __all__ = [
     "build_host",
     "build_runtime",
     "production_binding",
-    "refuse_local_collisions",
+    "refuse_declared_names",
 ]
 
 _log = logging.getLogger("mymcp.host.bootstrap")
@@ -92,12 +97,15 @@ def production_binding(capability: QualifiedCapabilityId) -> str:
     return binding_policy()(capability)
 
 
-def refuse_local_collisions(
+def refuse_declared_names(
     names: Mapping[QualifiedCapabilityId, str], local_plugins: Collection[str]
 ) -> None:
-    """A locally bound name may clash with another tool's name or a reserved one: refuse
-    it by name of the cause. Declared capabilities count even while a gate keeps them
-    off, so that switching a gate on later can never make startup fail."""
+    """Refuse, by name of the cause, a declared tool name the start cannot publish: a
+    locally bound name that clashes with another tool's name or a reserved one, or an
+    external plugin's name that is reserved for the host or not a valid MCP tool name
+    (a plugin id `mymcp` namespaces into the host's own prefix; a 64-character plugin id
+    and tool id make 130 characters). Declared capabilities count even while a gate keeps
+    them off, so that switching a gate on later can never make startup fail."""
     owners: dict[str, QualifiedCapabilityId] = {}
     for capability, name in names.items():
         clash = owners.setdefault(name, capability) != capability
@@ -107,6 +115,20 @@ def refuse_local_collisions(
                 "external_plugin_name_collision",
                 detail=f"the tool name {name!r} is taken (plugin {capability.plugin_id!r})",
             )
+    try:
+        refuse_public_names({c: n for c, n in names.items() if c.plugin_id != BUNDLED_PLUGIN_ID})
+    except HostRuntimeCompositionError as exc:
+        raise _plugin_composition_error(exc) from exc
+
+
+def _plugin_composition_error(exc: HostRuntimeCompositionError) -> ExternalPluginLoadError:
+    """What composing refused, said as a fault of the external plugins (only they vary)."""
+    code = (
+        "external_plugin_schema_invalid"
+        if exc.code == "invalid_input_schema"
+        else "external_plugin_composition_invalid"
+    )
+    return ExternalPluginLoadError(code, location=exc.location, detail=f"{exc.code}: {exc.detail}")
 
 
 def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> HostRuntime:
@@ -125,7 +147,7 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
                 for d in adapter.definition.capabilities
             )
         }
-        refuse_local_collisions(declared, local)
+        refuse_declared_names(declared, local)
         try:
             contributions = [bundled.contribution, *(a.contribution for a in externals)]
             runtime = compose_runtime(
@@ -140,14 +162,7 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
             )
         except HostRuntimeCompositionError as exc:
             if externals:
-                code = (
-                    "external_plugin_schema_invalid"
-                    if exc.code == "invalid_input_schema"
-                    else "external_plugin_composition_invalid"
-                )
-                raise ExternalPluginLoadError(
-                    code, location=exc.location, detail=f"{exc.code}: {exc.detail}"
-                ) from exc
+                raise _plugin_composition_error(exc) from exc
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)

@@ -124,6 +124,50 @@ def test_a_namespaced_plugin_may_use_any_tool_id(
     assert "fixed__list_tools" in names  # and the start agrees
 
 
+@pytest.mark.parametrize(
+    ("plugin_id", "local_id", "code"),
+    [
+        ("mymcp", "ping", "reserved_public_name"),  # `mymcp__ping` is the host's prefix
+        ("p" * 64, "t" * 64, "invalid_public_name"),  # 130 characters: MCP allows 128
+    ],
+)
+@pytest.mark.parametrize("declared", [None, "namespaced"])
+def test_a_namespaced_name_the_start_refuses_fails_the_check_with_the_same_line(
+    workspace: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    plugin_id: str,
+    local_id: str,
+    code: str,
+    declared: str | None,
+) -> None:
+    document = manifest_document(plugin_id)
+    document["capabilities"][0]["id"] = local_id
+    declaration = workspace.plugin(plugin_id, manifest=document)
+    if declared is not None:
+        _declare(workspace, declaration, declared)
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert status == 1
+    assert f"manifest OK: {plugin_id}" in out
+    configuration = HostConfiguration(schema_version=8, plugins=(declaration,))
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    with pytest.raises(ExternalPluginLoadError) as refused:  # the start refuses it alike
+        build_runtime(configuration, mnemosyne)
+    assert err.splitlines() == [f"mymcp: error: {refused.value}"]
+    assert refused.value.code == "external_plugin_composition_invalid"
+    assert f"{code}: " in err
+
+
+def test_a_plugin_refused_only_when_namespaced_passes_when_bound_locally(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = manifest_document("mymcp")
+    document["capabilities"][0]["id"] = "ping"
+    declaration = workspace.plugin("mymcp", manifest=document)
+    _declare(workspace, declaration, "local")
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert (status, err) == (0, "")
+
+
 def test_a_local_plugin_with_free_names_passes(
     workspace: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
