@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mymcp.cli import _parser, main
+from mymcp.cli import main
+from mymcp.cli.parser import build_parser
 
 
 def _commands(
@@ -22,7 +23,7 @@ def _commands(
 
 
 def test_every_command_describes_itself_and_every_argument() -> None:
-    seen = dict(_commands(_parser()))
+    seen = dict(_commands(build_parser()))
     assert {" ".join(path) for path in seen} >= {
         "serve",
         "check",
@@ -43,7 +44,7 @@ def test_every_command_describes_itself_and_every_argument() -> None:
 
 
 def test_a_listed_summary_opens_the_command_s_own_help() -> None:
-    commands = dict(_commands(_parser()))
+    commands = dict(_commands(build_parser()))
     memory_check = commands[("memory", "check")]
     assert memory_check.description is not None
     assert "symlink" in memory_check.description

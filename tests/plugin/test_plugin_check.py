@@ -166,6 +166,7 @@ def test_a_plugin_refused_only_when_namespaced_passes_when_bound_locally(
     _declare(workspace, declaration, "local")
     status, out, err = _plugin_check(declaration, capsys, module=False)
     assert (status, err) == (0, "")
+    assert "manifest OK: mymcp" in out
 
 
 def test_a_local_plugin_with_free_names_passes(

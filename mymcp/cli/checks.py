@@ -1,0 +1,234 @@
+"""`mymcp check` (everything a start would compose, without serving) and `mymcp plugin
+check` (one plugin's manifest, tool names and module, as the start judges them)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, begin_logging, fail, settle_logging
+from mymcp.errors import ConfigurationError, MyMCPError
+
+if TYPE_CHECKING:
+    from mymcp.config import AuthenticationSettings, HostConfiguration
+    from mymcp.plugin import PluginDefinition
+    from mymcp.plugins.mnemosyne import MnemosyneSettings
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """Compose everything the server would, without serving or creating files, and say
+    what was found; the first fault ends the check with its diagnostic and exit 1."""
+    from mymcp.governance import audit_directory, check_audit_directory
+    from mymcp.runtime.bootstrap import build_host
+
+    logs = begin_logging(args)
+    try:
+        host = build_host(with_audit=False)
+        configuration = host.configuration
+        directory = audit_directory(configuration) if configuration.audit.enabled else None
+        # The checks the start makes, read-only: a directory the server would refuse
+        # fails the check too.
+        exists = directory is not None and check_audit_directory(directory)
+    except MyMCPError as exc:
+        settle_logging(logs, args)
+        return fail(exc)
+    settle_logging(logs, args, configuration.server)
+    source = configuration.source or "none (built-in defaults)"
+    print(f"configuration: {source} (schema {configuration.schema_version})")
+    enabled = [plugin for plugin in configuration.plugins if plugin.enabled]
+    print("plugins: " + (", ".join(f"{p.id} (module {p.module})" for p in enabled) or "none"))
+    print(f"tools: {', '.join(host.runtime.registry.names)}")
+    print(f"authentication: {_authentication_summary(configuration.authentication)}")
+    policy = configuration.policy
+    if policy is None:
+        print("policy: none (every principal may call every tool)")
+    else:
+        print(f"policy: default {policy.default}, {len(policy.rules)} rule(s)")
+    if directory is None:
+        print("audit: off")
+    else:
+        state = "exists" if exists else "created at first start"
+        print(f"audit: on, {directory} ({state})")
+    return _check_memory(host.mnemosyne.settings if host.mnemosyne else None)
+
+
+def _check_memory(settings: MnemosyneSettings | None) -> int:
+    """The memory root and its files, in summary: `mymcp memory check` has the detail."""
+    from mymcp.plugins.mnemosyne._memory_check import check_memory
+
+    if settings is None:
+        print("mymcp: check OK")
+        return EXIT_OK
+    try:
+        lines, findings = check_memory(settings)
+    except MyMCPError as exc:
+        return fail(exc)
+    for line in lines:
+        print(line)
+    failed = False
+    for finding in findings:
+        failed |= finding.severity == "error"
+        print(f"mymcp: {finding.severity}: {finding.render()}", file=sys.stderr)
+    if failed:
+        return EXIT_FAILURE
+    print("mymcp: check OK")
+    return EXIT_OK
+
+
+def _authentication_summary(settings: AuthenticationSettings) -> str:
+    anonymous = "anonymous allowed" if settings.anonymous_enabled else "anonymous refused"
+    enabled = [adapter for adapter in settings.adapters if adapter.enabled]
+    if not enabled:
+        return f"{anonymous}; no adapter enabled"
+    return f"{anonymous}; adapter {enabled[0].id} ({enabled[0].type})"
+
+
+def _plugin_check(manifest: Path, module: str | None) -> int:
+    """Check a manifest exactly as the server's preflight does, then its tool names under
+    the binding its [[plugins]] entry declares; with a module, import it as the server
+    would and report every parity mismatch and schema finding."""
+    from mymcp.config import load_host_configuration
+    from mymcp.runtime import preflight_manifest
+
+    try:
+        definition = preflight_manifest(manifest.absolute())
+    except MyMCPError as exc:
+        return fail(exc)
+    tools = ", ".join(c.local_id for c in definition.capabilities)
+    print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
+    if module is not None:
+        return _check_plugin_module(module, definition)
+    refusals = _naming_refusals(definition)
+    if not refusals:
+        return EXIT_OK  # the names bind either way: the entry does not matter
+    try:
+        binding = _declared_binding(definition, load_host_configuration())
+    except ConfigurationError:
+        binding = None
+        print(
+            "mymcp: note: the host configuration does not load (`mymcp check` says why), "
+            "so the tool names were judged as if the plugin had no [[plugins]] entry",
+            file=sys.stderr,
+        )
+    return EXIT_OK if _tool_names_bind(refusals, binding) else EXIT_FAILURE
+
+
+def _declared_binding(definition: PluginDefinition, configuration: HostConfiguration) -> str | None:
+    """The binding of the plugin's [[plugins]] entry; None when it has none."""
+    for declaration in configuration.plugins:
+        if declaration.id == definition.plugin_id:
+            return declaration.binding
+    return None
+
+
+def _tool_names_bind(refusals: Mapping[str, MyMCPError], binding: str | None) -> bool:
+    """Whether the plugin's tools can be published under `binding` (None: the plugin has
+    no [[plugins]] entry, so the default, namespaced), given what the start refuses under
+    each binding. A refusal under that binding fails the check with the start's own
+    line; without an entry, what local binding would refuse is a warning."""
+    if binding is None and "local" in refusals:
+        print(
+            f'mymcp: warning: declared with binding = "local", it would not start: '
+            f"{refusals['local']}",
+            file=sys.stderr,
+        )
+    refusal = refusals.get(binding or "namespaced")
+    if refusal is not None:
+        fail(refusal)
+        return False
+    return True
+
+
+def _naming_refusals(definition: PluginDefinition) -> dict[str, MyMCPError]:
+    """What the start refuses the plugin's tool names for, by binding: the start's own
+    checks (a name reserved for the host, outside MCP's alphabet or too long, or taken by
+    a Mnemosyne tool), over Mnemosyne's tools and the plugin's. (A clash with another
+    locally bound plugin needs that plugin's manifest too: `mymcp check` reads them all.)"""
+    from mymcp.plugin import QualifiedCapabilityId
+    from mymcp.plugins.mnemosyne import mnemosyne_manifest
+    from mymcp.runtime.bootstrap import binding_policy, refuse_declared_names
+
+    capabilities = [
+        QualifiedCapabilityId(plugin.plugin_id, d.kind, d.local_id)
+        for plugin in (mnemosyne_manifest(), definition)
+        for d in plugin.capabilities
+    ]
+    refusals: dict[str, MyMCPError] = {}
+    for binding, local in (("namespaced", set()), ("local", {definition.plugin_id})):
+        bind = binding_policy(local)
+        names = {capability: bind(capability) for capability in capabilities}
+        try:
+            refuse_declared_names(names, local)
+        except MyMCPError as exc:
+            refusals[binding] = exc
+    return refusals
+
+
+def _declared_configuration(
+    definition: PluginDefinition, configuration: HostConfiguration
+) -> tuple[Mapping[str, Any], str]:
+    """The values the host configuration gives this plugin, checked as the server checks
+    them, and where they come from (for the summary line)."""
+    from mymcp.runtime import check_plugin_configuration
+
+    for index, declaration in enumerate(configuration.plugins):
+        if declaration.id == definition.plugin_id:
+            where = f"plugins[{index}]"
+            values = declaration.configuration
+            check_plugin_configuration(values, definition, where, configuration.source)
+            return values, f"{where}.configuration" if values else "none"
+    check_plugin_configuration({}, definition, "plugins[?]", configuration.source)
+    return {}, "none"
+
+
+def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
+    """Errors (the server would refuse the plugin) fail the check, portability problems
+    warn. Every mismatch is printed, not only the first. A host configuration that does
+    not load fails the check: the server would not start with it either."""
+    from mymcp.config import load_host_configuration
+    from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
+
+    try:
+        configuration = load_host_configuration()
+    except ConfigurationError as exc:
+        fail(exc)
+        print(
+            "mymcp: note: --import gives the plugin the values of its [[plugins]] entry, "
+            "so the host configuration must load; the module was not imported",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    binding = _declared_binding(definition, configuration)
+    if not _tool_names_bind(_naming_refusals(definition), binding):
+        return EXIT_FAILURE
+    try:
+        values, origin = _declared_configuration(definition, configuration)
+        adapter = import_external_plugin(module, definition, values)
+    except MyMCPError as exc:
+        return fail(exc)
+    errors = 0
+    for mismatch in mismatch_diagnostics(module, adapter, definition):
+        errors += 1
+        print(f"mymcp: error: {mismatch.render()}", file=sys.stderr)
+    for tool in adapter.contribution.tools:
+        for finding in lint_input_schema(tool.tool.get("inputSchema")):
+            errors += finding.severity == "error"
+            print(
+                f"mymcp: {finding.severity}: tool {tool.capability.local_id}: "
+                f"{finding.message} (code={finding.code})",
+                file=sys.stderr,
+            )
+    if errors:
+        return EXIT_FAILURE
+    print(
+        f"mymcp: module OK: {module}; it matches its manifest (configuration: {origin}) and "
+        "every tool schema compiles under JSON Schema 2020-12"
+    )
+    return EXIT_OK
+
+
+def plugin_command(args: argparse.Namespace) -> int:
+    return _plugin_check(args.manifest, args.module)

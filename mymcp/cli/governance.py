@@ -1,0 +1,289 @@
+"""The operator's governance commands: bearer tokens (`auth token`), `policy explain`,
+`audit verify` and `audit show`, and the console's one-time sign-in link."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mymcp._escaping import escape_invisible
+from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail
+from mymcp.errors import MyMCPError
+
+
+def _verifier_path(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        return explicit.absolute()
+    from mymcp.config import load_host_configuration
+
+    return load_host_configuration().authentication.operator_bearer_verifier_path
+
+
+def auth_command(args: argparse.Namespace) -> int:
+    from mymcp.auth import create_token, list_credentials, revoke_token
+
+    try:
+        path = _verifier_path(args.verifier_file)
+        if path is None:
+            print(
+                "mymcp: error: no verifier file: set authentication.operator_bearer."
+                "verifier_path in the host configuration or pass --verifier-file",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        if args.action == "create":
+            token, credential_id = create_token(path, args.subject)
+            print(f"credential id: {credential_id}", file=sys.stderr)
+            print("The token is shown once; restart the server to use it.", file=sys.stderr)
+            print(token)
+        elif args.action == "list":
+            for credential_id, subject in list_credentials(path):
+                print(f"{credential_id}\t{subject}")
+        elif not revoke_token(path, args.credential_id):
+            print("mymcp: error: no credential with that id", file=sys.stderr)
+            return EXIT_FAILURE
+        else:
+            print("revoked; restart the server for it to take effect", file=sys.stderr)
+    except MyMCPError as exc:
+        return fail(exc)
+    return EXIT_OK
+
+
+_PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
+
+
+def policy_command(args: argparse.Namespace) -> int:
+    from mymcp.auth import is_scope_token, is_valid_subject
+    from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
+    from mymcp.governance import Policy
+    from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
+    from mymcp.runtime.bootstrap import build_runtime
+
+    name: str = args.principal
+    kind, _, subject = name.partition(":")
+    # Only principals a caller can be: a subject is checked as authentication checks it,
+    # and a `*` would be a rule's pattern, not a principal.
+    valid = _PRINCIPAL_NAME.fullmatch(name) and "*" not in name
+    if not valid or (subject and not is_valid_subject(subject)):
+        print(
+            "mymcp: error: --principal must be anonymous, local, operator:<subject> or "
+            f"oauth:<sub>, a subject being visible text of at most 256 characters "
+            f"(got {name[:300]!r})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.scope and kind != "oauth":
+        print("mymcp: error: --scope applies only to oauth:<sub> principals", file=sys.stderr)
+        return EXIT_USAGE
+    for scope in args.scope:
+        if not is_scope_token(scope):
+            shown = scope[:140]
+            print(f"mymcp: error: --scope {shown!r} is no OAuth scope token", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        configuration = load_host_configuration()
+        validate_semantics(configuration)
+        runtime = build_runtime(configuration, create_mnemosyne(load_mnemosyne_settings()))
+    except MyMCPError as exc:
+        return fail(exc)
+    try:
+        policy = Policy(configuration.policy, runtime)
+    except MyMCPError as exc:
+        locate_in_configuration(exc, configuration.source)
+        return fail(exc)
+    view = policy.view(name, frozenset(args.scope))
+    rows = [
+        {
+            "name": tool,
+            "allowed": decision.allowed,
+            "via": decision.via,
+            "rule": decision.rule,
+            "selector": decision.selector,
+        }
+        for tool, decision in view.decisions.items()
+    ]
+    order = {tool.name: index for index, tool in enumerate(runtime.registry)}
+    rows.sort(key=lambda row: (not row["allowed"], order[str(row["name"])]))
+    settings = configuration.policy
+    if args.json:
+        document = {
+            "principal": name,
+            "scopes": sorted(args.scope),
+            "policy": None if settings is None else {"default": settings.default},
+            "tools": rows,
+        }
+        print(json.dumps(document, indent=2))
+        return EXIT_OK
+    scopes = " ".join(sorted(args.scope)) or "(none)"
+    summary = "none (every tool allowed)"
+    if settings is not None:
+        summary = f"default {settings.default}, {len(settings.rules)} rule(s)"
+    print(f"principal: {name}   scopes: {scopes}")
+    print(f"policy: {summary}")
+    for allowed, heading in ((True, "may call"), (False, "may not call")):
+        chosen = [row for row in rows if row["allowed"] is allowed]
+        print(f"\n{heading}:" + ("" if chosen else " (nothing)"))
+        width = max((len(str(row["name"])) for row in chosen), default=0)
+        for row in chosen:
+            print(f"  {str(row['name']).ljust(width)}  {_reason(row)}")
+    return EXIT_OK
+
+
+def _reason(row: dict[str, Any]) -> str:
+    via = row["via"]
+    if via == "host":
+        return "always allowed"
+    if via == "unrestricted":
+        return "no [policy]"
+    if via == "default":
+        return f"policy default ({'allow' if row['allowed'] else 'deny'})"
+    return f"policy.rules[{row['rule']}] {via} {row['selector']!r}"
+
+
+def _audit_path(explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit.absolute()
+    from mymcp.config import load_host_configuration
+    from mymcp.governance import audit_directory
+
+    return audit_directory(load_host_configuration())
+
+
+_RELATIVE = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+
+
+def _parse_since(text: str, now: datetime) -> datetime | None:
+    relative = _RELATIVE.fullmatch(text)
+    if relative is not None:
+        unit = {"m": "minutes", "h": "hours", "d": "days"}[relative.group(2)]
+        return now - timedelta(**{unit: int(relative.group(1))})
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from mymcp.governance import read_records, verify_audit
+
+    try:
+        directory = _audit_path(args.directory)
+    except MyMCPError as exc:
+        return fail(exc)
+    if not directory.is_dir():
+        print(f"mymcp: error: no audit directory at {directory}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.audit_command == "verify":
+        result = verify_audit(directory)
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if not result.ok:
+            print(f"mymcp: audit chain broken: {result.problem}", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"ok records={result.records} segments={result.segments} head={result.head_hash}")
+        return EXIT_OK
+    since = None
+    if args.since is not None:
+        since = _parse_since(args.since, datetime.now(UTC))
+        if since is None:
+            print(
+                "mymcp: error: --since takes an RFC 3339 time, a date (2026-12-01) "
+                "or an age such as 30m, 2h, 7d",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+    records = [
+        record
+        for record in read_records(directory)
+        if (args.tool is None or record.get("tool") == args.tool)
+        and (args.principal is None or record.get("principal") == args.principal)
+        and (args.event is None or record.get("event") == args.event)
+        and (since is None or _record_time(record) >= since)
+    ]
+    if args.limit is not None:
+        records = records[-args.limit :] if args.limit > 0 else []
+    for record in records:
+        print(json.dumps(record, sort_keys=True) if args.json else _readable(record))
+    return EXIT_OK
+
+
+def _record_time(record: dict[str, Any]) -> datetime:
+    try:
+        return datetime.fromisoformat(str(record.get("time", "")).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+_SHOWN_ELSEWHERE = frozenset(
+    {"seq", "time", "event", "principal", "tool", "decision", "outcome", "duration_ms"}
+    | {"prev", "hash", "session", "args_digest", "call"}
+)
+
+
+def _readable(record: dict[str, Any]) -> str:
+    parts = [str(record.get("time", "?")), f"#{record.get('seq')}", str(record.get("event"))]
+    for key in ("principal", "tool"):
+        if record.get(key) is not None:
+            parts.append(str(record[key]))
+    if "decision" in record:
+        decision = str(record["decision"])
+        if "outcome" in record:
+            decision += f" -> {record['outcome']} ({record.get('duration_ms')} ms)"
+        parts.append(decision)
+    extra = {key: value for key, value in record.items() if key not in _SHOWN_ELSEWHERE}
+    parts.extend(f"{key}={value}" for key, value in sorted(extra.items()))
+    # A principal comes from a token's subject and a record from a file on disk: neither
+    # may send the terminal a control sequence.
+    return escape_invisible("  ".join(parts))
+
+
+def console_command(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    import httpx
+
+    from mymcp.config import load_host_configuration
+    from mymcp.console import SIGN_IN_TTL_SECONDS, console_state_directory, issue_sign_in
+    from mymcp.console import sign_out_all as end_console_sessions
+
+    try:
+        directory = console_state_directory()
+        if args.sign_out_all:
+            end_console_sessions(directory)
+            print(
+                "Signed out every console session; unused sign-in links no longer work.",
+                file=sys.stderr,
+            )
+            return EXIT_OK
+        server = load_host_configuration().server
+        token = issue_sign_in(directory, now=time.time())
+    except MyMCPError as exc:
+        return fail(exc)
+    host = f"[{server.address}]" if ":" in server.address else server.address
+    origin = f"http://{host}:{server.port}"
+    url = f"{origin}/console/sign-in?token={token}"
+    minutes = SIGN_IN_TTL_SECONDS // 60
+    print(
+        f"Sign in to the MyMCP console with this link (once, within {minutes} minutes):",
+        file=sys.stderr,
+    )
+    print(url, flush=True)
+    try:
+        httpx.get(f"{origin}/health", timeout=2.0, trust_env=False)  # loopback, no proxy
+    except httpx.HTTPError:
+        print(f"note: no server answers at {origin} yet; start it with `mymcp`.", file=sys.stderr)
+    if not args.no_browser:
+        try:
+            opened = webbrowser.open(url)
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            print("No browser could be opened: copy the link into one.", file=sys.stderr)
+    return EXIT_OK

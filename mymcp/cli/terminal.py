@@ -1,0 +1,49 @@
+"""What the operator's terminal gets from every command: exit statuses, the one
+diagnostic line of a failure, and logging that is in its final format from the first
+line on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from mymcp.errors import ConfigurationError, MyMCPError
+from mymcp.logs import LogSettings, StderrLines, configure_logging, log_settings
+
+if TYPE_CHECKING:
+    from mymcp.config import ServerSettings
+
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer its reader left
+
+
+def begin_logging(args: argparse.Namespace) -> StderrLines:
+    """Logging from the first line on, held until the configuration says its format."""
+    return configure_logging(log_settings(args.log_level, args.log_format), held=True)
+
+
+def settle_logging(
+    handler: StderrLines, args: argparse.Namespace, server: ServerSettings | None = None
+) -> None:
+    configured = None if server is None else LogSettings(server.log_level, server.log_format)
+    handler.settle(log_settings(args.log_level, args.log_format, configured=configured))
+
+
+def refused_log_environment(args: argparse.Namespace) -> int | None:
+    """Exit 1 with the diagnostic when a log variable the command would read names no
+    level or format (checked first: every later line depends on it), else None."""
+    try:
+        log_settings(args.log_level, args.log_format)
+    except ConfigurationError as exc:
+        return fail(exc)
+    return None
+
+
+def fail(exc: MyMCPError) -> int:
+    """Print the whole diagnostic: this is the operator's own terminal."""
+    print(f"mymcp: error: {exc}", file=sys.stderr)
+    return EXIT_FAILURE
