@@ -22,12 +22,16 @@ MyMCP's cases run in the opposite order every other round.
     python bench/http_overhead.py [--requests 5000] [--rounds 3] [--mode both]
     python bench/http_overhead.py --governance 12 --requests 4000
     python bench/http_overhead.py --eras 20 --requests 4000
+    python bench/http_overhead.py --conversations 20 --requests 1000
     python bench/http_overhead.py --profile profile.txt   # needs: pip install py-spy
 
 With `--governance BLOCKS`, only the governed call (a 20-rule policy, the audit on) and
 the same call audit-off are compared, both servers running at once, in paired blocks.
 With `--eras BLOCKS`, only the stateless call and the session call are compared, on one
-server, in paired blocks.
+server, in paired blocks. With `--conversations BLOCKS`, what a client sends to make one
+call is compared instead: in the handshake era `initialize`, `notifications/initialized`,
+the call and the DELETE that ends the session; in the stateless era `server/discover` and
+the call (`--requests` then counts conversations).
 
 With `--profile`, nothing is compared: MyMCP serves concurrent `tools/call` while
 py-spy samples it, the raw samples go to the file, and the share of samples by source
@@ -48,7 +52,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,24 +80,27 @@ CALL_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CAL
 PING_MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 PROTOCOL = "2025-11-25"
 STATELESS = "2026-07-28"
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": STATELESS,
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 STATELESS_CALL_MESSAGE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "tools/call",
-    "params": {
-        **CALL,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": STATELESS,
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
-    },
+    "params": {**CALL, "_meta": STATELESS_META},
 }
 STATELESS_HEADERS = {
     **HEADERS,
     "mcp-protocol-version": STATELESS,
     "mcp-method": "tools/call",
     "mcp-name": "list_tools",
+}
+INITIALIZE_PARAMS = {
+    "protocolVersion": PROTOCOL,
+    "capabilities": {},
+    "clientInfo": {"name": "bench", "version": "1"},
 }
 CONNECTIONS = 8
 # The audit writer commits what is queued at least once a second.
@@ -168,9 +175,11 @@ def _measure(connection: Connection, message: dict[str, Any], count: int) -> dic
     return _summary(samples, count, time.perf_counter() - started)
 
 
-def _raw_request(port: int, message: dict[str, Any], headers: dict[str, str]) -> bytes:
-    body = json.dumps(message).encode()
-    lines = ["POST /mcp HTTP/1.1", f"host: 127.0.0.1:{port}", f"content-length: {len(body)}"]
+def _raw_request(
+    port: int, message: dict[str, Any] | None, headers: dict[str, str], method: str = "POST"
+) -> bytes:
+    body = b"" if message is None else json.dumps(message).encode()
+    lines = [f"{method} /mcp HTTP/1.1", f"host: 127.0.0.1:{port}", f"content-length: {len(body)}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
@@ -206,7 +215,8 @@ async def _concurrent(port: int, requests: list[bytes], count: int) -> dict[str,
     finally:
         for _, writer in streams:
             writer.close()
-    return _summary(samples, share * len(requests), elapsed)
+    row = _summary(samples, share * len(requests), elapsed)
+    return {**row, "warm": min(200, share) * len(requests)}
 
 
 def _run_cases(
@@ -237,8 +247,7 @@ def _run_cases(
             cpu = _cpu_seconds(pid)
             row = asyncio.run(_concurrent(port, requests, count))
             time.sleep(settle)
-            warm = len(requests) * min(200, count // len(requests))
-            row["cpu_us"] = _cpu_per_request(pid, cpu, count, warm)
+            row["cpu_us"] = _cpu_per_request(pid, cpu, count, int(row.pop("warm")))
             rows[f"{name} ({len(requests)} conn)"] = row
     return rows
 
@@ -353,14 +362,23 @@ def bench_mymcp_governed(count: int, mode: str) -> dict[str, dict[str, float]]:
         return _run_cases((port, pid), mode, count, cases, settle=AUDIT_SETTLE_SECONDS)
 
 
+Runner = Callable[[int], dict[str, float]]
+"""Serves `count` units of a case (requests, or conversations) after a warm-up, and
+returns its row: throughput (`rps`, units per second) and the warm-up units (`warm`)."""
+
+
+def _requests_runner(port: int, requests: list[bytes]) -> Runner:
+    """Sends the pre-encoded requests over one keep-alive connection each."""
+    return lambda count: asyncio.run(_concurrent(port, requests, count))
+
+
 def _paired_blocks(
-    blocks: int, count: int, cases: dict[str, tuple[int, int, list[bytes]]], settle: float = 0.0
+    blocks: int, count: int, cases: dict[str, tuple[int, Runner]], settle: float = 0.0
 ) -> tuple[list[float], list[float]]:
-    """Two cases (each a server's port and process id, and one pre-encoded request per
-    connection) measured in alternating blocks of `count` concurrent requests, the order
-    flipping every block. Returns, per block pair, the second case's throughput as a
-    ratio of the first's, and the first's CPU per request as a ratio of the second's
-    (above 1 when the second costs less).
+    """Two cases (each a server process id and a runner) measured in alternating blocks
+    of `count` units, the order flipping every block. Returns, per block pair, the second
+    case's throughput as a ratio of the first's, and the first's CPU per unit as a ratio
+    of the second's (above 1 when the second costs less).
 
     Pairing blocks that ran seconds apart cancels most of what other load does to either
     figure, which comparing the best rounds of two cases measured one after the other
@@ -372,12 +390,11 @@ def _paired_blocks(
     for block in range(blocks):
         figures: dict[str, tuple[float, float]] = {}
         for name in (first, second) if block % 2 == 0 else (second, first):
-            port, pid, requests = cases[name]
-            warm = len(requests) * min(200, count // len(requests))
+            pid, run = cases[name]
             before = _cpu_seconds(pid)
-            row = asyncio.run(_concurrent(port, requests, count))
+            row = run(count)
             time.sleep(settle)
-            figures[name] = (row["rps"], _cpu_per_request(pid, before, count, warm))
+            figures[name] = (row["rps"], _cpu_per_request(pid, before, count, int(row["warm"])))
         speed.append(figures[second][0] / figures[first][0])
         if figures[second][1] and figures[first][1]:  # a block too short for the clock
             cost.append(figures[first][1] / figures[second][1])
@@ -428,9 +445,14 @@ def compare_governance(blocks: int, count: int) -> None:
     with _mymcp(plain_config) as plain, _mymcp(governed_config) as governed:
         cases = {
             name: (
-                port,
                 pid,
-                [_raw_request(port, CALL_MESSAGE, _open_session(port)) for _ in range(CONNECTIONS)],
+                _requests_runner(
+                    port,
+                    [
+                        _raw_request(port, CALL_MESSAGE, _open_session(port))
+                        for _ in range(CONNECTIONS)
+                    ],
+                ),
             )
             for name, (port, pid) in (("audit-off", plain), ("governed", governed))
         }
@@ -447,9 +469,129 @@ def compare_eras(blocks: int, count: int) -> None:
             _raw_request(port, CALL_MESSAGE, _open_session(port)) for _ in range(CONNECTIONS)
         ]
         stateless = [_raw_request(port, STATELESS_CALL_MESSAGE, STATELESS_HEADERS)] * CONNECTIONS
-        cases = {"session": (port, pid, sessions), "stateless": (port, pid, stateless)}
+        cases = {
+            "session": (pid, _requests_runner(port, sessions)),
+            "stateless": (pid, _requests_runner(port, stateless)),
+        }
         speed, cost = _paired_blocks(blocks, count, cases)
     print(_paired_summary("stateless vs session", blocks, count, speed, cost))
+
+
+async def _exchange(stream: Stream, request: bytes, status: bytes) -> bytes:
+    """Send one request and read its reply (a body only where Content-Length says so),
+    which must have `status`; returns the reply's head."""
+    reader, writer = stream
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 " + status):
+        raise SystemExit(f"expected {status.decode()}, got {head[:40]!r}")
+    at = head.lower().find(b"content-length:")
+    if at >= 0:
+        await reader.readexactly(int(head[at + 15 : head.index(b"\r\n", at)]))
+    return head
+
+
+_SESSION_MARK = b"<session>"
+
+
+def _handshake_conversation(port: int) -> Callable[[Stream], Awaitable[None]]:
+    """What a handshake-era client does to make one call: `initialize`, the
+    `notifications/initialized` notification, the call in the session it opened, and the
+    DELETE that ends the session (what a well-behaved client sends when it is done)."""
+    initialize = _raw_request(
+        port,
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE_PARAMS},
+        HEADERS,
+    )
+    in_session = {
+        **HEADERS,
+        "mcp-session-id": _SESSION_MARK.decode(),
+        "mcp-protocol-version": PROTOCOL,
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    steps = [
+        (_raw_request(port, initialized, in_session), b"202"),
+        (_raw_request(port, CALL_MESSAGE, in_session), b"200"),
+        (_raw_request(port, None, in_session, method="DELETE"), b"204"),
+    ]
+
+    async def converse(stream: Stream) -> None:
+        head = await _exchange(stream, initialize, b"200")
+        at = head.lower().index(b"mcp-session-id:") + 15
+        session = head[at : head.index(b"\r\n", at)].strip()
+        for request, status in steps:
+            await _exchange(stream, request.replace(_SESSION_MARK, session), status)
+
+    return converse
+
+
+def _stateless_conversation(port: int) -> Callable[[Stream], Awaitable[None]]:
+    """What a stateless-era client does to make one call: `server/discover` (what the
+    server is and what it offers), then the call."""
+    discover = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "server/discover",
+        "params": {"_meta": STATELESS_META},
+    }
+    discover_headers = {**STATELESS_HEADERS, "mcp-method": "server/discover"}
+    del discover_headers["mcp-name"]
+    steps = [
+        _raw_request(port, discover, discover_headers),
+        _raw_request(port, STATELESS_CALL_MESSAGE, STATELESS_HEADERS),
+    ]
+
+    async def converse(stream: Stream) -> None:
+        for request in steps:
+            await _exchange(stream, request, b"200")
+
+    return converse
+
+
+async def _conversations(
+    port: int, converse: Callable[[Stream], Awaitable[None]], count: int
+) -> dict[str, float]:
+    """`count` conversations spread over one keep-alive connection per client."""
+    streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(CONNECTIONS)]
+    share = count // CONNECTIONS
+    warm = min(50, share)
+
+    async def client(stream: Stream, rounds: int, samples: list[float]) -> None:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await converse(stream)
+            samples.append((time.perf_counter() - started) * 1000)
+
+    try:
+        await asyncio.gather(*(client(stream, warm, []) for stream in streams))
+        samples: list[float] = []
+        started = time.perf_counter()
+        await asyncio.gather(*(client(stream, share, samples) for stream in streams))
+        elapsed = time.perf_counter() - started
+    finally:
+        for _, writer in streams:
+            writer.close()
+    return {**_summary(samples, share * CONNECTIONS, elapsed), "warm": warm * CONNECTIONS}
+
+
+def _conversations_runner(port: int, converse: Callable[[Stream], Awaitable[None]]) -> Runner:
+    return lambda count: asyncio.run(_conversations(port, converse, count))
+
+
+def compare_conversations(blocks: int, count: int) -> None:
+    """A client's whole conversation for one call in each era, on one server: the
+    handshake era's four requests against the stateless era's two."""
+    with _mymcp(plain_config) as (port, pid):
+        cases = {
+            "handshake": (pid, _conversations_runner(port, _handshake_conversation(port))),
+            "stateless": (pid, _conversations_runner(port, _stateless_conversation(port))),
+        }
+        speed, cost = _paired_blocks(blocks, count, cases)
+    print(
+        _paired_summary("stateless vs handshake conversations", blocks, count, speed, cost)
+        .replace("req/s", "conversations/s")
+        .replace("cpu/req", "cpu/conversation")
+    )
 
 
 def profile_mymcp(count: int, output: Path) -> None:
@@ -526,7 +668,16 @@ def main() -> None:
         metavar="BLOCKS",
         help="only compare the governed call with the audit-off one, in BLOCKS paired blocks",
     )
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        metavar="BLOCKS",
+        help="only compare one call's whole conversation in each era, in BLOCKS paired blocks",
+    )
     args = parser.parse_args()
+    if args.conversations is not None:
+        compare_conversations(args.conversations, args.requests)
+        return
     if args.profile is not None:
         profile_mymcp(max(args.requests, 20000), args.profile)
         return

@@ -102,6 +102,16 @@ def test_the_paired_era_comparison_runs() -> None:
     assert done.stdout.startswith("stateless vs session (8 conn, 2 paired blocks of 64): median ")
 
 
+def test_the_paired_conversation_comparison_runs() -> None:
+    # Each conversation checks every reply's status (200, 202, 204) and the session id
+    # the handshake era's `initialize` returns, or the bench stops with an error.
+    done = _bench("--conversations", "2", "--requests", "32")
+    assert done.stdout.startswith(
+        "stateless vs handshake conversations (8 conn, 2 paired blocks of 32): median "
+    )
+    assert "x conversations/s" in done.stdout and "x cpu/conversation" in done.stdout
+
+
 APP_CPU = REPO / "bench" / "app_cpu.py"
 
 
