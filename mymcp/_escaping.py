@@ -9,8 +9,11 @@ shown as escapes, never sent as they are.
 
 Escaped are: controls (C0, DEL, C1), format characters, surrogates (no terminal
 encoding holds them), private-use and unassigned code points (a newer Unicode may make
-them format characters), and the line and paragraph separators. Everything else, the
-backslash included, is left as it is.
+them format characters), the line and paragraph separators, and the rest of Unicode's
+default-ignorable characters, which draw nothing though they are marks or letters: the
+variation selectors (256 of them can carry any bytes unseen), the combining grapheme
+joiner and the Hangul fillers. Everything else, the backslash included, is left as it
+is.
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ from typing import Any, Final
 __all__ = ["escape_invisible", "json_for_terminal"]
 
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+# The default-ignorable code points (Unicode's DerivedCoreProperties) outside those
+# categories: combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian
+# and standard variation selectors, and the variation selectors supplement.
+_IGNORABLE: Final = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]"
+)
 # Printable ASCII is never escaped: only the other characters are looked at one by one.
 _BEYOND_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
 _BEYOND_PRINTABLE_ASCII_OR_LAYOUT: Final = re.compile(r"[^\x20-\x7e\n\t]")
 
 
 def _is_invisible(char: str) -> bool:
-    return unicodedata.category(char) in _INVISIBLE_CATEGORIES
+    return unicodedata.category(char) in _INVISIBLE_CATEGORIES or bool(_IGNORABLE.match(char))
 
 
 def _readable_escape(match: re.Match[str]) -> str:

@@ -262,7 +262,7 @@ _NONE: Final[Mapping[str, str]] = MappingProxyType({})
 _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
     ConfigurationError: {
         "invalid_location": "MyMCP configuration location is unavailable",
-        "invalid_environment": "MyMCP setting in the environment is invalid",
+        "invalid_environment": "MyMCP configuration from the environment is invalid",
         "unsafe_path": "MyMCP configuration path is unsafe",
         "not_regular": "MyMCP configuration source is not a regular file",
         "unsafe_permissions": "MyMCP configuration source permissions are unsafe",

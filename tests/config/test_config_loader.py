@@ -289,7 +289,7 @@ def test_semantic_pass_rechecks_programmatic_configurations(
 
 
 def test_every_code_has_a_bounded_message() -> None:
-    assert len(ConfigurationError.messages()) == 26
+    assert len(ConfigurationError.messages()) == 27
     for code, message in ConfigurationError.messages().items():
         assert message.startswith("MyMCP configuration ") or message.endswith("is exceeded"), code
 
