@@ -223,7 +223,11 @@ class _ParamHeader:
 
 
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_DECIMAL: Final = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+# A number as clients print one: sign, digits, fraction, and an exponent small enough
+# that the integer it writes has no more digits than any argument can.
+_DECIMAL: Final = re.compile(
+    r"(?P<whole>[-+]?[0-9]+)(?:\.(?P<fraction>[0-9]+))?(?:[eE](?P<exponent>[-+]?[0-9]{1,4}))?"
+)
 # JSON Schema keywords whose values are schemas, by the shape of their value. Crossing
 # any of them leaves the chain of `properties` that mirroring may follow.
 _ONE_SCHEMA: Final = frozenset(
@@ -291,16 +295,30 @@ def _argument_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> object:
 
 
 def _canonical_integer(text: str) -> str | None:
-    """The shortest decimal of the integer a header value writes (`-042.0` is `-42`), or
-    None when it writes no integer. Kept as text: a header may hold more digits than
-    `int` reads, and an integer argument may be beyond any float."""
-    if not _DECIMAL.fullmatch(text):
+    """The shortest decimal of the integer a header value writes (`-042.0` is `-42`,
+    ` 5` is `5`, `1e+20` is `100000000000000000000`), or None when it writes no integer.
+    Clients write a number as their language prints it, exponent included. Kept as text:
+    a header may hold more digits than `int` reads, and an integer argument may be
+    beyond any float."""
+    written = _DECIMAL.fullmatch(text.strip(" \t\r\n"))
+    if written is None:
         return None
-    whole, _, fraction = text.partition(".")
-    if fraction.strip("0"):
-        return None
-    digits = whole.removeprefix("-").lstrip("0") or "0"
-    return "-" + digits if whole.startswith("-") and digits != "0" else digits
+    whole, fraction, exponent = written.group("whole", "fraction", "exponent")
+    negative = whole.startswith("-")
+    digits = whole.lstrip("+-") + (fraction or "")
+    # The value is int(digits) * 10 ** shift; an integer only if every digit below the
+    # decimal point is zero.
+    shift = int(exponent or "0") - len(fraction or "")
+    if shift < 0:
+        digits, dropped = digits[:shift], digits[shift:]
+        if dropped.strip("0"):
+            return None
+    digits = digits.lstrip("0")
+    if not digits:
+        return "0"
+    if shift > 0:
+        digits += "0" * shift
+    return "-" + digits if negative else digits
 
 
 def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
@@ -397,14 +415,16 @@ class StatelessEra:
             if mirrored is not None and (mirrored.params or name in self._param_headers):
                 # Only for a tool this caller may call: checking others would reveal them.
                 tool = self._dispatcher.visible_tool(caller, name)
-                arguments = params.get("arguments")
+                sent = params.get("arguments")
                 mismatch = None
                 if tool is not None:
-                    if isinstance(arguments, dict):
-                        # The tool is given its arguments with stringified JSON decoded
-                        # one layer deep: those are the values the headers must mirror.
-                        arguments = decode_stringified_arguments(arguments, tool.input_schema)
-                    mismatch = self._param_mismatch(tool, arguments, mirrored.params)
+                    # The tool is given its arguments with stringified JSON decoded one
+                    # layer deep: those are the values the headers must mirror, or a value
+                    # hidden in a string would reach the tool past every intermediary.
+                    arguments = sent
+                    if isinstance(sent, dict):
+                        arguments = decode_stringified_arguments(sent, tool.input_schema)
+                    mismatch = self._param_mismatch(tool, arguments, sent, mirrored.params)
                 if mismatch is not None:
                     return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
             # A retry saying the person declined never spends an approval, even one
@@ -489,13 +509,18 @@ class StatelessEra:
         return None
 
     def _param_mismatch(
-        self, tool: BoundTool, arguments: object, sent: Sequence[tuple[str, str]]
+        self,
+        tool: BoundTool,
+        arguments: object,
+        as_sent: object,
+        headers: Sequence[tuple[str, str]],
     ) -> str | None:
-        """Why the `Mcp-Param-*` headers do not mirror the arguments, or None."""
+        """Why the `Mcp-Param-*` headers do not mirror the arguments (`as_sent`: before
+        the stringified JSON in them was decoded), or None."""
         mirrored = self._param_headers.get(tool.name, ())
         values = arguments if isinstance(arguments, dict) else {}
         for header in mirrored:
-            found = [value for token, value in sent if token == header.token]
+            found = [value for token, value in headers if token == header.token]
             argument = _argument_at(values, header.path)
             shown = f"Mcp-Param-{header.shown}"
             if len(found) > 1:
@@ -505,6 +530,12 @@ class StatelessEra:
                     return f"{shown} is sent but the argument it mirrors is not"
                 continue
             if not found:
+                if isinstance(as_sent, dict) and _argument_at(as_sent, header.path) is None:
+                    return (
+                        f"{shown} is missing: the argument it mirrors arrived inside "
+                        f"stringified JSON ({header.path[0]} is a string); send "
+                        f"{header.path[0]} as JSON itself, so that the header mirrors it"
+                    )
                 return f"{shown} is missing"
             text = decode_mirrored_value(found[0])
             if text is None or not _mirrors(header, argument, text):

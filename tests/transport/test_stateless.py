@@ -500,6 +500,12 @@ def _routed(client: TestClient, arguments: dict[str, Any], **params: str) -> Any
         ({"place": '{"zone": "eu"}'}, {"zone": "us"}, 400),
         ({"place": '{"zone": "eu"}'}, {"zone": "eu"}, 200),
         ({"shard": "42"}, {"shard": "42.0"}, 200),
+        # Numbers as clients print them: Python writes 1e20 as "1e+20"; a string with a
+        # space travels base64-wrapped, and the tool is given the integer it decodes to.
+        ({"shard": 1e20}, {"shard": "1e+20"}, 200),
+        ({"shard": 420}, {"shard": "4.2e2"}, 200),
+        ({"shard": 420}, {"shard": "4.2e1"}, 400),
+        ({"shard": " 5"}, {"shard": "=?base64?IDU=?="}, 200),
     ],
 )
 def test_mirrored_arguments_must_match_their_headers(
@@ -509,6 +515,17 @@ def test_mirrored_arguments_must_match_their_headers(
     assert response.status_code == status, response.text
     if status == 400:
         assert response.json()["error"]["code"] == -32020
+
+
+def test_a_mirrored_argument_hidden_in_stringified_json_is_named(client: TestClient) -> None:
+    # A client mirrors the arguments as it sends them, so it sends no header for a value
+    # inside a string; the tool would be given that value, so the call is refused, and
+    # the client is told how to send it.
+    response = _routed(client, {"place": '{"zone": "eu"}'})
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert message.startswith("Mcp-Param-Zone is missing: the argument it mirrors arrived")
+    assert "send place as JSON itself" in message
 
 
 def test_a_misannotated_schema_is_not_checked(client: TestClient) -> None:
@@ -572,14 +589,42 @@ def test_an_integer_header_reads_as_the_number_it_writes(
     assert _canonical_integer(written) == str(number)
 
 
-@given(st.from_regex(r"-?[0-9]{1,30}(\.[0-9]{1,5})?", fullmatch=True) | st.text(max_size=12))
+NUMBER = r"[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,4})?"
+
+
+@given(
+    st.from_regex(r"[ \t]?-?[0-9]{1,30}(\.[0-9]{1,5})?([eE][-+]?[0-9]{1,4})?[ \t]?", fullmatch=True)
+    | st.text(max_size=12)
+)
 def test_a_header_is_an_integer_exactly_when_its_decimal_value_is_one(text: str) -> None:
-    try:
-        value = Decimal(text) if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", text) else None
-    except InvalidOperation:
-        value = None
-    expected = str(int(value)) if value is not None and value == value.to_integral() else None
+    # Decimal is the oracle: it reads every number as written, exponent included.
+    stripped = text.strip(" \t\r\n")
+    expected = None
+    if re.fullmatch(NUMBER, stripped):
+        value = Decimal(stripped)
+        if value == value.to_integral_value():
+            written = format(value.to_integral_value(), "f")
+            expected = "0" if written.lstrip("-") == "0" else written
     assert _canonical_integer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("1e+20", "100000000000000000000"),  # how Python prints 1e20
+        ("1e21", "1000000000000000000000"),  # how JavaScript prints 1e21
+        (" 5", "5"),  # a value with a space travels base64-wrapped, and reads back so
+        ("+7", "7"),
+        ("1.5e1", "15"),
+        ("-0.0e5", "0"),
+        ("15e-1", None),
+        ("1e99999", None),  # an exponent no argument can have
+        ("0x10", None),
+        ("", None),
+    ],
+)
+def test_integer_header_examples(written: str, expected: str | None) -> None:
+    assert _canonical_integer(written) == expected
 
 
 @given(st.binary(max_size=30))
