@@ -86,6 +86,13 @@ APPROVAL_WAIT_SECONDS: Final = 45.0
 """How long a retry that says the person went to the approval page waits for their
 decision before asking again. Below the 60 s request timeout of common clients."""
 _APPROVAL_POLL_SECONDS: Final = 0.2
+MAX_WAITS_PER_PRINCIPAL: Final = 4
+MAX_WAITS: Final = 32
+"""How many retries may wait for a person's decision at once, per principal and in all.
+A waiting retry holds one of the server's places for requests being answered; without
+a bound, one client retrying a call many times over would hold them all, and every
+other caller would be told the server is busy. A retry beyond the bound is answered at
+once with the same input request, and its client simply asks again."""
 _log = logging.getLogger("mcp")
 
 ClientGone = Callable[[], Awaitable[None]]
@@ -357,6 +364,7 @@ class StatelessEra:
     ) -> None:
         self._dispatcher = dispatcher
         self._approval_wait = approval_wait_seconds
+        self._waiting: dict[str, int] = {}  # principal id -> retries waiting for a decision
         self._meta = {SERVER_INFO_KEY: dispatcher.server_info}
         fixed = encode_json({"resultType": "complete", "_meta": self._meta})
         self._completion = b"," + fixed[1:-1] + b"}}"
@@ -554,9 +562,16 @@ class StatelessEra:
         waiting for (or retried after) a person's approval."""
         dispatcher = self._dispatcher
         action = _approval_action(params)
-        if isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation:
+        if (
+            isinstance(outcome, AwaitingApproval)
+            and action == "accept"
+            and caller.url_elicitation
+            and self._may_wait(caller.principal.principal_id)
+        ):
             # The client says the person went to the approval page: wait for their decision.
-            waited = await self._await_decision(outcome.approval_id, client_gone)
+            waited = await self._await_decision(
+                outcome.approval_id, caller.principal.principal_id, client_gone
+            )
             if waited is _Wait.DECIDED:
                 # The same call again runs it (or reports the denial) exactly as an
                 # identical repeated call would.
@@ -586,8 +601,26 @@ class StatelessEra:
             return self._complete(request, result)
         return self._complete(request, outcome)  # the decided retry's own result
 
-    async def _await_decision(self, approval_id: str, client_gone: ClientGone | None) -> _Wait:
+    def _may_wait(self, principal_id: str) -> bool:
+        """Whether one more retry of this principal may wait for a decision now."""
+        return (
+            self._waiting.get(principal_id, 0) < MAX_WAITS_PER_PRINCIPAL
+            and sum(self._waiting.values()) < MAX_WAITS
+        )
+
+    async def _await_decision(
+        self, approval_id: str, principal_id: str, client_gone: ClientGone | None
+    ) -> _Wait:
         """Wait (bounded) until a person decided that approval, or the client left."""
+        self._waiting[principal_id] = self._waiting.get(principal_id, 0) + 1
+        try:
+            return await self._wait_for_decision(approval_id, client_gone)
+        finally:
+            self._waiting[principal_id] -= 1
+            if not self._waiting[principal_id]:
+                del self._waiting[principal_id]
+
+    async def _wait_for_decision(self, approval_id: str, client_gone: ClientGone | None) -> _Wait:
         ended = _Wait.TIMED_OUT
         async with anyio.create_task_group() as waiting:
 

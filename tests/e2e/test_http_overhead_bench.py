@@ -109,7 +109,8 @@ def test_the_paired_conversation_comparison_runs() -> None:
     assert done.stdout.startswith(
         "stateless vs handshake conversations (8 conn, 2 paired blocks of 32): median "
     )
-    assert "x conversations/s" in done.stdout and "x cpu/conversation" in done.stdout
+    assert "x conversations/s" in done.stdout
+    assert "x cpu/conversation" in done.stdout
 
 
 APP_CPU = REPO / "bench" / "app_cpu.py"

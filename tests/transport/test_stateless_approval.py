@@ -23,7 +23,7 @@ from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Caller, Dispatcher
 from mymcp.transport._jsonrpc import Request
-from mymcp.transport._stateless import StatelessEra
+from mymcp.transport._stateless import MAX_WAITS, MAX_WAITS_PER_PRINCIPAL, StatelessEra
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
 
 ALICE = registered_principal("op", "alice")
@@ -236,6 +236,63 @@ def test_of_two_concurrent_accepted_retries_exactly_one_runs() -> None:
     (ran,) = [result for result in answered if result["resultType"] == "complete"]
     assert ran["structuredContent"] == {"status": "written"}
     assert stage.runs == [ARGUMENTS]
+
+
+def test_retries_beyond_the_waiting_bound_are_asked_again_at_once() -> None:
+    # Each waiting retry holds one of the server's places for requests being answered:
+    # one principal retrying many times over may hold only a few of them.
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    extra = 3
+    retries = [
+        _call(URL_CAPABLE, action="accept", request_id=n)
+        for n in range(2, 2 + MAX_WAITS_PER_PRINCIPAL + extra)
+    ]
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with _retrying(stage, retries) as (answered, _):
+            # Only the bound waits; the others were answered with the same question.
+            assert [result["resultType"] for result in answered] == ["input_required"] * extra
+            # Another principal still gets to wait.
+            assert stage.era._may_wait(BOB.principal_id)
+            stage.approvals.decide(pending.id, approve=True)
+        return answered
+
+    answered = anyio.run(scenario)
+    assert sorted(result["resultType"] for result in answered).count("complete") == 1
+    assert stage.runs == [ARGUMENTS]
+    assert stage.era._waiting == {}  # every wait gave its place back
+
+
+def test_all_principals_together_wait_no_more_than_the_global_bound() -> None:
+    stage = _stage(wait=30.0)
+    principals = [
+        registered_principal("op", f"user{n}")
+        for n in range(MAX_WAITS // MAX_WAITS_PER_PRINCIPAL + 1)
+    ]
+    for principal in principals:
+        _result(stage, _call(URL_CAPABLE), principal)
+    answered: list[str] = []
+
+    async def retry(principal: Principal, request_id: int) -> None:
+        request = _call(URL_CAPABLE, action="accept", request_id=request_id)
+        answer = await stage.era.answer(request, principal, None)
+        answered.append(stage.era.reply_of(request, answer)["result"]["resultType"])
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            for n, principal in enumerate(principals):
+                for k in range(MAX_WAITS_PER_PRINCIPAL):
+                    group.start_soon(retry, principal, 100 * n + k)
+            await wait_all_tasks_blocked()
+            waiting = len(principals) * MAX_WAITS_PER_PRINCIPAL - len(answered)
+            assert waiting == MAX_WAITS
+            group.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert answered == ["input_required"] * MAX_WAITS_PER_PRINCIPAL
+    assert stage.era._waiting == {}
 
 
 def test_a_retry_whose_client_left_does_not_run_or_spend_the_approval() -> None:
