@@ -16,7 +16,8 @@ requests still running get `DRAIN_SECONDS` to finish, the rest are dropped the s
 and `serve` returns.
 
 Lines are bounded (`MAX_LINE_BYTES`); a longer one is refused with an error and
-skipped, and reading goes on with the next line. Only replies are written to the sink:
+skipped, and reading goes on with the next line. So are the requests running at once
+(`MAX_REQUESTS`). Only replies are written to the sink:
 logs go to stderr, and the launcher makes sure nothing else reaches stdout.
 """
 
@@ -54,7 +55,7 @@ from mymcp.transport._jsonrpc import (
 )
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
 
-__all__ = ["DRAIN_SECONDS", "MAX_LINE_BYTES", "StdioServer"]
+__all__ = ["DRAIN_SECONDS", "MAX_LINE_BYTES", "MAX_REQUESTS", "StdioServer"]
 
 MAX_LINE_BYTES: Final = MAX_BODY_BYTES
 """The longest message line read, as the HTTP endpoint bounds a body."""
@@ -62,6 +63,11 @@ DRAIN_SECONDS: Final = 10.0
 """How long requests still running at end of input may take to finish. A client that
 closed its end usually stops reading soon after; one hung tool must not keep the process
 alive for good."""
+MAX_REQUESTS: Final = 128
+"""How many requests may be running at once, as many as the HTTP endpoint answers. One
+more is refused at once, written before the next line is read: a client that sends
+faster than it reads replies then waits for its own replies to be read, instead of the
+process holding every request and reply it was sent."""
 _TOO_LONG: Final = object()
 
 
@@ -122,8 +128,10 @@ class StdioServer:
         principal: Principal = LOCAL,
         max_line_bytes: int = MAX_LINE_BYTES,
         drain_seconds: float = DRAIN_SECONDS,
+        max_requests: int = MAX_REQUESTS,
     ) -> None:
         self._dispatcher = dispatcher
+        self._max_requests = max_requests
         self._drain_seconds = drain_seconds
         self._stateless = stateless
         self._audit = audit
@@ -176,6 +184,10 @@ class StdioServer:
         elif isinstance(message, Request):
             if message.id in self._running:
                 await self._refuse(message.id, ErrorCode.INVALID_REQUEST, "Request id in use")
+                return
+            if len(self._running) >= self._max_requests:
+                busy = f"Too many requests running (at most {self._max_requests}); retry later"
+                await self._refuse(message.id, ErrorCode.INTERNAL_ERROR, busy)
                 return
             scope = anyio.CancelScope()
             self._running[message.id] = scope

@@ -39,7 +39,7 @@ from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.runtime.test_external import Workspace
-from tests.synthetic import contribution, external_bindings, tool
+from tests.synthetic import contribution, external_bindings, schema, tool
 
 pytestmark = pytest.mark.slow
 
@@ -321,7 +321,9 @@ def pipes() -> Iterator[tuple[Any, Any, Any, Any]]:
             file.close()
 
 
-def _served(plugin: str, *tools: Any, drain_seconds: float = DRAIN_SECONDS) -> StdioServer:
+def _served(
+    plugin: str, *tools: Any, drain_seconds: float = DRAIN_SECONDS, max_requests: int = 128
+) -> StdioServer:
     """An in-process stdio server of one plugin's tools, for a registered principal."""
     plugged = contribution(plugin, *tools)
     runtime = compose_runtime([plugged], external_bindings(plugged), server_version="0.1.0")
@@ -331,6 +333,7 @@ def _served(plugin: str, *tools: Any, drain_seconds: float = DRAIN_SECONDS) -> S
         StatelessEra(dispatcher),
         principal=registered_principal("t", "t"),
         drain_seconds=drain_seconds,
+        max_requests=max_requests,
     )
 
 
@@ -363,6 +366,65 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
     sink.close()
     replies = [json.loads(line) for line in from_server.read().splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
+
+
+def test_a_request_beyond_the_running_bound_is_refused_and_reading_goes_on(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    source, to_server, from_server, sink = pipes
+    release, third, cancelled = anyio.Event(), anyio.Event(), anyio.Event()
+    entered: list[str] = []
+
+    async def hold(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.append(arguments["text"])
+        if len(entered) == 3:
+            third.set()
+        try:
+            await release.wait()
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        return structured_result({"held": arguments["text"]})
+
+    held = tool("slow", "hold", hold, input_schema=schema(text={"type": "string"}))
+    server = _served("slow", held, max_requests=2)
+    replies: list[dict[str, Any]] = []
+
+    async def read_reply() -> dict[str, Any]:
+        line = await to_thread.run_sync(from_server.readline)
+        reply: dict[str, Any] = json.loads(line)
+        replies.append(reply)
+        return reply
+
+    def call(request_id: int) -> bytes:
+        params = {"name": "slow__hold", "arguments": {"text": str(request_id)}}
+        return _line({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            to_server.write(_line(INITIALIZE))
+            await read_reply()
+            to_server.write(call(2) + call(3) + call(4))
+            busy = await read_reply()  # the third, while two are running
+            assert busy["id"] == 4
+            assert busy["error"]["code"] == -32603
+            assert "Too many requests running (at most 2)" in busy["error"]["message"]
+            # Reading went on: a cancellation frees a place, and the next call takes it.
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+            to_server.write(_line({**cancel, "params": {"requestId": 2}}))
+            await cancelled.wait()
+            await anyio.wait_all_tasks_blocked()  # the cancelled request has ended
+            to_server.write(call(5))
+            await third.wait()
+            release.set()
+            await read_reply()
+            await read_reply()
+            to_server.close()
+
+    anyio.run(scenario)
+    assert sorted(reply["id"] for reply in replies[2:]) == [3, 5]
+    assert entered == ["2", "3", "5"]
 
 
 # --- stopping while a synchronous handler never returns ----------------------------------
