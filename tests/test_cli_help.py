@@ -82,3 +82,26 @@ def test_policy_explain_takes_only_principals_and_scopes_a_caller_can_have(
     error = capsys.readouterr().err
     assert error.startswith("mymcp: error: --")
     assert all(char.isprintable() for char in error.rstrip("\n"))  # shown escaped
+
+
+def test_the_logging_options_may_follow_any_command() -> None:
+    parser = build_parser()
+    for path, command in _commands(parser):
+        if any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
+            continue  # only complete commands parse
+        arguments = [*path, *_required_placeholders(command)]
+        parsed = parser.parse_args([*arguments, "--log-level", "debug", "--log-format", "json"])
+        assert (parsed.log_level, parsed.log_format) == ("debug", "json"), path
+        before = parser.parse_args(["--log-level", "error", *arguments])
+        assert before.log_level == "error", path
+
+
+def _required_placeholders(command: argparse.ArgumentParser) -> list[str]:
+    """A value for each positional argument and each required option."""
+    values: list[str] = []
+    for action in command._actions:
+        if not action.option_strings:
+            values.append("x")
+        elif action.required:
+            values += [action.option_strings[0], "operator:x"]
+    return values

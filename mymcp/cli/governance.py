@@ -43,8 +43,12 @@ def auth_command(args: argparse.Namespace) -> int:
             print("The token is shown once; restart the server to use it.", file=sys.stderr)
             print(token)
         elif args.action == "list":
-            for credential_id, subject in list_credentials(path):
+            credentials = list_credentials(path)
+            for credential_id, subject in credentials:
                 print(f"{credential_id}\t{subject}")
+            if not credentials:  # said on stderr: the listing itself stays empty
+                where = "does not exist yet" if not path.exists() else "holds none"
+                print(f"mymcp: no credentials: {path} {where}", file=sys.stderr)
         elif not revoke_token(path, args.credential_id):
             print("mymcp: error: no credential with that id", file=sys.stderr)
             return EXIT_FAILURE
@@ -235,7 +239,9 @@ def _readable(record: dict[str, Any]) -> str:
     if "decision" in record:
         decision = str(record["decision"])
         if "outcome" in record:
-            decision += f" -> {record['outcome']} ({record.get('duration_ms')} ms)"
+            decision += f" -> {record['outcome']}"
+            if record.get("duration_ms") is not None:  # a call refused before it ran has none
+                decision += f" ({record['duration_ms']} ms)"
         parts.append(decision)
     extra = {key: value for key, value in record.items() if key not in _SHOWN_ELSEWHERE}
     parts.extend(f"{key}={value}" for key, value in sorted(extra.items()))

@@ -38,13 +38,17 @@ def logging_options(*, top_level: bool) -> argparse.ArgumentParser:
 
 
 def _command(
-    commands: Any, name: str, summary: str, description: str | None = None, **options: Any
+    commands: Any, name: str, summary: str, description: str | None = None
 ) -> argparse.ArgumentParser:
     """A subcommand listed with `summary`, whose own --help opens with `description` (by
-    default the summary as a sentence)."""
+    default the summary as a sentence). Every command and subcommand takes the logging
+    options too, so they may come before or after it."""
     if description is None:
         description = summary[0].upper() + summary[1:] + "."
-    return commands.add_parser(name, help=summary, description=description, **options)  # type: ignore[no-any-return]
+    parser = commands.add_parser(
+        name, help=summary, description=description, parents=[logging_options(top_level=False)]
+    )
+    return parser  # type: ignore[no-any-return]
 
 
 def _positive(text: str) -> int:
@@ -60,7 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    command_logging = logging_options(top_level=False)
     _command(
         commands,
         "serve",
@@ -69,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
         "from the host configuration (default 127.0.0.1:8000), until interrupted. The "
         "configuration, plugins and credentials are checked first; a fault ends the start "
         "with exit 1 before anything binds. `mymcp` without a command does the same.",
-        parents=[command_logging],
     )
     _command(
         commands,
@@ -80,7 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
         "is the principal `local`. The process ends when stdin closes. With [approval] "
         "it also serves the console at the configured address, where approvals are "
         "decided.",
-        parents=[command_logging],
     )
     _command(
         commands,
@@ -91,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
         "manifests, credentials, policy, Mnemosyne settings, the memory root and its "
         "files) without serving and without creating any file, and print what was found. "
         "A fault is printed with its file, key, line and cause, and exits 1.",
-        parents=[command_logging],
     )
     plugin = _command(commands, "plugin", "plugin tools").add_subparsers(
         dest="plugin_command", metavar="SUBCOMMAND", required=True

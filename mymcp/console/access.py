@@ -152,7 +152,12 @@ def _check_private(info: os.stat_result, directory: Path) -> None:
     if info.st_uid != os.getuid():
         raise ConsoleStateError("the console state directory belongs to another user", directory)
     if info.st_mode & 0o077:
-        raise ConsoleStateError("the console state directory is not private (mode 0700)", directory)
+        mode = stat.S_IMODE(info.st_mode)
+        problem = (
+            f"the console state directory is open to group or others (mode {mode:04o}); "
+            f"only its owner may use it: run chmod 700 {directory}"
+        )
+        raise ConsoleStateError(problem, directory)
 
 
 @contextmanager

@@ -126,8 +126,11 @@ def test_a_shared_state_directory_is_refused(tmp_path: Path) -> None:
     directory.mkdir(mode=0o700)
     token = issue_sign_in(directory, now=100.0)
     directory.chmod(0o755)
-    with pytest.raises(ConsoleStateError):
+    with pytest.raises(ConsoleStateError) as raised:
         issue_sign_in(directory, now=100.0)
+    # The operator is told the mode it has and the command that fixes it.
+    assert "open to group or others (mode 0755)" in str(raised.value)
+    assert f"run chmod 700 {directory}" in str(raised.value)
     assert redeem_sign_in(directory, token, now=100.0) is Redemption.UNAVAILABLE
     assert read_session_epoch(directory) is None
 

@@ -105,6 +105,7 @@ def test_operator_bearer_end_to_end(sandbox: Sandbox, provisioned: tuple[Path, s
     assert revoked.returncode == 0, revoked.stderr
     listed = run_cli(["auth", "token", "list"], sandbox.environ(), timeout=CLI_TIMEOUT)
     assert listed.stdout.splitlines() == [f"{credential_id(bob)}\tbob"]
+    assert listed.stderr == ""
 
     with serve(sandbox) as server, httpx.Client(timeout=10) as http:
         for method in ("POST", "GET", "DELETE"):
@@ -202,3 +203,27 @@ def test_external_plugin_with_operator_bearer(sandbox: Sandbox) -> None:
     assert names.index("memory_recall") < names.index("example-plugin__echo")
     assert outcome.called.is_error is False
     assert outcome.called.structured_content == {"words": 3, "characters": 5}
+
+
+def test_an_empty_listing_says_why(sandbox: Sandbox) -> None:
+    verifier = verifier_location(sandbox)
+    arguments = ["auth", "token", "list", "--verifier-file", str(verifier)]
+    absent = run_cli(arguments, sandbox.environ(), timeout=CLI_TIMEOUT)
+    assert (absent.returncode, absent.stdout) == (0, "")
+    assert absent.stderr == f"mymcp: no credentials: {verifier} does not exist yet\n"
+    created = run_cli(
+        ["auth", "token", "create", "--subject", "carol", "--verifier-file", str(verifier)],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    assert created.returncode == 0, created.stderr
+    (line,) = run_cli(arguments, sandbox.environ(), timeout=CLI_TIMEOUT).stdout.splitlines()
+    revoked = run_cli(
+        ["auth", "token", "revoke", line.split("\t")[0], "--verifier-file", str(verifier)],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    emptied = run_cli(arguments, sandbox.environ(), timeout=CLI_TIMEOUT)
+    assert (emptied.returncode, emptied.stdout) == (0, "")
+    assert emptied.stderr == f"mymcp: no credentials: {verifier} holds none\n"
