@@ -82,6 +82,7 @@ from typing import Any, Final, NamedTuple
 
 from . import snapshot, store
 from .model import (
+    CANDIDATE_LIMIT_MAX,
     MEMORY_KINDS,
     RECORD_SUFFIX,
     ErrorCode,
@@ -360,6 +361,8 @@ class MemoryIndex:
         self._saving: threading.Timer | None = None
         self._first_change = self._last_change = 0.0
         self._save_seconds = 0.0
+        # The forget mark this process's rows account for (see `snapshot.mark_forgotten`).
+        self._forget_mark = ""
         if snapshot_directory is not None:
             atexit.register(_save_at_exit, weakref.ref(self))
 
@@ -1371,6 +1374,8 @@ class MemoryIndex:
             return
         self._started = True
         if self._snapshot_directory is not None:
+            # Read before the snapshot: a forget after this is one the rows may miss.
+            self._forget_mark = snapshot.read_forget_mark(self._snapshot_directory, self.root)
             self._load_snapshot(self._snapshot_directory)
             self._unsaved = 0
             if self._saving is not None:  # scheduled while loading: nothing new to save
@@ -1466,12 +1471,23 @@ class MemoryIndex:
                 if self._saving is not None:  # this save covers what the timer would
                     self._saving.cancel()
                     self._saving = None
+                mark = snapshot.read_forget_mark(directory, self.root)
+                if mark != self._forget_mark and not self._reread_after_forget(mark):
+                    return False
                 columns = self._columns()
                 self._unsaved = 0
             try:
                 data = snapshot.encode(self.root, _SNAPSHOT_VERSIONS, columns)
                 del columns
                 snapshot.write_snapshot(directory, self.root, data)
+                if snapshot.read_forget_mark(directory, self.root) != mark:
+                    # Another process forgot a record while this one encoded rows that
+                    # may hold it; its removal may have come before this write.
+                    snapshot.remove_snapshot(directory, self.root)
+                    with self._lock:
+                        self._unsaved += 1
+                        self._schedule_save()
+                    return False
             except snapshot.SnapshotUnusable as exc:
                 self._disable_snapshot(exc.reason)
                 return False
@@ -1482,6 +1498,21 @@ class MemoryIndex:
                 return False
         self._save_seconds = time.perf_counter() - started
         _log.info("index_snapshot outcome=saved bytes=%d", len(data))
+        return True
+
+    def _reread_after_forget(self, mark: str) -> bool:
+        """Another process forgot a record since these rows were last checked: walk
+        every scope they hold again, so no forgotten text is saved (the caller holds the
+        lock). False when a walk fails; nothing is saved then."""
+        scopes = {d.parts[0] for d in self._directories if d is not None and d.parts}
+        try:
+            for value in sorted(scopes):
+                scope = Scope(value)
+                self._walk(scope, (value,), True, CANDIDATE_LIMIT_MAX)
+        except Exception:
+            _log.warning("index_snapshot outcome=not_saved reason=reread_failed")
+            return False
+        self._forget_mark = mark
         return True
 
     def drop_snapshot(self) -> None:
@@ -1500,10 +1531,16 @@ class MemoryIndex:
             return
         with snapshot.SAVES:
             try:
+                # The mark first: a process whose save lands after the removal below
+                # then sees it, and removes what it wrote.
+                seen = snapshot.read_forget_mark(directory, self.root)
+                mark = snapshot.mark_forgotten(directory, self.root)
                 snapshot.remove_snapshot(directory, self.root)
-            except OSError:
+            except (OSError, snapshot.SnapshotUnusable):
                 raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
             with self._lock:
+                if seen == self._forget_mark:  # no other forget these rows may miss
+                    self._forget_mark = mark
                 self._unsaved += 1
                 self._schedule_save()
 

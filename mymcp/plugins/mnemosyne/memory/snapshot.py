@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import stat
 import struct
 import threading
@@ -69,8 +70,14 @@ class SnapshotUnusable(Exception):
 
 
 def snapshot_path(directory: Path, root: Path) -> Path:
-    """Where the snapshot of ``root`` lives in ``directory``."""
-    name = hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:24]
+    """Where the snapshot of ``root`` lives in ``directory``: one file per root however
+    its path is spelled (through a link, say), so that every process on that root keeps
+    the same snapshot, and a forget in any of them removes the only copy."""
+    return _named(directory, os.path.realpath(root))
+
+
+def _named(directory: Path, root_path: str) -> Path:
+    name = hashlib.sha256(os.fsencode(root_path)).hexdigest()[:24]
     return directory / f"memory-index-{name}.bin"
 
 
@@ -125,7 +132,7 @@ def _identity(root: Path, versions: Mapping[str, int]) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "versions": dict(versions),
-        "root": os.fsdecode(os.path.abspath(root)),
+        "root": os.fsdecode(os.path.realpath(root)),
         "device": info.st_dev,
         "inode": info.st_ino,
     }
@@ -368,10 +375,70 @@ def remove_snapshot(directory: Path, root: Path) -> None:
         directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return
-    target = snapshot_path(directory, root).name
+    # Also the file of this spelling of the root's path, where earlier versions kept it.
+    targets = {snapshot_path(directory, root).name, _named(directory, os.path.abspath(root)).name}
     try:
-        _sweep(directory_fd, target)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target, dir_fd=directory_fd)
+        for target in targets:
+            _sweep(directory_fd, target)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target, dir_fd=directory_fd)
     finally:
         os.close(directory_fd)
+
+
+# -- forgetting across processes --------------------------------------------------------
+
+_MARK_BYTES: Final = 64
+
+
+def _mark_name(directory: Path, root: Path) -> str:
+    return snapshot_path(directory, root).with_suffix(".forgotten").name
+
+
+def mark_forgotten(directory: Path, root: Path) -> str:
+    """Say to every process that shares ``root`` that a record was forgotten: write a
+    fresh token to the mark file and return it (call holding `SAVES`).
+
+    A process that saves its snapshot reads the mark first; a token it has not seen
+    means its rows may hold the forgotten record's text, so it re-reads the files
+    before it saves. Raises OSError when the mark cannot be written.
+    """
+    token = secrets.token_hex(16)
+    directory_fd = _open_directory(directory, create=True)
+    assert directory_fd is not None
+    try:
+        replace_private_file(
+            directory_fd, _mark_name(directory, root), token.encode("ascii"), durable=False
+        )
+    finally:
+        os.close(directory_fd)
+    return token
+
+
+def read_forget_mark(directory: Path, root: Path) -> str:
+    """The mark's current token: empty when no process ever forgot a record of ``root``
+    here; a file that is not this user's private regular file reads as a token no
+    process wrote, so that whoever reads it checks its rows."""
+    try:
+        directory_fd = _open_directory(directory, create=False)
+    except SnapshotUnusable:
+        return "unreadable"
+    if directory_fd is None:
+        return ""
+    try:
+        fd = os.open(_mark_name(directory, root), _READ_FLAGS, dir_fd=directory_fd)
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(directory_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return "unreadable"
+        return os.read(fd, _MARK_BYTES).decode("ascii", "replace")
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)

@@ -423,6 +423,98 @@ def test_forget_leaves_no_copy_of_the_record_in_the_cache(
     assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
 
 
+def _remember(writes: MutationService, title: str, content: str, scope: str = "project") -> Any:
+    namespace_kind, kind = {
+        "project": ("project", "decision"),
+        "knowledge": ("topic", "reference"),
+    }[scope]
+    remembered = writes.remember(
+        {
+            "scope": scope,
+            "namespace": {"kind": namespace_kind, "id": "ns0", "label": None},
+            "collection": None,
+            "kind": kind,
+            "language": "en",
+            "title": title,
+            "content": content,
+            "tags": [],
+            "origin": "explicit_user_statement",
+        }
+    ).payload
+    assert remembered["status"] == "remembered", remembered
+    return remembered
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["watching", "walking"])
+def test_a_record_forgotten_by_another_process_is_never_saved_again(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, watch: bool
+) -> None:
+    # Two servers share the root and the cache, as two processes on one machine do; the
+    # second one knows the record, and saves after the first one forgot it.
+    _fill(write, v1, v2)
+
+    def server() -> tuple[MemoryService, MutationService]:
+        reads = MemoryService(
+            lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+        )
+        return reads, MutationService(reads, 10_000)
+
+    (reads_a, writes_a), (reads_b, writes_b) = server(), server()
+    for reads in (reads_a, reads_b):
+        if not watch:
+            reads.current_index()._drop_watcher()
+    remembered = _remember(writes_a, "Zanzibarquux title", "zqxforgotten quokkas")
+    recalled = reads_b.recall({"query": "zanzibarquux", "scope": "project"}).payload
+    assert [m["title"] for m in recalled["memories"]] == ["Zanzibarquux title"]
+    reference = remembered["reference"]
+    archived = writes_a.archive({"reference": reference, "expected_revision": 1}).payload
+    _remember(writes_b, "Unrelated", "something else entirely", scope="knowledge")
+    forgotten = writes_a.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+    assert reads_b.current_index().save()  # B's timed save, or its save at exit
+    path = snapshot_module.snapshot_path(cache, root)
+    assert b"zanzibarquux" not in path.read_bytes().lower()
+    assert b"unrelated" in path.read_bytes().lower()  # B's own change is kept
+    # And a server started from it sees exactly the files.
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
+
+
+def test_every_spelling_of_the_root_keeps_one_snapshot(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, tmp_path: Path
+) -> None:
+    _fill(write, v1, v2)
+    link = tmp_path / "through-a-link"
+    link.symlink_to(root)
+    assert snapshot_module.snapshot_path(cache, link) == snapshot_module.snapshot_path(cache, root)
+    _saved(link, cache)
+    assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
+    assert [p.name for p in cache.iterdir()] == [snapshot_module.snapshot_path(cache, root).name]
+
+
+def test_a_save_that_raced_a_forget_in_another_process_is_removed(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
+) -> None:
+    # B encodes rows holding the record, A forgets it and removes the snapshot, and only
+    # then does B's write land: B sees the new mark after writing, and takes it back.
+    _fill(write, v1, v2)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    written = snapshot_module.write_snapshot
+
+    def write_after_a_forget(directory: Path, of: Path, data: bytes) -> None:
+        snapshot_module.mark_forgotten(directory, of)  # another process's forget
+        written(directory, of, data)
+
+    monkeypatch.setattr(snapshot_module, "write_snapshot", write_after_a_forget)
+    assert not index.save()
+    assert not snapshot_module.snapshot_path(cache, root).exists()
+    monkeypatch.setattr(snapshot_module, "write_snapshot", written)
+    assert index.save()  # the next save reads the files again first, and stays
+    assert snapshot_module.snapshot_path(cache, root).is_file()
+
+
 class _WatchedLock:
     """A lock that reports when a thread other than the first holder asks for it."""
 
