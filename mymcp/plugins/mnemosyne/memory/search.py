@@ -543,6 +543,12 @@ _MAX_GAIN_ENTRIES = 1 << 19
 # Relative margin when comparing a bound with a score: far above the rounding error of
 # summing a query's term scores, far below any real difference.
 _SLACK = 1e-9
+# The query terms a recall ranks by: the rarest ones. Scoring a document costs a lookup
+# per term, and a walk of impact orders lasts longer the more terms there are, so a
+# query of hundreds of words would hold the index for seconds; the words left out are
+# the commonest of the query, which add least to any score. (Real queries stay well
+# below: the longest SciFact claim makes 31 terms, compounds included.)
+MAX_QUERY_TERMS = 64
 
 
 class _Norms:
@@ -592,7 +598,8 @@ class _Impact:
     """The documents holding one term, best first by ``tf / (tf + k1)``.
 
     Only the best part is kept sorted (the *head*); the rest (the *tail*) is unsorted
-    but never worth more than ``limit``, the value every head entry reaches. A walk
+    and worth strictly less than ``limit``, the value every head entry reaches, so
+    sorting the tail in (`extend`) only ever appends to the head. A walk
     rarely goes past the head; when it does, the tail is sorted in (`extend`). Values
     are computed under the norms of the moment the order was built: later changes to
     the corpus averages can raise a document's value by at most the drift factor, which
@@ -615,7 +622,7 @@ class _Impact:
         self.slots = slots  # head: ascending within equal values
         self.tail_negated = tail_negated
         self.tail_slots = tail_slots
-        self.limit = limit  # no tail value exceeds it; every head value reaches it
+        self.limit = limit  # every tail value is below it; every head value reaches it
 
     def __len__(self) -> int:
         return len(self.slots) + len(self.tail_slots)
@@ -626,7 +633,9 @@ class _Impact:
         return bisect.bisect_left(self.slots, slot, low, high)
 
     def insert(self, value: float, slot: int) -> None:
-        if value > self.limit or not self.tail_slots:
+        # A value equal to the limit goes into the head too: were it in the tail, sorting
+        # the tail in could place it before head entries a walk has already passed.
+        if value >= self.limit or not self.tail_slots:
             at = self.locate(value, slot)
             self.negated.insert(at, -value)
             self.slots.insert(at, slot)
@@ -1099,7 +1108,12 @@ class TermIndex:
         else:
             # nsmallest is stable: equal values keep ascending slot order.
             head = heapq.nsmallest(_IMPACT_HEAD, range(count), key=negated.__getitem__)
+            # Every entry equal to the head's last value joins the head (after it: their
+            # slots are higher), so each tail value is strictly below every head value.
+            boundary = negated[head[-1]]
             chosen = set(head)
+            head += [i for i in range(count) if negated[i] == boundary and i not in chosen]
+            chosen.update(head)
             rest = [i for i in range(count) if i not in chosen]
         impact = _Impact(
             norms,
@@ -1193,7 +1207,8 @@ class _Ranking:
                 terms.append((math.log(1 + (count - df + 0.5) / (df + 0.5)), word, term, bucket))
         # Rarest first; the word breaks IDF ties so the float sums are reproducible.
         terms.sort(key=lambda item: (-item[0], item[1]))
-        self.terms = terms
+        self.terms = terms[:MAX_QUERY_TERMS]
+        terms = self.terms
         self.ceiling = sum(idf for idf, _, _, _ in terms) + 1.0
         # Request tags no document carries can match nothing and are left out.
         known = index._tag_vocabulary
@@ -1373,8 +1388,17 @@ class _Ranking:
         walks: list[tuple[_Impact, float] | None] = [None] * len(common)
         positions = [0] * len(common)
         caps = list(idfs)
-        while not self.beaten(sum(caps)):
-            best = max(range(len(caps)), key=caps.__getitem__)
+        # The largest cap (the first term among equal ones) from a heap whose outdated
+        # entries are dropped as they surface, and the caps' sum kept as they change:
+        # rescanning every cap at every step made a long query's walk quadratic. The
+        # kept sum drifts by rounding, so the walk only stops once the exact sum agrees.
+        largest = [(-cap, term) for term, cap in enumerate(caps)]
+        heapq.heapify(largest)
+        bound = sum(caps)
+        while not (self.beaten(bound) and self.beaten(bound := sum(caps))):
+            while -largest[0][0] != caps[largest[0][1]]:
+                heapq.heappop(largest)
+            best = largest[0][1]
             if caps[best] <= 0.0:
                 return  # every order walked to its end
             walk = walks[best]
@@ -1387,10 +1411,13 @@ class _Ranking:
             at = positions[best]
             if at >= len(impact.slots) and impact.tail_slots:
                 impact.extend()
+            cap = 0.0
             if at < len(impact.slots):
-                caps[best] = idfs[best] * _inflated(-impact.negated[at], drift)
-            else:
-                caps[best] = 0.0
+                cap = idfs[best] * _inflated(-impact.negated[at], drift)
+            if cap != caps[best]:
+                bound += cap - caps[best]
+                caps[best] = cap
+                heapq.heappush(largest, (-cap, best))
 
     def _hit(self, slot: int) -> Hit:
         key = slot << _SLOT_SHIFT

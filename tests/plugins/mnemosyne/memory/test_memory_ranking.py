@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mymcp.plugins.mnemosyne.memory import (
     Bm25Parameters,
@@ -223,6 +225,8 @@ def _exhaustive(
             n = len(docs)
             weighted.append((math.log(1 + (n - df + 0.5) / (df + 0.5)), term))
     weighted.sort(key=lambda item: (-item[0], item[1]))
+    weighted = weighted[: search_module.MAX_QUERY_TERMS]  # only the rarest terms rank
+    kept = {term for _, term in weighted}
     ceiling = sum(idf for idf, _ in weighted) + 1.0
     scored = []
     for slot, doc in docs.items():
@@ -244,7 +248,10 @@ def _exhaustive(
                 score, seen = score + idf * tf / (tf + params.k1), True
         if seen:
             terms = frozenset(
-                s for t, forms in surfaces.items() if t in doc.terms.counts for s in forms
+                s
+                for t, forms in surfaces.items()
+                if t in kept and t in doc.terms.counts
+                for s in forms
             )
             scored.append((slot, score, terms))
     scored.sort(key=lambda hit: (-hit[1], docs[hit[0]].path, docs[hit[0]].id))
@@ -266,6 +273,8 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring(
     monkeypatch.setattr(search_module, "_SMALL_SELECTION", 0)
     # A tiny sorted head, so walks also meet the unsorted tail and sort it in.
     monkeypatch.setattr(search_module, "_IMPACT_HEAD", 3)
+    # Few enough ranked terms that the longer queries below lose their commonest ones.
+    monkeypatch.setattr(search_module, "MAX_QUERY_TERMS", 6)
     generator = random.Random(7)
     vocabulary = [f"w{i}" for i in range(80)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
@@ -296,7 +305,7 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring(
             del docs[slot]
             free.append(slot)
         else:
-            text = words(generator.randint(1, 10))
+            text = words(generator.randint(1, 16))
             tags = frozenset(generator.sample(vocabulary[:10], generator.randint(0, 1)))
             limit = generator.choice((1, 5, 20))
             eligible = None
@@ -308,6 +317,54 @@ def test_pruned_incremental_scoring_equals_exhaustive_scoring(
             got = [(hit.slot, hit.score, hit.matched_terms) for hit in hits]
             assert got == _exhaustive(text, tags, docs, limit, eligible)
             checked += 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 11), st.integers(1, 3)), min_size=1, max_size=40
+    )
+)
+def test_records_added_at_the_head_s_value_are_never_skipped_by_a_walk(
+    operations: list[tuple[bool, int, int]],
+) -> None:
+    """Documents of equal value around the sorted head's boundary, added and removed
+    between walks: a walk that sorts the tail in must not pass over one of them (it once
+    did when an added document tied the head's last value with a lower slot)."""
+    saved = (
+        search_module._SHORT_POSTINGS,
+        search_module._TERM_AT_A_TIME_POSTINGS,
+        search_module._SMALL_SELECTION,
+        search_module._IMPACT_HEAD,
+    )
+    search_module._SHORT_POSTINGS = search_module._TERM_AT_A_TIME_POSTINGS = 0
+    search_module._SMALL_SELECTION, search_module._IMPACT_HEAD = 0, 1
+    try:
+        index = TermIndex()
+        docs: dict[int, Doc] = {}
+        for add, slot, repeats in operations:
+            if add and slot not in docs:
+                # Few distinct contents, so values tie a lot; "other" keeps norms moving.
+                content = " ".join(["kiwi"] * repeats + ["other"] * (4 - repeats))
+                docs[slot] = _candidate(f"m{slot}", f"ns/{slot:02d}.json", content=content)
+                index.add(slot, "project", docs[slot].terms)
+            elif not add and slot in docs:
+                index.remove(slot)
+                del docs[slot]
+            if docs:
+                for limit in (1, 3, 8):
+                    hits = index.rank(
+                        "project", "kiwi", frozenset(), limit, lambda s: (docs[s].path, docs[s].id)
+                    )
+                    got = [(hit.slot, hit.score, hit.matched_terms) for hit in hits]
+                    assert got == _exhaustive("kiwi", frozenset(), docs, limit)
+    finally:
+        (
+            search_module._SHORT_POSTINGS,
+            search_module._TERM_AT_A_TIME_POSTINGS,
+            search_module._SMALL_SELECTION,
+            search_module._IMPACT_HEAD,
+        ) = saved
 
 
 def test_a_restored_term_index_ranks_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
