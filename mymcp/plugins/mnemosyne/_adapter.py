@@ -57,6 +57,7 @@ from mymcp.plugins.mnemosyne.memory import (
     Scope,
     ToolOutcome,
     tool_definition,
+    unsafe_permissions,
 )
 
 __all__ = [
@@ -279,6 +280,14 @@ class Mnemosyne:
         except MemoryOperationError:
             _build_log.warning("index_build outcome=memory_source_unavailable")
             return
+        try:
+            if unsafe_permissions(os.stat(index.root)):
+                # Served all the same, as before; `mymcp check` fails on it, and says why.
+                _build_log.warning(
+                    "memory_root outcome=unsafe_permissions hint=run_mymcp_memory_check"
+                )
+        except OSError:
+            pass  # no root yet: the first remember creates it, private
         # Every scope is walked even when no record is there: the walks also remove the
         # temp files of writes a killed process left, the first remember's included.
         total = _count_candidates(index.root)

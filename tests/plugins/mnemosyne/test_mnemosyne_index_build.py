@@ -254,3 +254,22 @@ def test_calls_about_other_scopes_answer_while_a_scope_is_built(root: Path) -> N
     assert listed["page"]["total_count"] == RECORDS + 1
     found = plugin.service.recall({"query": "bloomer", "scope": "project"}).payload
     assert [memory["title"] for memory in found["memories"]] == ["late bloomer"]
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o700])
+def test_a_root_others_may_write_to_is_named_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int
+) -> None:
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(mode)
+    with caplog.at_level(logging.INFO):
+        _plugin(root).build_index(clock=Steps(0.1))
+    warned = [r.getMessage() for r in caplog.records if "memory_root" in r.getMessage()]
+    expected = (
+        []
+        if mode == 0o700
+        else ["memory_root outcome=unsafe_permissions hint=run_mymcp_memory_check"]
+    )
+    assert warned == expected
+    assert all(str(root) not in r.getMessage() for r in caplog.records)  # no path in logs

@@ -64,6 +64,7 @@ from .store import (
     parse_record,
     root_lock,
     serialize_record,
+    unsafe_permissions,
 )
 from .tools import (
     KIND_GUIDANCE,
@@ -139,5 +140,6 @@ __all__ = [
     "tool_definition",
     "tool_definitions",
     "ToolOutcome",
+    "unsafe_permissions",
     "V2Reference",
 ]
