@@ -1010,7 +1010,7 @@ def _object_reader(
             raise _Rejected("wrong_type", rule)
         for name in members:
             if name not in value:
-                raise _Rejected("missing", f"is required and {readers[name][1]}", name)
+                raise _Rejected("missing", readers[name][1], name)
         for name in value:
             if name not in members:
                 raise _Rejected("unexpected", f"may only hold: {', '.join(members)}")

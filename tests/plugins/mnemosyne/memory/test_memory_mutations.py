@@ -401,6 +401,8 @@ def test_invalid_remember_is_rejected_before_any_filesystem_access(
     # The message explains the rule for the named field and never echoes a value.
     if field is not None and reason != "unexpected":
         assert result["message"].startswith(field)
+    if reason == "missing":  # said once: "namespace.label is required and is ..."
+        assert result["message"].count("is required") == 1, result["message"]
     for value in ("hunter", "english language", "../x", "decisions", "/"):
         assert value not in result["message"]
     assert not root.exists()
