@@ -43,6 +43,7 @@ from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
     LIFECYCLE_STATES,
     MAX_RECORD_BYTES,
+    RECORD_SUFFIX,
     CursorCodec,
     ErrorCode,
     MemoryIndex,
@@ -330,9 +331,7 @@ def _scope_counts(index: MemoryIndex, scope: Scope) -> dict[str, dict[str, int]]
     the index last saw it. Skipped files are counted from the problems `memory check`
     names, not from the tally: the tally holds only files the index read, and misses a
     link or a file too deep, which it never reads."""
-    skipped = Counter(
-        problem.parts[1] if len(problem.parts) > 2 else "" for problem in index.problems(scope)
-    )
+    skipped = Counter(_namespace_of(problem.parts) for problem in index.problems(scope))
     tallies = index.tally(scope)
     counts: dict[str, dict[str, int]] = {}
     for name in sorted(tallies.keys() | skipped.keys()):
@@ -347,6 +346,14 @@ def _scope_counts(index: MemoryIndex, scope: Scope) -> dict[str, dict[str, int]]
         if row["active"] or row["archived"] or row["legacy"] or row["skipped"]:
             counts[name or "-"] = row
     return counts
+
+
+def _namespace_of(parts: Sequence[str]) -> str:
+    """The namespace a skipped entry counts under: "" for a record file directly in the
+    scope; a skipped namespace directory (or a link in its place) is that namespace's."""
+    if len(parts) > 2 or (len(parts) == 2 and not parts[1].endswith(RECORD_SUFFIX)):
+        return parts[1]
+    return ""
 
 
 def _row(label: str, cells: Sequence[object]) -> str:

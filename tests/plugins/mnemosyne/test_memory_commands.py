@@ -333,6 +333,13 @@ def test_stats_counts_every_file_check_names(sandbox: Sandbox, tmp_path: Path) -
     assert checked.stdout.splitlines()[-1] == "memory check: 4 problem(s)"
     table = run_cli(["memory", "stats"], env).stdout.splitlines()
     assert table[-1].split()[:5] == ["total", "1", "0", "0", "4"]
+    # A namespace directory the server does not trust counts under its own name.
+    shared = root / "project" / "shared"
+    shared.mkdir(mode=0o700)
+    shared.chmod(0o775)
+    stats = json.loads(run_cli(["memory", "stats", "--json"], env).stdout)
+    skipped = {name: counts["skipped"] for name, counts in stats["scopes"]["project"].items()}
+    assert skipped == {"-": 1, "mymcp": 3, "shared": 1}
 
 
 # -- properties ------------------------------------------------------------------------------
