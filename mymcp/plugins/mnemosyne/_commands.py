@@ -30,7 +30,6 @@ from mymcp.errors import MyMCPError, shown
 from mymcp.plugins.mnemosyne._memory_check import (
     PROBLEM_TEXT,
     check_root,
-    is_unsafe_mode,
     run_memory_check,
 )
 from mymcp.plugins.mnemosyne._settings import (
@@ -42,6 +41,7 @@ from mymcp.plugins.mnemosyne._settings import (
 from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
     LIFECYCLE_STATES,
+    MAX_DIRECTORY_DEPTH,
     MAX_RECORD_BYTES,
     RECORD_SUFFIX,
     CursorCodec,
@@ -60,6 +60,7 @@ from mymcp.plugins.mnemosyne.memory import (
     parse_record,
     parse_reference,
     reference_parts,
+    unsafe_permissions,
 )
 
 __all__ = ["run_memory_command"]
@@ -238,13 +239,17 @@ def _read_file(root: Path, parts: Sequence[str]) -> tuple[Any, str | None]:
     """The record in the file at `parts` below the root, or the reason the server would
     skip it (the server never enters a linked directory below the root either)."""
     path = root.joinpath(*parts)
+    if len(parts) - 2 > MAX_DIRECTORY_DEPTH:  # directories between the scope and the file
+        return None, "too_deep"
     try:
         for depth in range(1, len(parts)):
-            mode = os.lstat(root.joinpath(*parts[:depth])).st_mode
-            if stat.S_ISLNK(mode):
+            directory = os.lstat(root.joinpath(*parts[:depth]))
+            if stat.S_ISLNK(directory.st_mode):
                 return None, "symlink"
-            if not stat.S_ISDIR(mode):
+            if not stat.S_ISDIR(directory.st_mode):
                 return None, "unreadable"
+            if unsafe_permissions(directory):  # the server does not enter it either
+                return None, "unsafe_permissions"
         info = os.lstat(path)
     except OSError:
         return None, "unreadable"
@@ -252,7 +257,7 @@ def _read_file(root: Path, parts: Sequence[str]) -> tuple[Any, str | None]:
         return None, "symlink"
     if not stat.S_ISREG(info.st_mode):
         return None, "unreadable"
-    if is_unsafe_mode(info.st_mode):
+    if unsafe_permissions(info):
         return None, "unsafe_permissions"
     if info.st_size > MAX_RECORD_BYTES:
         return None, "oversized"

@@ -196,6 +196,27 @@ def test_show_never_enters_a_linked_directory_below_the_root(
     assert shown.stderr == _unreadable(root, relative, reason="symlink")
 
 
+def test_show_refuses_what_the_server_skips(sandbox: Sandbox) -> None:
+    # A directory others may write to, and a file nested too deep: the server passes over
+    # both (`memory check` names them), so `show` does not print them either.
+    record = _remember(sandbox, title="Kept", content="The one good record.")
+    root = sandbox.memory_root
+    good = root / _path(record)
+    deep = good.parent / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True, mode=0o700)
+    (deep / good.name).write_bytes(good.read_bytes())
+    nested = str((deep / good.name).relative_to(root))
+    shown = run_cli(["memory", "show", nested], sandbox.environ())
+    assert (shown.returncode, shown.stdout) == (1, "")
+    assert "(reason=too_deep" in shown.stderr
+    good.parent.chmod(0o775)
+    shown = run_cli(["memory", "show", _path(record)], sandbox.environ())
+    assert (shown.returncode, shown.stdout) == (1, "")
+    assert shown.stderr == _unreadable(root, _path(record), reason="unsafe_permissions")
+    good.parent.chmod(0o700)
+    assert run_cli(["memory", "show", _path(record)], sandbox.environ()).returncode == 0
+
+
 @pytest.mark.slow
 def test_import_names_a_file_it_cannot_open_in_one_bounded_line(
     sandbox: Sandbox, tmp_path: Path
