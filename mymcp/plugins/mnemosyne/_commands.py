@@ -82,14 +82,17 @@ whole, while an argument of any length still gives one short line."""
 class _Memory:
     """The settings, root and services one command works with."""
 
-    def __init__(self, settings: MnemosyneSettings) -> None:
+    def __init__(self, settings: MnemosyneSettings, *, writes: bool = False) -> None:
         self.settings = settings
         self.root = Path(os.path.abspath(memory_root()))
+        # Only a command that writes cleans up after interrupted writes: reading the
+        # root changes nothing in it.
         self.service = MemoryService(
             lambda: self.root,
             settings.candidate_limit,
             CursorCodec.generate(),
             snapshot_directory=index_snapshot_directory,
+            sweep_temps=writes,
         )
 
 
@@ -121,7 +124,7 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
         command = args.memory_command
         if command == "check":
             return run_memory_check(settings, out)
-        memory = _Memory(settings)
+        memory = _Memory(settings, writes=command == "import" and args.apply)
         if command == "list":
             return _list(memory, args, out)
         if command == "show":

@@ -173,7 +173,7 @@ def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
     permissions included), with the number of candidate files per scope. Reads every file
     once, in a fresh index: nothing is cached, changed or created (and nothing logged).
     """
-    index = MemoryIndex(root, watch=False)
+    index = MemoryIndex(root, watch=False, sweep_temps=False)  # a check changes nothing
     problems: set[Problem] = set()
     sizes: dict[Scope, int] = {}
     # The report names every file; the store's own warnings would only repeat it.

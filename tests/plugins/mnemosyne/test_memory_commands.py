@@ -218,6 +218,32 @@ def test_show_refuses_what_the_server_skips(sandbox: Sandbox) -> None:
 
 
 @pytest.mark.slow
+def test_reading_commands_change_nothing_in_the_root(sandbox: Sandbox) -> None:
+    # The temp file of a write a killed process left: the server removes it when it
+    # meets it; reading from the terminal leaves it, and takes no lock, creating nothing.
+    record = _remember(sandbox, title="Kept", content="The one good record.")
+    root = sandbox.memory_root
+    good = root / _path(record)
+    temp = good.parent / ".mem_0123456789abcdef0123456789abcdef.0123456789abcdef.tmp"
+    temp.write_bytes(good.read_bytes())
+    temp.chmod(0o600)
+    lock = root / ".mnemosyne.lock"
+    lock.unlink(missing_ok=True)
+    before = sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+    env = sandbox.environ()
+    for command in (
+        ["memory", "list", "project"],
+        ["memory", "search", "project", "good record"],
+        ["memory", "show", _path(record)],
+        ["memory", "stats"],
+        ["memory", "check"],
+        ["memory", "export", "project"],
+    ):
+        assert run_cli(command, env).returncode in (0, 1), command
+    assert sorted(str(path.relative_to(root)) for path in root.rglob("*")) == before
+
+
+@pytest.mark.slow
 def test_import_names_a_file_it_cannot_open_in_one_bounded_line(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

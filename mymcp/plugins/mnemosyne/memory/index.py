@@ -326,7 +326,9 @@ class MemoryIndex:
     """The rows and derived views of one memory root; see the module docstring.
 
     ``watch`` (default) uses inotify where available; ``watch=False`` always walks.
-    ``snapshot_directory`` enables the persisted snapshot. All methods are thread-safe.
+    ``snapshot_directory`` enables the persisted snapshot. ``sweep_temps=False`` leaves
+    the temp files of interrupted writes alone (a reader that must change nothing).
+    All methods are thread-safe.
     """
 
     def __init__(
@@ -335,8 +337,10 @@ class MemoryIndex:
         *,
         watch: bool = True,
         snapshot_directory: Path | None = None,
+        sweep_temps: bool = True,
     ) -> None:
         self.root = root
+        self._sweeps_temps = sweep_temps
         self._lock = _IndexLock()
         # Scopes a background walk is building; calls that need one wait for it.
         self._building: set[str] = set()
@@ -554,7 +558,7 @@ class MemoryIndex:
             self._proofs[key] = epoch
         else:
             self._proofs.pop(key, None)
-        if stats.temps:
+        if stats.temps and self._sweeps_temps:
             self._sweep_temps(stats.temps)
         return stats.candidates
 

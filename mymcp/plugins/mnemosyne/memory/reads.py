@@ -64,7 +64,9 @@ class MemoryService:
     Build one per process: it owns the per-root indexes that spare unchanged files from
     being re-read. The root resolver runs on every call and may raise; that reports the
     source as unavailable. ``snapshot_directory`` (resolved once per new index) is where
-    index snapshots are kept; None keeps none.
+    index snapshots are kept; None keeps none. Without ``sweep_temps`` its walks leave
+    the temp files of interrupted writes where they are (and take no root lock), so that
+    reading the root changes nothing in it.
     """
 
     def __init__(
@@ -74,8 +76,10 @@ class MemoryService:
         cursor_codec: CursorCodec,
         *,
         snapshot_directory: Callable[[], Path | None] | None = None,
+        sweep_temps: bool = True,
     ) -> None:
         self._resolve_root = root_resolver
+        self._sweep_temps = sweep_temps
         self._candidate_limit = checked_candidate_limit(candidate_limit)
         self._codec = cursor_codec
         self._snapshot_directory = snapshot_directory
@@ -104,7 +108,9 @@ class MemoryService:
                         snapshots = self._snapshot_directory()
                     except Exception:  # no cache directory: run without a snapshot
                         snapshots = None
-                index = self._indexes[key] = MemoryIndex(root, snapshot_directory=snapshots)
+                index = self._indexes[key] = MemoryIndex(
+                    root, snapshot_directory=snapshots, sweep_temps=self._sweep_temps
+                )
                 while len(self._indexes) > _MAX_INDEXES:
                     self._indexes.popitem(last=False)[1].close()
             else:
