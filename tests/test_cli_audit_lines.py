@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from mymcp.cli import main
 from mymcp.cli.governance import _readable
+from mymcp.governance import AuditLog
 
 CALL = {"time": "2026-12-02T10:00:00.000Z", "seq": 7, "event": "tool_call"}
 
@@ -32,3 +38,25 @@ def test_nothing_in_a_record_reaches_the_terminal_raw() -> None:
     assert "\u202e" not in line
     assert "\n" not in line
     assert "oauth:\\x1b[2J\\u202e" in line
+
+
+def test_a_directory_without_an_audit_log_is_no_verified_empty_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("verify", "show"):
+        assert main(["audit", command, "--directory", str(tmp_path)]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (
+            f"mymcp: error: {tmp_path} holds no audit log (no audit.key, HEAD or segment "
+            "file); a server with [audit] on creates them\n"
+        )
+
+
+def test_a_fresh_audit_directory_verifies_as_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit = AuditLog(tmp_path / "audit", max_segment_bytes=1 << 20, max_segments=4)
+    audit.close()
+    assert main(["audit", "verify", "--directory", str(tmp_path / "audit")]) == 0
+    assert capsys.readouterr().out.startswith("ok records=")

@@ -176,6 +176,7 @@ def _parse_since(text: str, now: datetime) -> datetime | None:
 
 def audit_command(args: argparse.Namespace) -> int:
     from mymcp.governance import read_records, verify_audit
+    from mymcp.governance.audit_format import HEAD_FILE, KEY_FILE
 
     try:
         directory = _audit_path(args.directory)
@@ -183,6 +184,14 @@ def audit_command(args: argparse.Namespace) -> int:
         return fail(exc)
     if not directory.is_dir():
         print(f"mymcp: error: no audit directory at {directory}", file=sys.stderr)
+        return EXIT_FAILURE
+    if not _holds_an_audit_log(directory):
+        # A mistyped --directory must not read as a verified, empty log.
+        print(
+            f"mymcp: error: {directory} holds no audit log (no {KEY_FILE}, {HEAD_FILE} or "
+            "segment file); a server with [audit] on creates them",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     if args.audit_command == "verify":
         result = verify_audit(directory)
@@ -216,6 +225,15 @@ def audit_command(args: argparse.Namespace) -> int:
     for record in records:
         print(json.dumps(record, sort_keys=True) if args.json else _readable(record))
     return EXIT_OK
+
+
+def _holds_an_audit_log(directory: Path) -> bool:
+    from mymcp.governance.audit_format import HEAD_FILE, KEY_FILE
+
+    names = (KEY_FILE, HEAD_FILE)
+    return any(
+        (directory / name).is_symlink() or (directory / name).exists() for name in names
+    ) or any(directory.glob("segment-*"))
 
 
 def _record_time(record: dict[str, Any]) -> datetime:
