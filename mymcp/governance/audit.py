@@ -47,6 +47,7 @@ from mymcp.errors import AuditError
 from mymcp.governance.audit_format import (
     GENESIS_HASH,
     HEAD_FILE,
+    KEY_FILE,
     RecordShape,
     Tail,
     canonical_json,
@@ -108,6 +109,13 @@ class AuditLog:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        # A key missing beside existing records was lost or removed: the new one cannot
+        # tie later digests to earlier ones, and the log must say so.
+        replaced = (
+            directory.is_dir()
+            and not os.path.lexists(directory / KEY_FILE)
+            and bool(segments(directory))
+        )
         key = prepare_directory(directory)
         self.directory = directory
         # Keyed once: every digest copies these instead of setting up HMAC again.
@@ -135,6 +143,9 @@ class AuditLog:
         except OSError:
             os.close(self._lock_fd)
             raise AuditError("audit_unavailable", "MyMCP audit log cannot be written") from None
+        if replaced:
+            _log.warning("audit outcome=key_replaced")
+            self.append("audit_key_replaced")
 
     def _start_head(self) -> None:
         """A new log gets `HEAD = 0 <genesis>` before its first record, so that from then

@@ -65,6 +65,28 @@ def test_records_chain_and_verify(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_key_lost_beside_existing_records_is_replaced_and_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = write(tmp_path, 3)
+    old_digest = log.digest({"q": 1})
+    log.close()
+    (tmp_path / "audit.key").unlink()
+    with caplog.at_level("WARNING", logger="mymcp.audit"):
+        log = open_log(tmp_path)
+    log.commit()
+    assert log.digest({"q": 1}) != old_digest  # later digests no longer match earlier ones
+    events = [record["event"] for record in read_records(tmp_path)]
+    assert events == ["tool_call"] * 3 + ["audit_key_replaced"]
+    assert [r.getMessage() for r in caplog.records] == ["audit outcome=key_replaced"]
+    assert verify_audit(tmp_path).ok
+    log.close()
+    # A new log is no replacement: nothing to record.
+    fresh = tmp_path / "fresh"
+    open_log(fresh).close()
+    assert list(read_records(fresh)) == []
+
+
 def test_digests_hide_values_but_match_equal_arguments(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     first = log.digest({"query": "my secret plans", "tags": ["a", "b"]})
