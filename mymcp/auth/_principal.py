@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-import unicodedata
 from dataclasses import dataclass
-from typing import Literal, TypeGuard
+from typing import Literal
 
 from mymcp.auth._encoding import b64url_encode
+from mymcp.config import MAX_SUBJECT_BYTES, MAX_SUBJECT_CODE_POINTS, is_valid_subject
 
 __all__ = [
     "ANONYMOUS",
@@ -21,9 +21,6 @@ __all__ = [
     "is_valid_subject",
     "registered_principal",
 ]
-
-MAX_SUBJECT_CODE_POINTS = 256
-MAX_SUBJECT_BYTES = 1024
 
 
 class AuthFailure(enum.StrEnum):
@@ -76,24 +73,6 @@ CONSOLE = Principal(
 """A person acting in the console: audited under this name, never subject to policy."""
 LOCAL = Principal(kind="local", adapter_id=None, subject=None, principal_id="local", name="local")
 """The user who started `mymcp stdio`: the one client of a stdio server."""
-
-
-def is_valid_subject(subject: object) -> TypeGuard[str]:
-    """Apply the Authentication-v1 subject rules.
-
-    A subject is a string that is not blank after stripping, has at most 256 code points
-    and 1024 UTF-8 bytes, is already NFC-normalized and contains no character from any
-    Unicode "C" category (control, format, unassigned, private use, surrogate).
-    """
-    if not isinstance(subject, str):
-        return False
-    if not subject.strip() or len(subject) > MAX_SUBJECT_CODE_POINTS:
-        return False
-    if any(unicodedata.category(ch).startswith("C") for ch in subject):
-        return False  # also rules out lone surrogates before we try to encode
-    if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
-        return False
-    return unicodedata.is_normalized("NFC", subject)
 
 
 def registered_principal(adapter_id: str, identity: Identity | str) -> Principal:

@@ -11,11 +11,17 @@ a failed load carries the code only.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from mymcp.config._grammar import is_safe_absolute_path
+from mymcp.config._grammar import (
+    MAX_SUBJECT_BYTES,
+    MAX_SUBJECT_CODE_POINTS,
+    is_safe_absolute_path,
+    is_valid_subject,
+)
 from mymcp.errors import ConfigurationError, found, shown
 
 __all__ = [
@@ -136,11 +142,30 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
             f"{shown(text)}: the value after '{kind}:' must be printable text, with '*' "
             "only as a trailing glob",
         )
+    if kind != "scope" and not _may_name_a_subject(stem, prefix):
+        raise ConfigurationError.at(
+            "policy_invalid_principal",
+            where,
+            f"{shown(text)} can never match: a subject is at most {MAX_SUBJECT_CODE_POINTS} "
+            "characters of visible text, in Unicode's composed form (NFC)",
+        )
     if kind == "scope" and any(char in stem for char in ' "\\'):
         raise ConfigurationError.at(
             "policy_invalid_principal", where, f"{shown(text)} is not an OAuth scope token"
         )
     return PrincipalSelector(text, kind, stem, prefix)  # type: ignore[arg-type]
+
+
+def _may_name_a_subject(stem: str, prefix: bool) -> bool:
+    """Whether some subject authentication accepts is `stem` (or, as a prefix, starts
+    with it): a selector no subject can meet would silently allow or deny nobody."""
+    if not prefix:
+        return is_valid_subject(stem)
+    return (
+        len(stem) <= MAX_SUBJECT_CODE_POINTS
+        and len(stem.encode("utf-8", "surrogatepass")) <= MAX_SUBJECT_BYTES
+        and unicodedata.is_normalized("NFC", stem)
+    )
 
 
 def parse_tool_selector(text: object, where: str = "tool") -> ToolSelector:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import keyword
 import re
+import unicodedata
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeGuard
 
 __all__ = [
     "BUNDLED_PLUGIN_ID",
     "MAX_AUTHENTICATION_ADAPTERS",
     "MAX_CONFIGURATION_BYTES",
     "MAX_SESSION_LIFETIME_SECONDS",
+    "MAX_SUBJECT_BYTES",
+    "MAX_SUBJECT_CODE_POINTS",
     "OAUTH_JWT_ADAPTER_TYPE",
     "OPERATOR_BEARER_ADAPTER_TYPE",
     "SUPPORTED_SCHEMA_VERSIONS",
@@ -19,6 +22,7 @@ __all__ = [
     "is_issuer",
     "is_module_name",
     "is_safe_absolute_path",
+    "is_valid_subject",
 ]
 
 SUPPORTED_SCHEMA_VERSIONS: Final = range(1, 9)
@@ -28,6 +32,27 @@ MAX_SESSION_LIFETIME_SECONDS: Final = 2_592_000
 BUNDLED_PLUGIN_ID: Final = "mnemosyne"
 OPERATOR_BEARER_ADAPTER_TYPE: Final = "operator-bearer-v1"
 OAUTH_JWT_ADAPTER_TYPE: Final = "oauth-jwt-jwks-v1"
+MAX_SUBJECT_CODE_POINTS: Final = 256
+MAX_SUBJECT_BYTES: Final = 1024
+
+
+def is_valid_subject(subject: object) -> TypeGuard[str]:
+    """Apply the Authentication-v1 subject rules (authentication checks every subject it
+    meets by them, and a policy names only subjects that can meet them).
+
+    A subject is a string that is not blank after stripping, has at most 256 code points
+    and 1024 UTF-8 bytes, is already NFC-normalized and contains no character from any
+    Unicode "C" category (control, format, unassigned, private use, surrogate).
+    """
+    if not isinstance(subject, str):
+        return False
+    if not subject.strip() or len(subject) > MAX_SUBJECT_CODE_POINTS:
+        return False
+    if any(unicodedata.category(ch).startswith("C") for ch in subject):
+        return False  # also rules out lone surrogates before we try to encode
+    if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
+        return False
+    return unicodedata.is_normalized("NFC", subject)
 
 
 _ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mymcp.config import parse_host_configuration, parse_principal_selector, parse_tool_selector
+from mymcp.config import (
+    is_valid_subject,
+    parse_host_configuration,
+    parse_principal_selector,
+    parse_tool_selector,
+)
 from mymcp.errors import ConfigurationError
 from mymcp.governance import Policy
 from mymcp.plugin import Consent, ToolEffects
@@ -436,6 +441,32 @@ def test_any_principal_text_is_accepted_or_refused_cleanly(text: str) -> None:
         )
     else:
         assert code == "policy_invalid_principal"
+
+
+@given(st.sampled_from(["operator", "oauth"]), st.text(min_size=1, max_size=300))
+def test_an_exact_subject_selector_no_subject_can_meet_is_refused(
+    kind: str, subject: str
+) -> None:
+    # A selector no authenticated subject can ever equal would silently match nobody.
+    code = _code_of(parse_principal_selector, f"{kind}:{subject}")
+    if "*" not in subject and not is_valid_subject(subject):
+        assert code == "policy_invalid_principal"
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ("operator:" + "a" * 256, True),
+        ("operator:" + "a" * 257, False),
+        ("oauth:" + "a" * 256 + "*", True),  # a prefix of the longest subjects
+        ("oauth:" + "a" * 257 + "*", False),
+        ("operator:e\u0301", False),  # decomposed: authentication refuses such subjects
+        ("operator:\u00e9", True),
+        ("oauth:e\u0301*", False),
+    ],
+)
+def test_subject_selectors_examples(text: str, accepted: bool) -> None:
+    assert (_code_of(parse_principal_selector, text) is None) == accepted
 
 
 @given(st.text(max_size=40))
