@@ -444,9 +444,7 @@ def test_any_principal_text_is_accepted_or_refused_cleanly(text: str) -> None:
 
 
 @given(st.sampled_from(["operator", "oauth"]), st.text(min_size=1, max_size=300))
-def test_an_exact_subject_selector_no_subject_can_meet_is_refused(
-    kind: str, subject: str
-) -> None:
+def test_an_exact_subject_selector_no_subject_can_meet_is_refused(kind: str, subject: str) -> None:
     # A selector no authenticated subject can ever equal would silently match nobody.
     code = _code_of(parse_principal_selector, f"{kind}:{subject}")
     if "*" not in subject and not is_valid_subject(subject):
