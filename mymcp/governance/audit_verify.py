@@ -112,6 +112,12 @@ class _Walk:
             )
 
     def finish(self, newest: int) -> None:
+        # The end first: when the newest segment is gone, so are the segment_removed
+        # records that explain the start, and the missing end is what happened.
+        if self.head is not None and self.head[0] > self.seq:
+            raise _Broken(
+                f"records after seq {self.seq} are missing ({HEAD_FILE} names seq {self.head[0]})"
+            )
         if self.start is not None:
             where, number, first_seq, prev = self.start
             explained = any(
@@ -130,10 +136,6 @@ class _Walk:
                 raise _Broken(f"{segment_name(number)}: torn line in the middle of the log")
         if self.head is None:
             raise _Broken(f"{HEAD_FILE} is missing or unreadable")
-        if self.head[0] > self.seq:
-            raise _Broken(
-                f"records after seq {self.seq} are missing ({HEAD_FILE} names seq {self.head[0]})"
-            )
 
 
 def verify_audit(directory: Path) -> VerifyResult:

@@ -130,6 +130,20 @@ def test_removing_the_newest_segment_is_detected(tmp_path: Path) -> None:
     assert "are missing" in str(verify_audit(tmp_path).problem)
 
 
+def test_removing_the_newest_segment_of_a_rotated_log_names_the_missing_end(
+    tmp_path: Path,
+) -> None:
+    # Retention removed the oldest segments; the records saying so are in the newest one.
+    write(tmp_path, 60, max_segment_bytes=2048, max_segments=3).close()
+    assert verify_audit(tmp_path).ok
+    last = (tmp_path / "HEAD").read_text().split()[0]
+    newest = sorted(tmp_path.glob("segment-*.jsonl"))[-1]
+    newest.unlink()
+    problem = str(verify_audit(tmp_path).problem)
+    assert problem.startswith("records after seq ")
+    assert problem.endswith(f"are missing (HEAD names seq {last})")
+
+
 def test_a_broken_line_inside_a_segment_is_tampering(tmp_path: Path) -> None:
     write(tmp_path, 5)
     lines = segment_lines(tmp_path)
