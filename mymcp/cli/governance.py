@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -230,10 +231,9 @@ def audit_command(args: argparse.Namespace) -> int:
 def _holds_an_audit_log(directory: Path) -> bool:
     from mymcp.governance.audit_format import HEAD_FILE, KEY_FILE
 
-    names = (KEY_FILE, HEAD_FILE)
-    return any(
-        (directory / name).is_symlink() or (directory / name).exists() for name in names
-    ) or any(directory.glob("segment-*"))
+    return any(os.path.lexists(directory / name) for name in (KEY_FILE, HEAD_FILE)) or any(
+        directory.glob("segment-*")
+    )
 
 
 def _record_time(record: dict[str, Any]) -> datetime:
