@@ -4,12 +4,42 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 from collections.abc import Iterator
 
 import pytest
 
 # The loggers whose levels the launchers set (`mymcp.logs`), plus the root.
 _LAUNCHER_LOGGERS = ("", "mymcp", "mcp", "uvicorn.error")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point every place the code looks for the user's files at a scratch home, so that
+    no test reads the configuration of whoever runs the suite or leaves files (an index
+    snapshot, a console state) in their home. Tests that need their own set them again.
+    A test that hands the code an environment without HOME makes it ask the account
+    database instead, so in this process that answer is the scratch home too."""
+    home = tmp_path_factory.mktemp("home")
+    account = pwd.getpwuid
+
+    def scratch_account(uid: int) -> pwd.struct_passwd:
+        entry = account(uid)
+        if uid != os.getuid():
+            return entry
+        return pwd.struct_passwd((*entry[:5], str(home), entry[6]))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pwd, "getpwuid", scratch_account)
+        patch.setenv("HOME", str(home))
+        for name, relative in (
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_STATE_HOME", ".local/state"),
+            ("XDG_DATA_HOME", ".local/share"),
+        ):
+            patch.setenv(name, str(home / relative))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,9 @@ check is *corrupt*; both are ignored by the caller and replaced by its next save
 Files are handled through an open handle on the cache directory, which must belong to
 this user and be writable by nobody else; the snapshot itself is created exclusively
 with mode 0600 under a random temp name and renamed into place, and read only when it
-is a private regular file of bounded size.
+is a private regular file of bounded size. A snapshot outlives its root only until the
+next process saves one into the same directory: a root deleted by hand must not leave
+its memories' words behind in a cache.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 import struct
@@ -311,7 +314,8 @@ def _running(pid: int) -> bool:
 
 
 def write_snapshot(directory: Path, root: Path, data: bytes) -> None:
-    """Replace the snapshot of ``root`` atomically (call holding `SAVES`).
+    """Replace the snapshot of ``root`` atomically (call holding `SAVES`); the first
+    write to a directory in a process also deletes the snapshots of roots that are gone.
 
     Raises `SnapshotUnusable("unsafe_directory")` or OSError; a failed write leaves the
     previous snapshot in place and no temp file behind.
@@ -324,8 +328,74 @@ def write_snapshot(directory: Path, root: Path, data: bytes) -> None:
         # A cache: a crash may lose the newest snapshot (the files rebuild it), so the
         # write is not fsynced.
         replace_private_file(directory_fd, target, data, durable=False)
+        if directory not in _PRUNED:
+            _PRUNED.add(directory)
+            _prune_orphans(directory_fd)
     finally:
         os.close(directory_fd)
+
+
+_PRUNED: Final[set[Path]] = set()
+"""The cache directories this process has pruned (changed holding `SAVES`)."""
+_SNAPSHOT_NAME: Final = re.compile(r"memory-index-[0-9a-f]{24}\.bin")
+
+
+def _prune_orphans(directory_fd: int) -> None:
+    """Delete every snapshot whose root is gone (its path names nothing, or a directory
+    made since), with its forget mark.
+
+    Nothing would ever read such a file again, yet it holds the titles and words of
+    the memories that were there: a person who deletes a memory root must not find
+    them kept in a cache. A snapshot whose root cannot be checked is left alone.
+    """
+    for name in os.listdir(directory_fd):
+        if not _SNAPSHOT_NAME.fullmatch(name):
+            continue
+        header = _read_header(directory_fd, name)
+        if header is None or not _root_is_gone(header):
+            continue
+        for orphan in (name, name.removesuffix(".bin") + ".forgotten"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(orphan, dir_fd=directory_fd)
+
+
+def _read_header(directory_fd: int, name: str) -> dict[str, Any] | None:
+    """The header of a snapshot in the directory, or None when the file is not one of
+    this user's private snapshots or its header cannot be read."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=directory_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        # A regular file reads whole up to its end: a short read is a short file.
+        start = os.read(fd, len(MAGIC) + HEADER.size)
+        if len(start) != len(MAGIC) + HEADER.size:
+            return None
+        (size,) = HEADER.unpack_from(start, len(MAGIC))
+        if size > _MAX_HEADER:
+            return None
+        header, _ = parse_container(start + os.read(fd, size))
+        return header
+    except (OSError, ValueError, struct.error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _root_is_gone(header: Mapping[str, Any]) -> bool:
+    root, device, inode = header.get("root"), header.get("device"), header.get("inode")
+    if not isinstance(root, str) or not os.path.isabs(root):
+        return False
+    try:
+        info = os.stat(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except (OSError, ValueError):  # not ours to judge: unreadable, or no valid path
+        return False
+    return (info.st_dev, info.st_ino) != (device, inode)
 
 
 def read_snapshot(directory: Path, root: Path) -> bytes | None:

@@ -493,6 +493,48 @@ def test_every_spelling_of_the_root_keeps_one_snapshot(
     assert [p.name for p in cache.iterdir()] == [snapshot_module.snapshot_path(cache, root).name]
 
 
+def test_the_first_save_of_a_process_deletes_the_snapshots_of_roots_that_are_gone(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fill(write, v1, v2)
+    removed, recreated, kept = tmp_path / "removed", tmp_path / "recreated", tmp_path / "kept"
+    for other in (removed, recreated, kept):
+        shutil.copytree(root, other)
+        _saved(other, cache).drop_snapshot()  # as a forget does: it leaves a mark
+        _saved(other, cache)
+    paths = {p: snapshot_module.snapshot_path(cache, p) for p in (removed, recreated, kept)}
+    marks = {p: path.with_suffix(".forgotten") for p, path in paths.items()}
+    assert all(path.is_file() for path in [*paths.values(), *marks.values()])
+    # A file of the snapshot's name that is no snapshot, and a file of another name.
+    unreadable = cache / f"memory-index-{'0' * 24}.bin"
+    unreadable.write_bytes(b"not a snapshot")
+    unreadable.chmod(0o600)
+    stranger = cache / "notes.txt"
+    stranger.write_text("kept")
+    shutil.rmtree(removed)
+    shutil.rmtree(recreated)
+    recreated.mkdir()
+    # A later process: its first save prunes; later saves in it do not look again.
+    monkeypatch.setattr(snapshot_module, "_PRUNED", set())
+    _saved(root, cache)
+    left = sorted(p.name for p in cache.iterdir())
+    assert left == sorted(
+        [
+            snapshot_module.snapshot_path(cache, root).name,
+            paths[kept].name,
+            marks[kept].name,
+            unreadable.name,
+            stranger.name,
+        ]
+    )
+
+
 def test_a_save_that_raced_a_forget_in_another_process_is_removed(
     root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, monkeypatch: Any
 ) -> None:
