@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "StrictJsonError",
     "StrictJsonReason",
+    "holds_lone_surrogate",
     "load_message_json",
     "load_strict_json",
 ]
@@ -132,9 +133,13 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _holds_lone_surrogate(text: str, document: object) -> bool:
-    # Raw surrogates never get this far (strict UTF-8), so only an escape can make one;
-    # a text without any surrogate escape is answered by one C-speed search.
+def holds_lone_surrogate(text: str, document: object) -> bool:
+    """Whether `document`, whose JSON text is `text`, holds a string that is no Unicode
+    text (an unpaired surrogate).
+
+    Raw surrogates cannot be in UTF-8 or ASCII JSON text, so only an escape can make
+    one; a text without any surrogate escape is answered by one C-speed search.
+    """
     if _SURROGATE_ESCAPE.search(text) is None:
         return False
     try:
@@ -237,7 +242,7 @@ def load_strict_json(
         _refuse_number(text, StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
-    if unicode_text and _holds_lone_surrogate(text, document):
+    if unicode_text and holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)
     return document
 
@@ -274,6 +279,6 @@ def _load_message_exactly(data: bytes, max_depth: int) -> Any:
         _fail(StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
-    if _holds_lone_surrogate(text, document):
+    if holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)
     return document

@@ -29,6 +29,7 @@ __all__ = [
     "ExternalPluginLoadError",
     "HostAuthenticationCompositionError",
     "HostRuntimeCompositionError",
+    "ListenError",
     "Location",
     "ManifestError",
     "MnemosyneSettingsError",
@@ -254,6 +255,10 @@ class ApprovalError(MyMCPError):
     """A console decision that cannot be made; `code` says why."""
 
 
+class ListenError(MyMCPError):
+    """The server cannot listen on its configured address and port; `code` says why."""
+
+
 _NONE: Final[Mapping[str, str]] = MappingProxyType({})
 
 # Every code -> message table, one per error type: a code means the same thing wherever
@@ -384,6 +389,7 @@ _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
             "unbound_capability",
             "invalid_tool_definition",
             "invalid_input_schema",
+            "invalid_output_schema",
         ),
         "MyMCP could not compose the tool surface",
     ),
@@ -442,6 +448,12 @@ _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
         "not_found": "MyMCP approval does not exist",
         "expired": "MyMCP approval expired before the decision",
         "decided": "MyMCP approval was already decided",
+    },
+    ListenError: {
+        "address_in_use": "MyMCP cannot listen: the address and port are already in use",
+        "address_unavailable": "MyMCP cannot listen: the address is not on this machine",
+        "address_not_permitted": "MyMCP cannot listen: the system does not permit this port",
+        "listen_failed": "MyMCP cannot listen on the configured address and port",
     },
 }
 MESSAGES: Final[Mapping[type[MyMCPError], Mapping[str, str]]] = MappingProxyType(

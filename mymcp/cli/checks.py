@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, begin_logging, fail, settle_logging
-from mymcp.errors import ConfigurationError, MyMCPError
+from mymcp.errors import (
+    ConfigurationError,
+    HostRuntimeCompositionError,
+    Location,
+    MyMCPError,
+)
 
 if TYPE_CHECKING:
     from mymcp.config import AuthenticationSettings, HostConfiguration
@@ -90,13 +95,18 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
     """Check a manifest exactly as the server's preflight does, then its tool names under
     the binding its [[plugins]] entry declares; with a module, import it as the server
     would and report every parity mismatch and schema finding."""
-    from mymcp.config import load_host_configuration
+    from mymcp.config import BUNDLED_PLUGIN_ID, load_host_configuration
     from mymcp.runtime import preflight_manifest
 
     try:
         definition = preflight_manifest(manifest.absolute())
     except MyMCPError as exc:
         return fail(exc)
+    if definition.plugin_id == BUNDLED_PLUGIN_ID:
+        # No [[plugins]] entry may name it, so such a plugin could never be started.
+        where = Location(source=str(manifest.absolute()), key="id")
+        detail = f"'{BUNDLED_PLUGIN_ID}' is the bundled plugin; choose another id"
+        return fail(ConfigurationError("bundled_plugin_conflict", location=where, detail=detail))
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
     if module is not None:
@@ -189,7 +199,13 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     warn. Every mismatch is printed, not only the first. A host configuration that does
     not load fails the check: the server would not start with it either."""
     from mymcp.config import load_host_configuration
-    from mymcp.runtime import import_external_plugin, lint_input_schema, mismatch_diagnostics
+    from mymcp.runtime import (
+        bind_tool,
+        import_external_plugin,
+        lint_input_schema,
+        mismatch_diagnostics,
+    )
+    from mymcp.runtime.bootstrap import binding_policy, plugin_composition_error
 
     try:
         configuration = load_host_configuration()
@@ -213,9 +229,17 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
     for mismatch in mismatch_diagnostics(module, adapter, definition):
         errors += 1
         print(f"mymcp: error: {mismatch.render()}", file=sys.stderr)
+    # Each tool as the start binds it: its definition published and its schemas compiled
+    # by the same code, so the check refuses exactly what the start refuses.
+    bind = binding_policy({definition.plugin_id} if binding == "local" else ())
     for tool in adapter.contribution.tools:
-        for finding in lint_input_schema(tool.tool.get("inputSchema")):
-            errors += finding.severity == "error"
+        try:
+            bound = bind_tool(bind(tool.capability), tool)
+        except HostRuntimeCompositionError as exc:
+            errors += 1
+            fail(plugin_composition_error(exc))
+            continue
+        for finding in lint_input_schema(bound.input_schema):
             print(
                 f"mymcp: {finding.severity}: tool {tool.capability.local_id}: "
                 f"{finding.message} (code={finding.code})",
@@ -225,7 +249,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
         return EXIT_FAILURE
     print(
         f"mymcp: module OK: {module}; it matches its manifest (configuration: {origin}) and "
-        "every tool schema compiles under JSON Schema 2020-12"
+        "every tool definition is published as the server publishes it"
     )
     return EXIT_OK
 

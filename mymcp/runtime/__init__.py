@@ -1,6 +1,7 @@
 """The composed host: immutable HostRuntime, bindings, list_tools and bootstrap."""
 
 from mymcp.runtime._composition import (
+    bind_tool,
     compose_runtime,
     default_binding,
     is_reserved_name,
@@ -20,6 +21,7 @@ from mymcp.runtime._schema import (
     PORTABILITY_ROOT_KEYWORDS,
     ArgumentsValidator,
     ArgumentViolation,
+    OutputValidator,
     SchemaFinding,
     compile_input_schema,
     lint_input_schema,
@@ -34,7 +36,9 @@ __all__ = [
     "HostRuntime",
     "SchemaFinding",
     "ToolRegistry",
+    "OutputValidator",
     "activate_external_plugin",
+    "bind_tool",
     "check_plugin_configuration",
     "import_external_plugin",
     "compile_input_schema",

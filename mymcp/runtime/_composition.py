@@ -19,9 +19,21 @@ from mymcp.runtime._list_tools import (
 )
 from mymcp.runtime._registry import HOST_ORIGIN, BoundTool, ToolRegistry
 from mymcp.runtime._runtime import HostRuntime, new_generation_id
-from mymcp.runtime._schema import ArgumentsValidator, compile_input_schema
+from mymcp.runtime._schema import (
+    ArgumentsValidator,
+    OutputValidator,
+    SchemaFinding,
+    compile_input_schema,
+    compile_output_schema,
+)
 
-__all__ = ["compose_runtime", "default_binding", "is_reserved_name", "refuse_public_names"]
+__all__ = [
+    "bind_tool",
+    "compose_runtime",
+    "default_binding",
+    "is_reserved_name",
+    "refuse_public_names",
+]
 
 # MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
 _PUBLIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -49,18 +61,30 @@ def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
     }
 
 
-def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[str, Any]:
-    """The MCP definition under the host's name, with effect annotations and a title."""
+def _publish(
+    name: str, tool: Mapping[str, Any], effects: ToolEffects, origin: str
+) -> dict[str, Any]:
+    """The MCP definition under the host's name, with effect annotations and a title.
+
+    Everything a plugin's definition contributes is checked, here or (the schemas) where
+    they are compiled, because clients check it too: one malformed tool (an icon list
+    that is no list, an output schema that is no object schema) makes an SDK client
+    refuse the whole `tools/list`, and so every other tool with it.
+    """
+
+    def invalid(problem: str) -> HostRuntimeCompositionError:
+        detail = f"tool {name!r} ({origin}): {problem}"
+        return HostRuntimeCompositionError.at("invalid_tool_definition", detail=detail)
+
     description = tool.get("description")
     if not isinstance(description, str) or not description.strip():
-        raise HostRuntimeCompositionError.at(
-            "invalid_tool_definition", detail=f"tool {name!r} has no description"
-        )
+        raise invalid("it has no description")
     schema = tool.get("inputSchema", {"type": "object", "additionalProperties": False})
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise HostRuntimeCompositionError.at(
-            "invalid_tool_definition", detail=f"tool {name!r}: inputSchema is not type object"
-        )
+        raise invalid('inputSchema is not an object schema with "type": "object"')
+    icons = _icons_problem(tool["icons"]) if "icons" in tool else None
+    if icons is not None:
+        raise invalid(f"icons: {icons}")
     title = tool.get("title")
     if not isinstance(title, str) or not title.strip():
         title = name.replace("__", ": ").replace("_", " ")
@@ -70,14 +94,36 @@ def _publish(name: str, tool: Mapping[str, Any], effects: ToolEffects) -> dict[s
     return published
 
 
-def _validator(name: str, definition: Mapping[str, Any]) -> ArgumentsValidator:
+_ICON_THEMES = ("light", "dark")
+
+
+def _icons_problem(icons: object) -> str | None:
+    """What is wrong with a tool's `icons` (MCP's list of `{src, mimeType?, sizes?,
+    theme?}`), or None."""
+    if not isinstance(icons, list):
+        return "not a list"
+    for number, icon in enumerate(icons):
+        where = f"icon {number}"
+        if not isinstance(icon, Mapping) or not isinstance(icon.get("src"), str):
+            return f"{where} is not an object with a string src"
+        if not isinstance(icon.get("mimeType", ""), str):
+            return f"{where}: mimeType is not a string"
+        sizes = icon.get("sizes", [])
+        if not isinstance(sizes, list) or not all(isinstance(size, str) for size in sizes):
+            return f"{where}: sizes is not a list of strings"
+        if "theme" in icon and icon["theme"] not in _ICON_THEMES:
+            return f"{where}: theme is neither light nor dark"
+    return None
+
+
+def _validator(name: str, definition: Mapping[str, Any], origin: str) -> ArgumentsValidator:
     """Compile the published input schema once; a schema that cannot be compiled fails
     composition, one that model APIs refuse is served with a warning in the log."""
     validator, findings = compile_input_schema(definition["inputSchema"])
     if validator is None:
         errors = [finding.message for finding in findings if finding.severity == "error"]
         raise HostRuntimeCompositionError.at(
-            "invalid_input_schema", detail=f"tool {name!r}: " + "; ".join(errors)
+            "invalid_input_schema", detail=f"tool {name!r} ({origin}): " + "; ".join(errors)
         )
     for finding in findings:
         _log.warning(
@@ -86,8 +132,24 @@ def _validator(name: str, definition: Mapping[str, Any]) -> ArgumentsValidator:
     return validator
 
 
-def _bind(name: str, tool: ActivatedTool) -> BoundTool:
-    definition = _publish(name, tool.tool, tool.effects)
+def _output_validator(
+    name: str, definition: Mapping[str, Any], origin: str
+) -> OutputValidator | None:
+    if "outputSchema" not in definition:
+        return None
+    compiled = compile_output_schema(definition["outputSchema"])
+    if isinstance(compiled, SchemaFinding):
+        detail = f"tool {name!r} ({origin}): {compiled.message}"
+        raise HostRuntimeCompositionError.at("invalid_output_schema", detail=detail)
+    return compiled
+
+
+def bind_tool(name: str, tool: ActivatedTool) -> BoundTool:
+    """A plugin's tool under its public name, as the server publishes and checks it;
+    raises HostRuntimeCompositionError for a definition it would refuse (what
+    `mymcp plugin check --import` reports too)."""
+    origin = str(tool.capability)
+    definition = _publish(name, tool.tool, tool.effects, origin)
     return BoundTool(
         name=name,
         origin=tool.capability,
@@ -96,7 +158,8 @@ def _bind(name: str, tool: ActivatedTool) -> BoundTool:
         is_async=tool.is_async,
         effects=tool.effects,
         consent=tool.consent,
-        validator=_validator(name, definition),
+        validator=_validator(name, definition, origin),
+        output=_output_validator(name, definition, origin),
     )
 
 
@@ -186,12 +249,14 @@ def compose_runtime(
     capabilities = _collect(contributions)
     bound = _check_bindings(capabilities, bindings)
     plugin_tools = [
-        _bind(bound[tool.capability], tool)
+        bind_tool(bound[tool.capability], tool)
         for contribution in contributions
         for tool in contribution.tools
     ]
     names = (LIST_TOOLS_NAME, *(tool.name for tool in plugin_tools))
-    host_definition = _publish(LIST_TOOLS_NAME, LIST_TOOLS_DEFINITION, LIST_TOOLS_EFFECTS)
+    host_definition = _publish(
+        LIST_TOOLS_NAME, LIST_TOOLS_DEFINITION, LIST_TOOLS_EFFECTS, HOST_ORIGIN
+    )
     host_tool = BoundTool(
         name=LIST_TOOLS_NAME,
         origin=HOST_ORIGIN,
@@ -200,7 +265,8 @@ def compose_runtime(
         is_async=True,
         effects=LIST_TOOLS_EFFECTS,
         consent=LIST_TOOLS_CONSENT,
-        validator=_validator(LIST_TOOLS_NAME, host_definition),
+        validator=_validator(LIST_TOOLS_NAME, host_definition, HOST_ORIGIN),
+        output=_output_validator(LIST_TOOLS_NAME, host_definition, HOST_ORIGIN),
     )
     return HostRuntime(
         registry=ToolRegistry((host_tool, *plugin_tools)),

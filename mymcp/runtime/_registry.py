@@ -10,7 +10,7 @@ from typing import Any
 
 from mymcp.errors import HostRuntimeCompositionError
 from mymcp.plugin import Consent, QualifiedCapabilityId, ToolEffects, ToolHandler
-from mymcp.runtime._schema import ArgumentsValidator
+from mymcp.runtime._schema import ArgumentsValidator, OutputValidator
 
 __all__ = ["HOST_ORIGIN", "BoundTool", "ToolRegistry"]
 
@@ -21,7 +21,8 @@ HOST_ORIGIN = "host"
 @dataclass(frozen=True, slots=True)
 class BoundTool:
     """A tool under its public name, with the MCP definition the host publishes and the
-    validator its input schema was compiled into at composition."""
+    validators its input schema (and output schema, when it declares one) were compiled
+    into at composition."""
 
     name: str
     origin: QualifiedCapabilityId | str
@@ -31,6 +32,7 @@ class BoundTool:
     effects: ToolEffects
     consent: Consent
     validator: ArgumentsValidator
+    output: OutputValidator | None = None
 
     @property
     def input_schema(self) -> Mapping[str, Any]:

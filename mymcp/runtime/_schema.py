@@ -1,5 +1,5 @@
-"""Published input schemas: the lint each one passes, its compiled validator, and the
-content-free description of a call whose arguments break it.
+"""Published tool schemas: the lint each input schema passes, the validators both kinds
+are compiled into, and the content-free description of a call whose arguments break one.
 
 Input schemas are JSON Schema 2020-12, MCP's default dialect. Each is compiled once, at
 composition, with jsonschema-rs: on our schemas it is 3 to 50 times faster than
@@ -7,6 +7,10 @@ fastjsonschema (`bench/schema_validation.py`), and it implements 2020-12, where
 fastjsonschema stops at draft 7 and silently ignores `prefixItems`, `dependentRequired`
 and `unevaluatedProperties`. Compilation is offline: a `$ref` that does not resolve
 inside the schema is an error, never a network fetch.
+
+An output schema is held to the same rules (an object schema that compiles) and checks
+each structured result a tool returns: MCP clients check it too, and refuse a result
+that breaks it, so a plugin's broken result must stop at the host.
 
 A violation is described by the path of the offending field, the keyword that failed
 and a fixed sentence built from both and from the schema. It never repeats the value,
@@ -29,8 +33,10 @@ __all__ = [
     "PORTABILITY_ROOT_KEYWORDS",
     "ArgumentViolation",
     "ArgumentsValidator",
+    "OutputValidator",
     "SchemaFinding",
     "compile_input_schema",
+    "compile_output_schema",
     "lint_input_schema",
 ]
 
@@ -95,32 +101,39 @@ def _error(code: str, message: str) -> SchemaFinding:
     return SchemaFinding("error", code, message)
 
 
-def _compile(schema: Mapping[str, Any]) -> jsonschema_rs.Validator | SchemaFinding:
+def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator | SchemaFinding:
     declared = schema.get("$schema", DRAFT_2020_12)
     if declared not in (DRAFT_2020_12, DRAFT_2020_12 + "#"):
         return _error(
             "schema_dialect_unsupported",
-            "the input schema declares a $schema other than JSON Schema 2020-12",
+            f"the {which} schema declares a $schema other than JSON Schema 2020-12",
         )
     try:
         json.dumps(schema, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
-        return _error("schema_not_json", "the input schema is not plain JSON data")
+        return _error("schema_not_json", f"the {which} schema is not plain JSON data")
     document = dict(schema)
     try:
         jsonschema_rs.meta.validate(document)
     except (ValueError, jsonschema_rs.ReferencingError):
         return _error(
-            "schema_invalid", "the input schema breaks the JSON Schema 2020-12 meta-schema"
+            "schema_invalid", f"the {which} schema breaks the JSON Schema 2020-12 meta-schema"
         )
     try:
         return jsonschema_rs.Draft202012Validator(document, offline=True)
     except (ValueError, jsonschema_rs.ReferencingError):
         return _error(
             "schema_uncompilable",
-            "the input schema cannot be compiled (an invalid pattern, or a $ref that does "
+            f"the {which} schema cannot be compiled (an invalid pattern, or a $ref that does "
             "not resolve inside the schema)",
         )
+
+
+def _root_not_object(which: str) -> SchemaFinding:
+    return _error(
+        "schema_root_not_object",
+        f'the {which} schema root must be an object schema with "type": "object"',
+    )
 
 
 def compile_input_schema(
@@ -133,12 +146,8 @@ def compile_input_schema(
     compile. Warnings: a keyword at the root that model APIs refuse.
     """
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        error = _error(
-            "schema_root_not_object",
-            'the input schema root must be an object schema with "type": "object"',
-        )
-        return None, (error,)
-    compiled = _compile(schema)
+        return None, (_root_not_object("input"),)
+    compiled = _compile(schema, "input")
     findings = [compiled] if isinstance(compiled, SchemaFinding) else []
     findings += [
         SchemaFinding(
@@ -159,6 +168,31 @@ def compile_input_schema(
 def lint_input_schema(schema: object) -> tuple[SchemaFinding, ...]:
     """Every finding for one published input schema, errors first (see compile_input_schema)."""
     return compile_input_schema(schema)[1]
+
+
+def compile_output_schema(schema: object) -> OutputValidator | SchemaFinding:
+    """The validator of a tool's `outputSchema`, or the error that prevents one (the
+    same errors as an input schema's; model APIs never see it, so nothing warns)."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return _root_not_object("output")
+    compiled = _compile(schema, "output")
+    return compiled if isinstance(compiled, SchemaFinding) else OutputValidator(compiled)
+
+
+class OutputValidator:
+    """One compiled output schema."""
+
+    __slots__ = ("_validator",)
+
+    def __init__(self, validator: jsonschema_rs.Validator) -> None:
+        self._validator = validator
+
+    def admits(self, structured: object) -> bool:
+        """Whether a result's `structuredContent` satisfies the schema."""
+        try:
+            return bool(self._validator.is_valid(structured))
+        except ValueError:  # text that is not Unicode, or nesting past the validator's bound
+            return False
 
 
 class ArgumentsValidator:

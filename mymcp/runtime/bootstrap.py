@@ -118,14 +118,15 @@ def refuse_declared_names(
     try:
         refuse_public_names({c: n for c, n in names.items() if c.plugin_id != BUNDLED_PLUGIN_ID})
     except HostRuntimeCompositionError as exc:
-        raise _plugin_composition_error(exc) from exc
+        raise plugin_composition_error(exc) from exc
 
 
-def _plugin_composition_error(exc: HostRuntimeCompositionError) -> ExternalPluginLoadError:
-    """What composing refused, said as a fault of the external plugins (only they vary)."""
+def plugin_composition_error(exc: HostRuntimeCompositionError) -> ExternalPluginLoadError:
+    """What composing refused, said as a fault of the external plugins (only they vary);
+    `mymcp plugin check --import` says it in the same words."""
     code = (
         "external_plugin_schema_invalid"
-        if exc.code == "invalid_input_schema"
+        if exc.code in ("invalid_input_schema", "invalid_output_schema")
         else "external_plugin_composition_invalid"
     )
     return ExternalPluginLoadError(code, location=exc.location, detail=f"{exc.code}: {exc.detail}")
@@ -162,7 +163,7 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
             )
         except HostRuntimeCompositionError as exc:
             if externals:
-                raise _plugin_composition_error(exc) from exc
+                raise plugin_composition_error(exc) from exc
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)

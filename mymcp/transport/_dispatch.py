@@ -43,7 +43,7 @@ from mymcp.governance import (
     RecordShape,
     rfc3339,
 )
-from mymcp.plugin import structured_result
+from mymcp.plugin import QualifiedCapabilityId, structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, ToolRegistry
 from mymcp.transport._arguments import decode_stringified_arguments
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
@@ -135,7 +135,9 @@ _APPROVAL_UNAVAILABLE = {
 
 # Synchronous handlers run on worker threads, read-only tools and all others under
 # separate limits: writers waiting on a lock hold their threads, and must never be able
-# to take every thread a read needs.
+# to take every thread a read needs. Within each limit one plugin may hold at most half
+# the places: a handler that hangs keeps its thread for good, and one plugin's hung
+# tools must leave the others (the memory tools among them) places to run in.
 READ_ONLY_TOOL_THREADS = 32
 OTHER_TOOL_THREADS = 16
 
@@ -150,8 +152,11 @@ def _internal_failure(failure_id: str) -> dict[str, Any]:
 
 
 class _WorkerLimits:
-    """One pair of thread limiters per event loop (anyio's own default limiter is kept the
-    same way), so a limiter is never shared between loops."""
+    """The thread places of each tool kind, and each plugin's share of them.
+
+    Limiters are kept per event loop (as anyio keeps its own default limiter), so none is
+    ever shared between loops.
+    """
 
     def __init__(self, read_only: int, other: int) -> None:
         self._sizes: dict[bool | None, float] = {True: read_only, False: other, None: math.inf}
@@ -160,6 +165,9 @@ class _WorkerLimits:
             False: RunVar("mymcp_other_tool_threads"),
             None: RunVar("mymcp_unbounded_tool_threads"),
         }
+        self._shares: RunVar[dict[tuple[str, bool], CapacityLimiter]] = RunVar(
+            "mymcp_plugin_tool_threads"
+        )
 
     def _limiter(self, kind: bool | None) -> CapacityLimiter:
         holder = self._limiters[kind]
@@ -170,27 +178,53 @@ class _WorkerLimits:
             holder.set(limiter)
             return limiter
 
+    def _share(self, tool: BoundTool) -> CapacityLimiter:
+        """The places of the tool's plugin among those of its kind."""
+        try:
+            shares = self._shares.get()
+        except LookupError:
+            shares = {}
+            self._shares.set(shares)
+        kind = tool.effects.read_only
+        origin = tool.origin
+        key = (origin.plugin_id if isinstance(origin, QualifiedCapabilityId) else origin, kind)
+        share = shares.get(key)
+        if share is None:
+            share = shares[key] = CapacityLimiter(max(1, int(self._sizes[kind]) // 2))
+        return share
+
     async def run(self, tool: BoundTool, arguments: dict[str, Any]) -> object:
-        """Run a synchronous handler on a worker thread, in one of its tool kind's places.
+        """Run a synchronous handler on a worker thread, in one of its plugin's places
+        and one of its tool kind's.
 
         Cancelling the call (its client cancelled it, or the server is stopping) stops
         waiting for it at once. A thread cannot be stopped, though, so a handler already
-        running keeps its place until it returns: cancelled calls never raise the number
-        of threads past the limit, and a handler that never returns holds one place, not
+        running keeps its places until it returns: cancelled calls never raise the number
+        of threads past the limits, and a handler that never returns holds one place, not
         one per retry.
         """
-        limiter, borrower = self._limiter(tool.effects.read_only), object()
+        borrower = object()
+        places = (self._share(tool), self._limiter(tool.effects.read_only))
+        taken: list[CapacityLimiter] = []
         try:
-            # Without waiting when a place is free: anyio's own count below already
-            # gives other tasks their turn once.
-            limiter.acquire_on_behalf_of_nowait(borrower)
-        except WouldBlock:
-            await limiter.acquire_on_behalf_of(borrower)
+            for limiter in places:
+                try:
+                    # Without waiting when a place is free: anyio's own count below
+                    # already gives other tasks their turn once.
+                    limiter.acquire_on_behalf_of_nowait(borrower)
+                except WouldBlock:
+                    await limiter.acquire_on_behalf_of(borrower)
+                taken.append(limiter)
+        except BaseException:
+            for limiter in taken:
+                limiter.release_on_behalf_of(borrower)
+            raise
         token, lock = current_token(), threading.Lock()
         phase = ["queued"]  # then "running" and "returned", or "abandoned" at any point
 
         def give_back() -> None:
-            limiter.release_on_behalf_of(borrower)
+            for limiter in places:
+                limiter.release_on_behalf_of(borrower)
 
         def call() -> object:
             with lock:
@@ -202,7 +236,7 @@ class _WorkerLimits:
             finally:
                 with lock:
                     abandoned, phase[0] = phase[0] == "abandoned", "returned"
-                if abandoned:  # nobody waits for it: the place goes back from here
+                if abandoned:  # nobody waits for it: the places go back from here
                     with contextlib.suppress(Exception):  # unless the loop itself ended
                         from_thread.run_sync(give_back, token=token)
 
@@ -230,9 +264,9 @@ def _being_cancelled() -> bool:
 
 def _is_call_result(outcome: object) -> bool:
     """Whether a handler's answer has the shape of a tool result: a list of content
-    blocks (each an object naming its type), `isError` a boolean if present, and
-    `structuredContent` an object if present (or null). Anything else would reach clients as a
-    result their SDK refuses to read."""
+    blocks MCP defines, `isError` a boolean if present, and `structuredContent` an object
+    if present (or null). Anything else would reach clients as a result their SDK refuses
+    to read."""
     if not isinstance(outcome, Mapping):
         return False
     content, structured = outcome.get("content"), outcome.get("structuredContent")
@@ -244,8 +278,45 @@ def _is_call_result(outcome: object) -> bool:
     )
 
 
+# The string members each kind of content block must have.
+_CONTENT_MEMBERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource_link": ("uri", "name"),
+}
+
+
 def _is_content_block(block: object) -> bool:
-    return isinstance(block, Mapping) and isinstance(block.get("type"), str)
+    if not isinstance(block, Mapping):
+        return False
+    kind = block.get("type")
+    if kind == "resource":  # an embedded resource: its uri, and its text or its bytes
+        resource = block.get("resource")
+        return (
+            isinstance(resource, Mapping)
+            and isinstance(resource.get("uri"), str)
+            and (isinstance(resource.get("text"), str) or isinstance(resource.get("blob"), str))
+        )
+    members = _CONTENT_MEMBERS.get(kind) if isinstance(kind, str) else None
+    return members is not None and all(isinstance(block.get(m), str) for m in members)
+
+
+def _type_name(exc: BaseException) -> str:
+    """An exception's class name for the log. A plugin names its classes as it likes,
+    and a name is no more trusted than a message: one that is not a plain identifier
+    (a line break in it would forge a log line) is not written."""
+    name = type(exc).__name__
+    return name if len(name) <= 64 and name.isascii() and name.isidentifier() else "<unnamed>"
+
+
+def _keeps_output_schema(tool: BoundTool, outcome: Mapping[str, Any]) -> bool:
+    """Whether a result satisfies the tool's declared output schema: a successful result
+    of such a tool must carry structured content that the schema admits (clients check
+    it, and refuse the result otherwise); an error result need not."""
+    if tool.output is None or outcome.get("isError") is True:
+        return True
+    return tool.output.admits(outcome.get("structuredContent"))
 
 
 def declares_url_elicitation(capabilities: object) -> bool:
@@ -664,15 +735,15 @@ class Dispatcher:
                 outcome = await self._workers.run(tool, arguments)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
-            return self._failure(tool, type(exc).__name__, exc)
+            return self._failure(tool, _type_name(exc), exc)
         except BaseException as exc:
             # A handler may also raise what no tool should: SystemExit, its own
             # BaseException, a CancelledError nobody asked for. Only this request's own
             # cancellation (the server stopping, a cancelled stdio request) goes on up.
             if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
                 raise
-            return self._failure(tool, type(exc).__name__, exc)
-        if not _is_call_result(outcome):
+            return self._failure(tool, _type_name(exc), exc)
+        if not _is_call_result(outcome) or not _keeps_output_schema(tool, outcome):
             return self._failure(tool, "invalid_result", None)
         return dict(outcome)
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from mymcp._strictjson import holds_lone_surrogate
+
 __all__ = [
     "MALFORMED",
     "MAX_BODY_BYTES",
@@ -164,14 +166,20 @@ _encode_reply = _reply_encoder()
 
 
 def encode_json(payload: Mapping[str, Any]) -> bytes:
-    """The one encoding of every JSON reply.
+    """The one encoding of every JSON reply: pure ASCII, with `\\u` escapes.
 
-    Pure ASCII with `\\u` escapes: a string holding a lone surrogate (which a plugin can
-    produce, for example from a file name) is escaped like any other character instead
-    of failing to encode. Raises TypeError, ValueError or RecursionError only for values
-    no request can produce, such as a plugin result holding NaN or a non-JSON object.
+    Raises TypeError, ValueError or RecursionError only for values no request can
+    produce: a plugin result holding NaN, a non-JSON object, or a string that is no
+    Unicode text (a lone surrogate, which a plugin can make from a file name). The
+    escape of a lone surrogate is valid JSON syntax, but clients refuse the whole reply
+    for it, so it is refused here, where the reply can still become a clear error.
     """
-    return _encode_reply(payload).encode("ascii")
+    text = _encode_reply(payload)
+    # The encoder writes every surrogate as a lowercase escape: most replies hold none,
+    # and are passed by one substring search.
+    if "\\ud" in text and holds_lone_surrogate(text, payload):
+        raise ValueError("a string holds a lone surrogate")
+    return text.encode("ascii")
 
 
 async def send_json(

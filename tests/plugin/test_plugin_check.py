@@ -211,6 +211,91 @@ def test_a_manifest_whose_names_cannot_collide_needs_no_configuration(
     assert "manifest OK" in out
 
 
+# -- tool definitions, judged as the start judges them ---------------------------------------
+
+# Appended to the fixture module: its tools' definitions, changed by `CHANGE`.
+_CHANGED_DEFINITIONS = """
+import dataclasses
+
+_unchanged = mymcp_plugin_v1
+
+
+def mymcp_plugin_v1():
+    adapter = _unchanged()
+    tools = tuple(
+        dataclasses.replace(t, tool=CHANGE(dict(t.tool))) for t in adapter.contribution.tools
+    )
+    return PluginAdapter(adapter.definition, dataclasses.replace(adapter.contribution, tools=tools))
+
+
+def CHANGE(tool):
+{change}
+    return tool
+"""
+
+
+def _changed_plugin(workspace: Workspace, change: str) -> PluginDeclaration:
+    extra = _CHANGED_DEFINITIONS.format(change=change)
+    declaration = workspace.plugin("changed", extra=extra)
+    _declare(workspace, declaration, "namespaced")
+    return declaration
+
+
+def _start_failure(workspace: Workspace) -> ExternalPluginLoadError | None:
+    configuration = load_host_configuration()
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    try:
+        build_runtime(configuration, mnemosyne)
+    except ExternalPluginLoadError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        '    del tool["description"]',
+        '    tool["outputSchema"] = "garbage"',
+        '    tool["outputSchema"] = {"type": "string"}',
+        '    tool["icons"] = "nope"',
+        '    tool["inputSchema"] = {"type": "object", "properties": {"a": {"pattern": "("}}}',
+    ],
+    ids=["no-description", "output-garbage", "output-string", "icons", "input-uncompilable"],
+)
+def test_a_definition_the_start_refuses_fails_the_check_with_the_same_line(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], change: str
+) -> None:
+    declaration = _changed_plugin(workspace, change)
+    refusal = _start_failure(workspace)
+    assert refusal is not None
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert status == 1
+    assert "module OK" not in out
+    assert f"mymcp: error: {refusal}" in err.splitlines()
+    assert "changed:tool:tool_0" in err  # the line names the plugin's tool
+
+
+def test_a_tool_without_an_input_schema_passes_as_it_starts(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The start publishes a schema that takes no arguments; the check agrees.
+    declaration = _changed_plugin(workspace, '    del tool["inputSchema"]')
+    assert _start_failure(workspace) is None
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert (status, err) == (0, "")
+    assert "module OK" in out
+
+
+def test_a_plugin_with_the_bundled_plugins_id_fails_the_check(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    declaration = workspace.plugin("mnemosyne")
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert status == 1
+    assert "manifest OK" not in out
+    assert "code=bundled_plugin_conflict" in err
+
+
 # -- numbers JSON cannot hold --------------------------------------------------------------
 
 

@@ -159,6 +159,53 @@ def test_tool_without_description_is_refused() -> None:
     assert caught.value.code == "invalid_tool_definition"
 
 
+# What an MCP client's own check refuses in a tool definition (one such tool makes an
+# SDK client refuse the whole tool list), and the code the host refuses it with.
+MALFORMED_DEFINITIONS = {
+    "output_not_object": ({"outputSchema": "garbage"}, "invalid_output_schema"),
+    "output_of_a_string": ({"outputSchema": {"type": "string"}}, "invalid_output_schema"),
+    "output_uncompilable": (
+        {"outputSchema": {"type": "object", "properties": {"a": {"pattern": "("}}}},
+        "invalid_output_schema",
+    ),
+    "output_meta_invalid": (
+        {"outputSchema": {"type": "object", "required": "a"}},
+        "invalid_output_schema",
+    ),
+    "icons_not_a_list": ({"icons": "nope"}, "invalid_tool_definition"),
+    "icon_without_src": ({"icons": [{"mimeType": "image/png"}]}, "invalid_tool_definition"),
+    "icon_sizes": ({"icons": [{"src": "a.png", "sizes": "48x48"}]}, "invalid_tool_definition"),
+    "icon_theme": ({"icons": [{"src": "a.png", "theme": "blue"}]}, "invalid_tool_definition"),
+    "icon_mime": ({"icons": [{"src": "a.png", "mimeType": 5}]}, "invalid_tool_definition"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_DEFINITIONS))
+def test_a_definition_clients_would_refuse_is_refused_naming_the_tool(case: str) -> None:
+    extra, code = MALFORMED_DEFINITIONS[case]
+    good = tool("alpha", "one")
+    broken = dataclasses.replace(good, tool={**good.tool, **extra})
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(contribution("alpha", broken))
+    assert caught.value.code == code
+    assert "'alpha__one' (alpha:tool:one)" in str(caught.value)
+
+
+def test_well_formed_icons_and_output_schema_are_published_as_given() -> None:
+    good = tool("alpha", "one")
+    icons = [{"src": "https://example.com/a.png", "mimeType": "image/png", "sizes": ["48x48"]}]
+    output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    extended = dataclasses.replace(good, tool={**good.tool, "icons": icons, "outputSchema": output})
+    bound = _compose(contribution("alpha", extended)).registry.get("alpha__one")
+    published = bound.published()
+    assert published["icons"] == icons
+    assert published["outputSchema"] == output
+    assert bound.output is not None
+    assert bound.output.admits({"n": 1})
+    assert not bound.output.admits({"n": "1"})
+    assert not bound.output.admits(None)
+
+
 def test_each_bound_tool_carries_its_origin_effects_and_consent() -> None:
     runtime = _compose(
         contribution("alpha", tool("alpha", "one", effects=DESTRUCTIVE, consent=Consent.PER_CALL))

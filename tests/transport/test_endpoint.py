@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import re
@@ -408,7 +409,35 @@ MISBEHAVING = {
         lambda arguments: {"content": [], "structuredContent": [1]},
         "invalid_result",
     ),
+    "text_without_text": (lambda arguments: {"content": [{"type": "text"}]}, "invalid_result"),
+    "image_without_data": (
+        lambda arguments: {"content": [{"type": "image", "mimeType": "image/png"}]},
+        "invalid_result",
+    ),
+    "unknown_block": (
+        lambda arguments: {"content": [{"type": "video", "data": "x"}]},
+        "invalid_result",
+    ),
+    "resource_without_body": (
+        lambda arguments: {"content": [{"type": "resource", "resource": {"uri": "x:1"}}]},
+        "invalid_result",
+    ),
+    # A class name is plugin text too: one that would forge a log line is not written.
+    "forged_type_name": (
+        _raising(type("Evil\nERROR fake_line secret=/home/x", (Exception,), {})()),
+        "<unnamed>",
+    ),
 }
+
+# Results every client reads: each kind of content block MCP defines.
+WELL_FORMED_BLOCKS = [
+    {"type": "text", "text": "x"},
+    {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+    {"type": "audio", "data": "aGk=", "mimeType": "audio/wav"},
+    {"type": "resource_link", "uri": "file:///x", "name": "x"},
+    {"type": "resource", "resource": {"uri": "file:///x", "text": "x"}},
+    {"type": "resource", "resource": {"uri": "file:///x", "blob": "aGk="}},
+]
 
 
 @pytest.mark.parametrize("name", sorted(MISBEHAVING))
@@ -436,6 +465,53 @@ def test_a_handler_that_raises_anything_or_answers_no_tool_result_is_an_error_re
     assert failure.getMessage().endswith(f"tool=rt__{name} error_type={error_type}")
     assert "secret" not in reply.text
     assert "secret" not in caplog.text
+
+
+def test_every_kind_of_content_block_reaches_the_client(caplog: pytest.LogCaptureFixture) -> None:
+    answer = {"content": WELL_FORMED_BLOCKS}
+    plugin = contribution("rt", tool("rt", "blocks", lambda arguments: answer))
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
+    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
+    with TestClient(app, base_url=BASE) as client:
+        headers = session_headers(initialize(client))
+        reply = client.post("/mcp", json=rpc("tools/call", {"name": "rt__blocks"}), headers=headers)
+    assert reply.json()["result"]["content"] == WELL_FORMED_BLOCKS
+    assert "tool_failure" not in caplog.text
+
+
+def _with_output_schema(handler: Any) -> Any:
+    declared = tool("rt", "counted", handler)
+    output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    return dataclasses.replace(declared, tool={**declared.tool, "outputSchema": output})
+
+
+@pytest.mark.parametrize(
+    ("answer", "delivered"),
+    [
+        ({"content": [], "structuredContent": {"n": 1}}, True),
+        ({"content": [], "structuredContent": {"n": "one"}}, False),
+        ({"content": [{"type": "text", "text": "no structure"}]}, False),
+        # An error result need not keep the schema: clients do not check it either.
+        ({"content": [{"type": "text", "text": "failed"}], "isError": True}, True),
+    ],
+)
+def test_a_result_that_breaks_its_output_schema_never_reaches_the_client(
+    caplog: pytest.LogCaptureFixture, answer: dict[str, Any], delivered: bool
+) -> None:
+    plugin = contribution("rt", _with_output_schema(lambda arguments: answer))
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
+    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
+    with TestClient(app, base_url=BASE) as client:
+        headers = session_headers(initialize(client))
+        call = rpc("tools/call", {"name": "rt__counted"})
+        result = client.post("/mcp", json=call, headers=headers).json()["result"]
+    if delivered:
+        assert result == answer
+    else:
+        assert result["structuredContent"]["code"] == "internal_error"
+        assert "tool=rt__counted error_type=invalid_result" in caplog.text
 
 
 def test_failing_tool_traceback_only_at_debug_level(client, caplog) -> None:

@@ -438,10 +438,16 @@ def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns(
         release.wait()
         return structured_result({})
 
-    slow = contribution("slow", tool("slow", "stuck", stuck), tool("slow", "quick"))
-    registry = compose_runtime([slow], external_bindings(slow), server_version="0.1.0").registry
+    # The next call is another plugin's: its own plugin's share is not what holds it back.
+    slow, other = (
+        contribution("slow", tool("slow", "stuck", stuck)),
+        contribution("other", tool("other", "quick")),
+    )
+    registry = compose_runtime(
+        [slow, other], external_bindings(slow, other), server_version="0.1.0"
+    ).registry
     limits = _WorkerLimits(1, 1)
-    hung, quick = registry.get("slow__stuck"), registry.get("slow__quick")
+    hung, quick = registry.get("slow__stuck"), registry.get("other__quick")
     assert hung is not None
     assert quick is not None
     results: list[object] = []
@@ -466,6 +472,44 @@ def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns(
 
     anyio.run(scenario)
     assert len(results) == 1
+
+
+def test_one_plugins_hung_handlers_leave_the_other_plugins_thread_places() -> None:
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.release()
+        release.wait()
+        return structured_result({})
+
+    hanging = contribution("hanging", tool("hanging", "stuck", stuck))
+    other = contribution("other", tool("other", "quick"))
+    registry = compose_runtime(
+        [hanging, other], external_bindings(hanging, other), server_version="0.1.0"
+    ).registry
+    hung, quick = registry.get("hanging__stuck"), registry.get("other__quick")
+    assert hung is not None
+    assert quick is not None
+    limits = _WorkerLimits(4, 4)  # four read-only places: two for any one plugin
+    answered: list[object] = []
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(limits.run, hung, {})
+            for _ in range(2):
+                await to_thread.run_sync(entered.acquire)
+            await anyio.wait_all_tasks_blocked()
+            # Two handlers hang in their plugin's two places; the third call waits for one.
+            assert limits._share(hung).statistics().tasks_waiting == 1
+            assert limits._limiter(True).borrowed_tokens == 2
+            # Another plugin's calls still run, in the places left.
+            for _ in range(2):
+                answered.append(await limits.run(quick, {"text": "x"}))
+            release.set()
+
+    anyio.run(scenario)
+    assert len(answered) == 2
 
 
 def test_end_of_input_drops_a_request_whose_handler_never_returns(

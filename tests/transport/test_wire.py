@@ -187,14 +187,34 @@ def test_an_unencodable_tool_result_is_an_internal_error_for_that_request(
     assert _only_session_still_works(client, session)
 
 
-def test_a_lone_surrogate_in_a_tool_result_is_escaped(result_client) -> None:
+def test_a_lone_surrogate_in_a_tool_result_is_an_internal_error(
+    result_client, caplog: pytest.LogCaptureFixture
+) -> None:
     # A plugin can produce one (for example a file name decoded with surrogateescape).
+    # Its escape is JSON syntax, but no text: clients refuse the whole reply for it.
     client = result_client({"content": [{"type": "text", "text": "name-\udcff"}]})
     session = initialize(client)
     call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}})
     response = client.post("/mcp", json=call, headers=session_headers(session))
     assert response.status_code == 200
-    assert b"name-\\udcff" in response.content
+    assert response.json()["error"]["code"] == -32603
+    assert b"udcff" not in response.content
+    assert "reply_unencodable" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["emoji \U0001f600 and \U0010ffff", "a backslash before ud800: \\ud800", "\\\\udfff"],
+)
+def test_paired_surrogates_and_backslashes_in_a_tool_result_reach_the_client(
+    result_client, text: str
+) -> None:
+    client = result_client({"content": [{"type": "text", "text": text}]})
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}})
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.json()["result"]["content"] == [{"type": "text", "text": text}]
+    assert response.content.isascii()
 
 
 def test_initialize_reply_is_encoded_before_its_session_exists(make_client, monkeypatch) -> None:
