@@ -52,6 +52,13 @@ def check_command(args: argparse.Namespace) -> int:
         print("policy: none (every principal may call every tool)")
     else:
         print(f"policy: default {policy.default}, {len(policy.rules)} rule(s)")
+    approvals = host.governance.approvals
+    if approvals is None:
+        print("approval: none (no call waits for a person)")
+    else:
+        names = [name for name in host.runtime.registry.names if name in approvals.required]
+        ttl = configuration.approval.ttl_seconds
+        print(f"approval: {', '.join(names)} (in the console; an approval expires after {ttl} s)")
     if directory is None:
         print("audit: off")
     else:

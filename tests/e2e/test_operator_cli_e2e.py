@@ -76,12 +76,24 @@ def test_check_reports_what_it_composed(sandbox: Sandbox) -> None:
         "tools: list_tools, memory_recall, memory_list, memory_inspect",
         "authentication: anonymous allowed; no adapter enabled",
         "policy: none (every principal may call every tool)",
+        "approval: none (no call waits for a person)",
         f"audit: on, {audit} (created at first start)",
         f"memory: {sandbox.memory_root} (absent; created by the first remember)",
         "mymcp: check OK",
     ]
     assert not sandbox.memory_root.exists()
     assert not audit.exists()  # check never creates files
+
+
+def test_check_names_the_tools_that_wait_for_approval(sandbox: Sandbox) -> None:
+    approval = '[approval]\ntools = ["memory_list", "memory_recall"]\nttl_seconds = 120\n'
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + approval)
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    assert (
+        "approval: memory_recall, memory_list (in the console; an approval expires after 120 s)"
+        in checked.stdout.splitlines()
+    )
 
 
 def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -> None:
