@@ -3,9 +3,10 @@
 Validation order: compact-JWS shape, JOSE header, key lookup, signature, payload JSON,
 required claims, issuer and audience, times, subject. An unknown kid refetches the JWKS
 at most once per 60 s, and only for a token whose still-unverified claims would pass, so
-junk tokens cannot use up the budget a real key rotation needs. Shape, header-JSON and
-missing-claim problems are `malformed`; everything else is `rejected`. The signature is
-checked before the payload is trusted.
+junk tokens cannot use up the budget a real key rotation needs; while a download runs,
+only a few more such requests wait for it and the rest are rejected at once. Shape,
+header-JSON and missing-claim problems are `malformed`; everything else is `rejected`.
+The signature is checked before the payload is trusted.
 
 Scopes come from `scope` (space-separated, RFC 8693/9068) or `scp` (a string or a list,
 as several providers send it). Entries that are not RFC 6749 scope tokens are ignored,
@@ -37,15 +38,21 @@ from mymcp.auth._encoding import (
 )
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
 from mymcp.auth._principal import AuthFailure, Identity, is_valid_subject
+
+# The scope-token rule lives with the configuration grammar, so a policy can name only
+# scopes that authentication keeps.
+from mymcp.config import is_scope_token
 from mymcp.errors import DiscoveryError
 
 __all__ = [
     "CLOCK_SKEW_SECONDS",
+    "MAX_REFETCH_WAITERS",
     "OAUTH_JWT_TYPE",
     "REFETCH_INTERVAL_SECONDS",
     "Clock",
     "OAuthJwtAdapter",
     "SystemClock",
+    "is_scope_token",
     "project_subject",
     "token_scopes",
 ]
@@ -53,6 +60,12 @@ __all__ = [
 OAUTH_JWT_TYPE = "oauth-jwt-jwks-v1"
 CLOCK_SKEW_SECONDS = 30
 REFETCH_INTERVAL_SECONDS = 60.0
+# A request waiting for a key download holds one of the server's few request slots for as
+# long as the download takes (up to 15 s from a slow issuer), and a token that gets this
+# far needs no secret, only the public issuer and audience. So only a handful may wait;
+# the rest are refused at once, as a token naming an unknown key is, and cannot crowd out
+# requests whose keys are already known.
+MAX_REFETCH_WAITERS = 4
 MAX_SEGMENT_CHARACTERS = 4096
 REQUIRED_CLAIMS = ("iss", "aud", "sub", "exp", "iat")
 ACCEPTED_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})  # media types: no case
@@ -88,17 +101,6 @@ def project_subject(issuer: str, sub: str) -> str:
 
 
 MAX_SCOPES = 64
-MAX_SCOPE_LENGTH = 128
-
-
-def is_scope_token(value: str) -> bool:
-    # RFC 6749 scope-token: printable ASCII except space, double quote and backslash.
-    return (
-        0 < len(value) <= MAX_SCOPE_LENGTH
-        and value.isascii()
-        and value.isprintable()
-        and not any(char in value for char in ' "\\')
-    )
 
 
 def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
@@ -110,7 +112,7 @@ def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
             raw.extend(value.split(" "))
         elif isinstance(value, list):
             raw.extend(value)
-    scopes = [item for item in raw if isinstance(item, str) and is_scope_token(item)]
+    scopes = [item for item in raw if is_scope_token(item)]
     return frozenset(scopes[:MAX_SCOPES])
 
 
@@ -172,28 +174,39 @@ class OAuthJwtAdapter:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = asyncio.Lock()
         self._last_refetch: float | None = None
+        self._refetch_callers = 0  # the request downloading and those waiting for it
 
     async def _refetched_key(self, kid: str) -> VerificationKey | None:
-        """Refetch the JWKS for an unknown kid, at most once per 60 s."""
-        async with self._lock:
-            key = self._keys.get(kid)  # a concurrent refetch may have brought it
-            if key is not None:
-                return key
-            now = self._clock.monotonic()
-            if (
-                self._last_refetch is not None
-                and now - self._last_refetch < REFETCH_INTERVAL_SECONDS
-            ):
-                return None
-            self._last_refetch = now
-            try:
-                # Given up on, not waited for, when the request is cancelled (the server
-                # is stopping): the download has its own deadline and ends by itself.
-                fetched = await to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
-                self._keys = fetched
-            except DiscoveryError:
-                return None  # keep serving with the keys we already trust
-            return self._keys.get(kid)
+        """Refetch the JWKS for an unknown kid, at most once per 60 s.
+
+        While a download runs, at most `MAX_REFETCH_WAITERS` further requests wait for it;
+        any more get None at once, as when the refetch window has not elapsed.
+        """
+        if self._refetch_callers > MAX_REFETCH_WAITERS:
+            return None
+        self._refetch_callers += 1
+        try:
+            async with self._lock:
+                return await self._refetch_locked(kid)
+        finally:
+            self._refetch_callers -= 1
+
+    async def _refetch_locked(self, kid: str) -> VerificationKey | None:
+        key = self._keys.get(kid)  # a concurrent refetch may have brought it
+        if key is not None:
+            return key
+        now = self._clock.monotonic()
+        if self._last_refetch is not None and now - self._last_refetch < REFETCH_INTERVAL_SECONDS:
+            return None
+        self._last_refetch = now
+        try:
+            # Given up on, not waited for, when the request is cancelled (the server is
+            # stopping): the download has its own deadline and ends by itself.
+            fetched = await to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
+            self._keys = fetched
+        except DiscoveryError:
+            return None  # keep serving with the keys we already trust
+        return self._keys.get(kid)
 
     async def authenticate(self, payload: str) -> Identity | AuthFailure:
         parts = _split_compact(payload)

@@ -47,6 +47,7 @@ class RoutedAdapter:
 
 
 BEARER_SCHEME: Final = "bearer"
+_NO_ERROR_CODE: Final = frozenset({AuthFailure.NO_EVIDENCE, AuthFailure.UNSUPPORTED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +144,14 @@ class Authenticator:
 
         Only an enabled OAuth adapter has a challenge: `WWW-Authenticate: Bearer` naming
         the protected-resource metadata URL, plus `error="invalid_token"` when the client
-        actually sent a token (RFC 6750 says to omit the error when no credential came).
+        actually sent a token. A credential in a scheme we do not take (`Basic`, `DPoP`)
+        is no bearer token to call invalid: RFC 6750 answers it, like a request with no
+        credential, with the bare challenge that tells the client how to authenticate.
         """
         if self._oauth is None:
             return {}
         value = f'Bearer resource_metadata="{self._oauth.metadata_url}"'
-        if token_presented and failure is not AuthFailure.NO_EVIDENCE:
+        if token_presented and failure not in _NO_ERROR_CODE:
             value += ', error="invalid_token"'
         return {"WWW-Authenticate": value}
 

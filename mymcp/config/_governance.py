@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from mymcp.config._grammar import (
+    MAX_SCOPE_LENGTH,
     MAX_SUBJECT_BYTES,
     MAX_SUBJECT_CODE_POINTS,
     is_safe_absolute_path,
+    is_scope_token,
     is_valid_subject,
 )
 from mymcp.errors import ConfigurationError, found, shown
@@ -149,9 +151,15 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
             f"{shown(text)} can never match: a subject is at most {MAX_SUBJECT_CODE_POINTS} "
             "characters of visible text, in Unicode's composed form (NFC)",
         )
-    if kind == "scope" and any(char in stem for char in ' "\\'):
+    # Authentication drops every scope that is not a scope token, so such a selector matches
+    # no token, and the step-up 403 asking for it would send a client round in a loop. A
+    # prefix starts some kept scope only if it is itself one.
+    if kind == "scope" and stem and not is_scope_token(stem):
         raise ConfigurationError.at(
-            "policy_invalid_principal", where, f"{shown(text)} is not an OAuth scope token"
+            "policy_invalid_principal",
+            where,
+            f"{shown(text)} is not an OAuth scope token: at most {MAX_SCOPE_LENGTH} "
+            "printable ASCII characters other than space, '\"' and '\\'",
         )
     return PrincipalSelector(text, kind, stem, prefix)  # type: ignore[arg-type]
 

@@ -12,6 +12,7 @@ __all__ = [
     "BUNDLED_PLUGIN_ID",
     "MAX_AUTHENTICATION_ADAPTERS",
     "MAX_CONFIGURATION_BYTES",
+    "MAX_SCOPE_LENGTH",
     "MAX_SESSION_LIFETIME_SECONDS",
     "MAX_SUBJECT_BYTES",
     "MAX_SUBJECT_CODE_POINTS",
@@ -22,6 +23,7 @@ __all__ = [
     "is_issuer",
     "is_module_name",
     "is_safe_absolute_path",
+    "is_scope_token",
     "is_valid_subject",
 ]
 
@@ -34,6 +36,7 @@ OPERATOR_BEARER_ADAPTER_TYPE: Final = "operator-bearer-v1"
 OAUTH_JWT_ADAPTER_TYPE: Final = "oauth-jwt-jwks-v1"
 MAX_SUBJECT_CODE_POINTS: Final = 256
 MAX_SUBJECT_BYTES: Final = 1024
+MAX_SCOPE_LENGTH: Final = 128
 
 
 def is_valid_subject(subject: object) -> TypeGuard[str]:
@@ -53,6 +56,20 @@ def is_valid_subject(subject: object) -> TypeGuard[str]:
     if len(subject.encode("utf-8")) > MAX_SUBJECT_BYTES:
         return False
     return unicodedata.is_normalized("NFC", subject)
+
+
+def is_scope_token(value: object) -> TypeGuard[str]:
+    """Whether authentication keeps `value` as one of a token's scopes (and so whether a
+    policy may name it): an RFC 6749 scope token of 1-128 characters, that is printable
+    ASCII other than space, double quote and backslash.
+    """
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_SCOPE_LENGTH
+        and value.isascii()
+        and value.isprintable()
+        and not any(char in value for char in ' "\\')
+    )
 
 
 _ROUTE_TOKEN: Final = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

@@ -41,9 +41,22 @@ class JsonDocument:
         if method not in _DOCUMENT_METHODS:
             await send_empty(send, 405, {"allow": ", ".join(_DOCUMENT_METHODS)})
         elif method == "HEAD":
-            await send_empty(send, 200, {"content-type": "application/json", **self._headers})
+            # The very headers GET sends, Content-Length included (a HEAD reply may carry a
+            # length only if it is the one GET would send), and no body.
+            await send_encoded(_without_body(send), 200, self._body, self._headers)
         else:
             await send_encoded(send, 200, self._body, self._headers)
+
+
+def _without_body(send: Send) -> Send:
+    """`send`, with every body chunk emptied and the response headers left alone."""
+
+    async def headers_only(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return headers_only
 
 
 class HostApplication:

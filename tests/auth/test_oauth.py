@@ -95,6 +95,27 @@ def test_protected_resource_metadata_and_challenge(auth: Authenticator) -> None:
     assert run(auth.authenticate([])) is AuthFailure.NO_EVIDENCE
 
 
+@pytest.mark.parametrize("scheme", ["Basic", "DPoP"])
+def test_an_unsupported_scheme_gets_the_challenge_without_an_error(
+    auth: Authenticator, ec_key: ec.EllipticCurvePrivateKey, scheme: str
+) -> None:
+    # RFC 6750: a request that does not use a method we take is told how to authenticate,
+    # as one without credentials is, not that its (non-bearer) token is invalid.
+    credential = b64(b"alice:secret") if scheme == "Basic" else mint(ec_key, alg="ES256", kid="ec")
+    outcome = run(auth.authenticate([f"{scheme} {credential}"]))
+    assert outcome is AuthFailure.UNSUPPORTED
+    url = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
+    assert auth.challenge_headers(outcome, token_presented=True) == {
+        "WWW-Authenticate": f'Bearer resource_metadata="{url}"'
+    }
+    # A bearer token that fails is judged, and its refusal says so.
+    refused = run(auth.authenticate([f"Bearer {b64(b'alice:secret')}"]))
+    assert refused is AuthFailure.MALFORMED
+    assert auth.challenge_headers(refused, token_presented=True) == {
+        "WWW-Authenticate": f'Bearer resource_metadata="{url}", error="invalid_token"'
+    }
+
+
 @pytest.mark.parametrize("typ", [None, "JWT", "jwt", "at+jwt", "application/at+jwt", "AT+JWT"])
 def test_accepted_typ(
     auth: Authenticator, ec_key: ec.EllipticCurvePrivateKey, typ: str | None

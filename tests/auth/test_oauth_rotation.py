@@ -1,13 +1,18 @@
-"""Key rotation: an unknown kid refetches the JWKS at most once per 60 s (injected clock)."""
+"""Key rotation: an unknown kid refetches the JWKS at most once per 60 s (injected clock),
+and only a few requests may wait for a download that is running."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from dataclasses import dataclass, field
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from mymcp.auth import Authenticator, AuthFailure, Principal, build_authenticator
+from mymcp.auth._oauth import MAX_REFETCH_WAITERS
 from tests.auth.helpers import (
     JWKS_URI,
     SERVER,
@@ -100,7 +105,8 @@ def test_concurrent_unknown_kids_share_one_refetch(
     token = mint(ec_key, alg="ES256", kid="fresh")
 
     async def many() -> list[Principal | AuthFailure]:
-        return await asyncio.gather(*(auth.authenticate([f"Bearer {token}"]) for _ in range(8)))
+        requests = (auth.authenticate([f"Bearer {token}"]) for _ in range(1 + MAX_REFETCH_WAITERS))
+        return await asyncio.gather(*requests)
 
     outcomes = asyncio.run(many())
     assert all(isinstance(outcome, Principal) for outcome in outcomes)
@@ -126,4 +132,98 @@ def test_tokens_with_failing_claims_do_not_spend_the_refetch_budget(
     assert idp.count(JWKS_URI) == 1
     # A genuine rotation right after the junk is still picked up at once.
     assert isinstance(check(auth, mint(rsa_key_2, alg="RS256", kid="new")), Principal)
+    assert idp.count(JWKS_URI) == 2
+
+
+@dataclass
+class SlowIssuer(FakeIssuer):
+    """Once `hold` is set, each key download blocks until the test sets `release`."""
+
+    hold: bool = False
+    downloading: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if self.hold and str(request.url) == self.jwks_uri:
+            self.downloading.set()
+            self.release.wait(timeout=10)  # only bounds a broken test; the test sets it
+        return super().handle(request)
+
+
+def test_only_a_few_requests_wait_for_a_running_download(
+    rsa_key: rsa.RSAPrivateKey, ec_key: ec.EllipticCurvePrivateKey
+) -> None:
+    # Forged tokens naming an unknown key need no secret; if each could wait for a slow
+    # download, they would take up every request slot the server has.
+    idp = SlowIssuer(keys=[public_jwk(rsa_key, "old")])
+    clock = FakeClock()
+    auth = build_authenticator(
+        oauth_settings(), SERVER, http_client_factory=idp.factory(), clock=clock
+    )
+    idp.keys.append(public_jwk(ec_key, "fresh"))
+    idp.hold = True
+    fresh = [f"Bearer {mint(ec_key, alg='ES256', kid='fresh')}"]
+    known = [f"Bearer {mint(rsa_key, alg='RS256', kid='old')}"]
+
+    async def scenario() -> None:
+        first = asyncio.create_task(auth.authenticate(fresh))
+        assert await asyncio.to_thread(idp.downloading.wait, 10)
+        waiting = [
+            asyncio.create_task(auth.authenticate(fresh)) for _ in range(MAX_REFETCH_WAITERS)
+        ]
+        # Tasks run in the order they were made, so every waiter is queued on the
+        # download before these start; these are answered while it still runs.
+        refused = await asyncio.gather(*(auth.authenticate(fresh) for _ in range(3)))
+        assert refused == [AuthFailure.REJECTED] * 3
+        assert isinstance(await auth.authenticate(known), Principal)
+        assert not first.done()
+        assert not any(task.done() for task in waiting)
+        idp.release.set()
+        outcomes = await asyncio.gather(first, *waiting)
+        assert all(isinstance(outcome, Principal) for outcome in outcomes)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        idp.release.set()
+    assert idp.count(JWKS_URI) == 2
+    # The places in line were given back: the next rotation, a minute on, is seen again.
+    idp.hold = False
+    idp.keys.append(public_jwk(ec_key, "later"))
+    clock.mono += 60
+    assert isinstance(check(auth, mint(ec_key, alg="ES256", kid="later")), Principal)
+    assert idp.count(JWKS_URI) == 3
+
+
+def test_a_refusal_while_downloading_is_the_unknown_key_refusal(
+    rsa_key: rsa.RSAPrivateKey, ec_key: ec.EllipticCurvePrivateKey
+) -> None:
+    # One more than may wait is refused the same way as a token during the quiet minute
+    # after a download: a rejected token, not a different error a prober could tell apart.
+    idp = SlowIssuer(keys=[public_jwk(rsa_key, "old")])
+    auth = build_authenticator(
+        oauth_settings(), SERVER, http_client_factory=idp.factory(), clock=FakeClock()
+    )
+    idp.hold = True
+    unknown = [f"Bearer {mint(ec_key, alg='ES256', kid='nowhere')}"]
+
+    async def scenario() -> tuple[Principal | AuthFailure, Principal | AuthFailure]:
+        first = asyncio.create_task(auth.authenticate(unknown))
+        assert await asyncio.to_thread(idp.downloading.wait, 10)
+        waiting = [
+            asyncio.create_task(auth.authenticate(unknown)) for _ in range(MAX_REFETCH_WAITERS)
+        ]
+        # A task, so that it starts after the waiters (tasks run in the order made).
+        during = await asyncio.create_task(auth.authenticate(unknown))
+        assert not first.done()  # answered while the download still runs
+        idp.release.set()
+        await asyncio.gather(first, *waiting)
+        after = await auth.authenticate(unknown)
+        return during, after
+
+    try:
+        during, after = asyncio.run(scenario())
+    finally:
+        idp.release.set()
+    assert during is after is AuthFailure.REJECTED
     assert idp.count(JWKS_URI) == 2

@@ -193,3 +193,18 @@ def test_oauth_challenge_and_metadata() -> None:
     }
     body["resource"] = "tampered"
     assert auth.protected_resource_metadata["resource"] == "http://127.0.0.1:8000/mcp"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("failure", list(AuthFailure))
+def test_only_a_bearer_credential_can_be_called_an_invalid_token(failure: AuthFailure) -> None:
+    # No credential and a credential in a scheme we do not take both get the bare
+    # challenge: there is no bearer token there to call invalid.
+    url = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
+    challenge = OAuthChallenge(url, "http://127.0.0.1:8000/mcp", "https://idp.example.com")
+    auth = authenticator(Recorder(), oauth=challenge)
+    bare = f'Bearer resource_metadata="{url}"'
+    expected = bare
+    if failure not in (AuthFailure.NO_EVIDENCE, AuthFailure.UNSUPPORTED):
+        expected += ', error="invalid_token"'
+    assert auth.challenge_headers(failure, token_presented=True) == {"WWW-Authenticate": expected}
+    assert auth.challenge_headers(failure, token_presented=False) == {"WWW-Authenticate": bare}

@@ -377,6 +377,19 @@ def test_documents_answer_their_own_origin(documents_client: TestClient, path: s
     assert documents_client.head(path, headers=own).status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/health", "/version", PROTECTED_RESOURCE_PATH])
+def test_head_on_a_document_sends_the_get_headers_without_the_body(
+    documents_client: TestClient, path: str
+) -> None:
+    # A HEAD reply may carry Content-Length only if it is the length GET would send.
+    got = documents_client.get(path)
+    head = documents_client.head(path)
+    assert head.status_code == 200
+    assert head.content == b""
+    assert int(head.headers["content-length"]) == len(got.content) > 0
+    assert head.headers.multi_items() == got.headers.multi_items()
+
+
 def test_unknown_paths_are_404(documents_client: TestClient) -> None:
     assert documents_client.get("/nope").status_code == 404
 
