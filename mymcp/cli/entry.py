@@ -14,7 +14,12 @@ from mymcp.cli.checks import check_command, plugin_command
 from mymcp.cli.governance import audit_command, auth_command, console_command, policy_command
 from mymcp.cli.parser import build_parser
 from mymcp.cli.serving import serve, stdio
-from mymcp.cli.terminal import EXIT_BROKEN_PIPE, EXIT_FAILURE, refused_log_environment
+from mymcp.cli.terminal import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILURE,
+    end_process,
+    refused_log_environment,
+)
 from mymcp.logs import LogSettings, configure_logging, log_settings
 
 
@@ -36,7 +41,12 @@ _COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `mymcp`."""
+    """Entry point of `mymcp`: the command's exit status, even when a plugin left a
+    thread behind that would keep the process from ending."""
+    return end_process(_run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     refusal = refused_log_environment(args)
     if refusal is not None:

@@ -4,15 +4,15 @@ ending the process cleanly however it is stopped."""
 from __future__ import annotations
 
 import argparse
-import atexit
+import errno
 import logging
 import os
+import socket
 import sys
-import threading
-import time
-from collections.abc import Sequence
+import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from mymcp import __version__
 from mymcp.cli.parser import build_parser, logging_options
@@ -20,15 +20,19 @@ from mymcp.cli.terminal import (
     EXIT_FAILURE,
     EXIT_OK,
     begin_logging,
+    end_process,
     fail,
     refused_log_environment,
     settle_logging,
 )
-from mymcp.errors import MyMCPError
+from mymcp.errors import ListenError, Location, MyMCPError
 from mymcp.logs import LogSettings, log_settings, uvicorn_log_config
 
 if TYPE_CHECKING:
-    from mymcp.transport import ConnectionLimits
+    from mymcp.config import ServerSettings
+    from mymcp.transport import ConnectionLimits, HostApplication
+
+_log = logging.getLogger("mymcp.host.listen")
 
 
 # How long a stopping process waits for plugin handlers still running on worker threads.
@@ -47,63 +51,180 @@ def serve(
     args: argparse.Namespace | None = None,
 ) -> int:
     """Build the host and serve it until interrupted or terminated (exit 0 either way);
-    exit 1 before binding on failure."""
+    exit 1 with one diagnostic line when it cannot start, having written nothing when
+    it cannot listen."""
     import signal
-
-    import uvicorn
 
     signal.signal(signal.SIGTERM, _leave_on_sigterm)
 
     from mymcp.app import create_host_app
+    from mymcp.config import load_host_configuration
     from mymcp.runtime.bootstrap import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     args = args or build_parser().parse_args([])
     logs = begin_logging(args)
     try:
-        host = build_host()
+        configuration = load_host_configuration()
     except MyMCPError as exc:
         settle_logging(logs, args)
         return fail(exc)
-    server = host.configuration.server
+    server = configuration.server
     settle_logging(logs, args, server)
-    app = create_host_app(host)
-    # Logging is configured above, so uvicorn must not install its own; the `mcp` logger
-    # already records each request, so its access log would only repeat it.
+    # Listen before the host is built: building it creates the audit log and other state,
+    # which a start that cannot even listen must not leave behind.
     try:
-        uvicorn.run(
-            app,
-            host=server.address,
-            port=server.port,
-            log_config=None,
-            access_log=False,
-            **(limits or DEFAULT_CONNECTION_LIMITS).uvicorn_options(),
-        )
-    except SystemExit as leaving:  # SIGTERM, once uvicorn has stopped serving
+        listener = _listen(server, configuration.source)
+    except ListenError as exc:
+        return fail(exc)
+    try:
+        host = build_host(configuration=configuration)
+    except MyMCPError as exc:
+        listener.close()
+        return fail(exc)
+    app = create_host_app(host)
+    return _serve_on(listener, app, server, limits or DEFAULT_CONNECTION_LIMITS)
+
+
+def _serve_on(
+    listener: socket.socket,
+    app: HostApplication,
+    server: ServerSettings,
+    limits: ConnectionLimits,
+) -> int:
+    """Serve `app` on the bound `listener` with uvicorn until a signal stops it."""
+    import uvicorn
+
+    class ListeningServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and sockets:
+                # uvicorn announces only the addresses it binds itself, and its
+                # "Uvicorn running on" line is what operators and supervisors wait for.
+                self._log_started_message(sockets)
+
+    # Logging is configured already, so uvicorn must not install its own; the `mcp` logger
+    # already records each request, so its access log would only repeat it.
+    config = uvicorn.Config(
+        app,
+        host=server.address,
+        port=server.port,
+        log_config=None,
+        access_log=False,
+        **limits.uvicorn_options(),
+    )
+    try:
+        ListeningServer(config).run(sockets=[listener])
+    except KeyboardInterrupt:  # Ctrl-C, once uvicorn has stopped serving
+        pass
+    except SystemExit as leaving:  # SIGTERM, likewise
         if leaving.code != EXIT_OK:
             raise
-    return _ending(EXIT_OK)
+    finally:
+        listener.close()
+    return end_process(EXIT_OK, _HANDLER_GRACE_SECONDS)
 
 
-def _ending(status: int) -> int:
-    """`status`, once nothing keeps the process from ending normally.
+def _listen(server: ServerSettings, source: Path | None) -> socket.socket:
+    """A socket listening on the configured address and port; or a `ListenError` naming
+    the address, the cause and the setting that chose the value (`source` is the
+    configuration file, None when there is none)."""
+    family = socket.AF_INET6 if ":" in server.address else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if os.name == "posix":
+            # As asyncio does for the sockets it binds: a restart need not wait until
+            # the connections of the previous run have timed out.
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        listener.bind((server.address, server.port))
+        # Listening at once claims the port even from a server that bound it and has
+        # not listened yet; uvicorn applies its own backlog when it starts serving.
+        listener.listen()
+    except OSError as exc:
+        listener.close()
+        error = _listen_error(exc, server, source)
+        _log.error(
+            "listen outcome=error code=%s address=%s port=%d",
+            error.code,
+            server.address,
+            server.port,
+        )
+        raise error from None
+    return listener
 
-    A plugin's synchronous handler that a cancelled call left running cannot be stopped
-    (it is a thread), and the interpreter would wait for it at exit for good. Such
-    threads get a moment to return; then the exit handlers run (the memory index
-    snapshot, the log) and the process ends without them.
-    """
-    current = threading.current_thread()
-    others = [t for t in threading.enumerate() if t is not current and not t.daemon]
-    deadline = time.monotonic() + _HANDLER_GRACE_SECONDS
-    for thread in others:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    running = sum(thread.is_alive() for thread in others)
-    if not running:
-        return status
-    logging.getLogger("mymcp").warning("exit outcome=handlers_left_running count=%d", running)
-    atexit._run_exitfuncs()
-    os._exit(status)
+
+# What each failure to listen means, and the key that chose the value to change.
+_LISTEN_FAULTS: Final[Mapping[int, tuple[str, str]]] = {
+    errno.EADDRINUSE: ("address_in_use", "port"),
+    errno.EADDRNOTAVAIL: ("address_unavailable", "address"),
+    errno.EACCES: ("address_not_permitted", "port"),
+    errno.EPERM: ("address_not_permitted", "port"),
+}
+
+
+def _listen_error(exc: OSError, server: ServerSettings, source: Path | None) -> ListenError:
+    """The operator's diagnostic for a socket that could not listen on `server`'s address
+    and port: the endpoint, the cause, and where the value to change is set (`source` is
+    the configuration file, None when there is none)."""
+    code, field = _LISTEN_FAULTS.get(exc.errno or 0, ("listen_failed", "port"))
+    address, port = server.address, server.port
+    endpoint = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    reason = exc.strerror or type(exc).__name__
+    if code == "address_in_use":
+        taken = f"{endpoint} is taken by another process (another MyMCP?)"
+        remedy = f"{taken}; stop it, or set another port"
+    elif code == "address_unavailable":
+        remedy = f"{address} is not an address of this machine ({reason}); set another address"
+    elif code == "address_not_permitted" and port < 1024:
+        refused = f"{endpoint} was refused ({reason}): ports below 1024 need privileges"
+        remedy = f"{refused}; set a port from 1024 up"
+    else:
+        remedy = f"{endpoint} was refused ({reason}); set another {field}"
+    key = f"server.{field}"
+    written = None if source is None else _written_at(source, key)
+    if written is not None:
+        return ListenError(code, location=written, detail=remedy)
+    # The value is a default: say so, and where the key that changes it goes.
+    setting = f"[server] {field}"
+    default = f"the default {address if field == 'address' else port} applies"
+    if source is not None:
+        detail = f"{remedy} with {setting} in this file (it is not set there, so {default})"
+        return ListenError(code, location=Location(source=str(source)), detail=detail)
+    path = _configuration_file()
+    detail = f"{remedy} with {setting} in {path} (there is no such file, so {default})"
+    return ListenError(code, detail=detail)
+
+
+def _written_at(source: Path, key: str) -> Location | None:
+    """Where `key` (`server.port`) is written in the configuration file `source`; None
+    when the file leaves it out and the default applies."""
+    from mymcp._safefile import read_safe_file
+    from mymcp.config import MAX_CONFIGURATION_BYTES, key_position
+
+    table, field = key.split(".")
+    try:
+        text = read_safe_file(source, max_bytes=MAX_CONFIGURATION_BYTES).decode("utf-8")
+        document = tomllib.loads(text)
+    except (MyMCPError, ValueError, RecursionError):
+        # It changed since the start read it: the file and the key path must do.
+        return Location(source=str(source), key=key)
+    settings = document.get(table)
+    if not isinstance(settings, dict) or field not in settings:
+        return None
+    position = key_position(text, key)
+    line, column = position if position is not None else (None, None)
+    return Location(source=str(source), key=key, line=line, column=column)
+
+
+def _configuration_file() -> str:
+    from mymcp.config import config_path
+
+    try:
+        return str(config_path())
+    except MyMCPError:
+        return "the configuration file"
 
 
 def stdio(args: argparse.Namespace) -> int:
@@ -130,7 +251,7 @@ def stdio(args: argparse.Namespace) -> int:
             return fail(exc)
         settle_logging(logs, args, host.configuration.server)
         anyio.run(serve_stdio, host, requests, replies)
-    return _ending(EXIT_OK)
+    return end_process(EXIT_OK, _HANDLER_GRACE_SECONDS)
 
 
 def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:

@@ -5,7 +5,13 @@ line on."""
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import logging
+import os
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 from mymcp.errors import ConfigurationError, MyMCPError
@@ -47,3 +53,29 @@ def fail(exc: MyMCPError) -> int:
     """Print the whole diagnostic: this is the operator's own terminal."""
     print(f"mymcp: error: {exc}", file=sys.stderr)
     return EXIT_FAILURE
+
+
+def end_process(status: int, grace_seconds: float = 0.0) -> int:
+    """`status`, once nothing keeps the process from ending normally.
+
+    A thread that is no daemon keeps the interpreter from exiting until it returns: a
+    plugin's handler that a cancelled call left running, or a thread a plugin started
+    when it was imported and never stops (a poller, say), which would leave even
+    `mymcp check` or a failed start hanging for good. Such threads get `grace_seconds`
+    to return; then the exit handlers run (the memory index snapshot, the log) and the
+    process ends without them.
+    """
+    current = threading.current_thread()
+    others = [t for t in threading.enumerate() if t is not current and not t.daemon]
+    deadline = time.monotonic() + grace_seconds
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = sum(thread.is_alive() for thread in others)
+    if not running:
+        return status
+    logging.getLogger("mymcp").warning("exit outcome=threads_left_running count=%d", running)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken stream: nothing to keep
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(status)

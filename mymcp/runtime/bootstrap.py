@@ -181,10 +181,14 @@ def build_host(
     home: Path | None = None,
     *,
     with_audit: bool = True,
+    configuration: HostConfiguration | None = None,
 ) -> Host:
     """Read configuration and settings, then compose the runtime, policy, authentication
-    and audit. `with_audit=False` leaves the audit directory untouched (for `check`)."""
-    configuration = load_host_configuration(environ, home)
+    and audit. `with_audit=False` leaves the audit directory untouched (for `check`);
+    `configuration` is the host configuration when the caller has loaded it already (the
+    launcher listens on its address before anything is built)."""
+    if configuration is None:
+        configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
     mnemosyne = create_mnemosyne(load_mnemosyne_settings(environ, home), environ=environ, home=home)
     runtime = build_runtime(configuration, mnemosyne)

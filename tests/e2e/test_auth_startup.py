@@ -1,4 +1,4 @@
-"""Authentication composition failures stop the real server before it binds (contract 2.3).
+"""Authentication composition failures stop the real server before it serves anything.
 
 Each case runs `mymcp` (serve) and `mymcp check`: both must exit non-zero with the stable
 code, bind nothing and never print a path from the sandbox.

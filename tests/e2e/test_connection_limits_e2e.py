@@ -299,4 +299,4 @@ def test_sigterm_stops_the_server_while_a_handler_never_returns(
     assert "Traceback" not in log
     assert "Exception in ASGI application" not in log
     assert "request_cancelled reason=server_stopping" in log
-    assert "outcome=handlers_left_running count=1" in log
+    assert "outcome=threads_left_running count=1" in log

@@ -96,6 +96,42 @@ def test_check_names_the_tools_that_wait_for_approval(sandbox: Sandbox) -> None:
     )
 
 
+# A plugin that starts a thread of its own when it is loaded and never stops it.
+_POLLING_MODULE = (
+    "import threading\n"
+    "threading.Thread(target=threading.Event().wait, name='poller').start()\n" + _WORKING_MODULE
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "status"),
+    [
+        (["check"], "", 0),
+        (["plugin", "check", "{manifest}", "--import", "polling_plugin"], "", 0),
+        # A start that fails after the plugin was loaded (a policy naming no tool).
+        (
+            [],
+            '[policy]\ndefault = "deny"\n[[policy.rules]]\nprincipals = ["*"]\n'
+            'allow = ["nothing_here"]\n',
+            1,
+        ),
+    ],
+    ids=["check", "plugin-check", "failed-start"],
+)
+def test_a_plugins_own_thread_never_keeps_a_command_from_ending(
+    sandbox: Sandbox, command: list[str], extra: str, status: int
+) -> None:
+    folder = _synthetic_plugin(sandbox, "polling", "polling_plugin", _POLLING_MODULE)
+    manifest = folder / "manifest.json"
+    config = sandbox.plugin_config("polling", manifest, "polling_plugin")
+    sandbox.write_config(config.replace("schema_version = 2", "schema_version = 8") + extra)
+    environment = sandbox.environ({"PYTHONPATH": str(folder)})
+    argv = [part.format(manifest=manifest) for part in command]
+    ended = run_cli(argv, environment, timeout=30)  # it used to wait for the thread for good
+    assert ended.returncode == status, ended.stderr
+    assert "outcome=threads_left_running count=1" in ended.stderr
+
+
 def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -> None:
     runner = Path(sys.executable).with_name("mymcp-test")
     ran = subprocess.run(
@@ -225,7 +261,7 @@ def test_plugin_check_import_fails_when_the_host_configuration_does_not_load(
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout.splitlines()[-1] == (
         "mymcp: module OK: ok_plugin; it matches its manifest (configuration: none) and every "
-        "tool schema compiles under JSON Schema 2020-12"
+        "tool definition is accepted, its schemas compiling under JSON Schema 2020-12"
     )
 
 

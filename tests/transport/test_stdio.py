@@ -594,7 +594,7 @@ def test_a_signal_ends_the_process_while_a_handler_never_returns(
     assert status == 0, text
     assert "Traceback" not in text, text
     assert "Fatal Python error" not in text, text
-    assert "outcome=handlers_left_running count=1" in text
+    assert "outcome=threads_left_running count=1" in text
     assert process.stdout.read() == b""  # the dropped call was never answered
 
 
