@@ -75,8 +75,9 @@ def test_an_invalid_schema_fails_the_check_and_the_startup(sandbox: Sandbox) -> 
         environment,
     )
     assert checked.returncode == 1
-    assert "mymcp: error: tool ping:" in checked.stderr
-    assert "code=schema_invalid" in checked.stderr
+    # The start's own code and words, naming the tool.
+    assert "(broken:tool:ping): the input schema breaks the JSON Schema 2020-12" in checked.stderr
+    assert "code=external_plugin_schema_invalid" in checked.stderr
     manifest = folder / "manifest.json"
     sandbox.write_config(sandbox.plugin_config("broken", manifest, "broken_plugin"))
     _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_schema_invalid")
