@@ -40,6 +40,7 @@ __all__ = [
     "holds_lone_surrogate",
     "load_message_json",
     "load_strict_json",
+    "nests_deeper_than",
 ]
 
 DEFAULT_MAX_DEPTH = 64
@@ -95,8 +96,9 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _depth_exceeds(document: object, limit: int) -> bool:
-    # Iterative on purpose: the point is to bound depth, so recursion would defeat it.
+def nests_deeper_than(document: object, limit: int) -> bool:
+    """Whether decoded JSON holds containers nested more than `limit` deep (walked
+    without recursion: the point is to bound depth)."""
     pending: list[tuple[object, int]] = [(document, 1)]
     while pending:
         value, depth = pending.pop()
@@ -240,7 +242,7 @@ def load_strict_json(
         raise StrictJsonError(StrictJsonReason.INVALID_JSON, exc.msg, position) from None
     except ValueError:  # an integer beyond the digit limit
         _refuse_number(text, StrictJsonReason.INVALID_JSON)
-    if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
+    if _could_exceed_depth(text, max_depth) and nests_deeper_than(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     if unicode_text and holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)
@@ -258,7 +260,7 @@ def load_message_json(data: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any
         document = _FAST_MESSAGE_DECODER.decode(data)
     except (msgspec.MsgspecError, RecursionError):
         return _load_message_exactly(data, max_depth)
-    if _could_exceed_depth_bytes(data, max_depth) and _depth_exceeds(document, max_depth):
+    if _could_exceed_depth_bytes(data, max_depth) and nests_deeper_than(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     return document
 
@@ -277,7 +279,7 @@ def _load_message_exactly(data: bytes, max_depth: int) -> Any:
         _fail(StrictJsonReason.TOO_DEEP)
     except ValueError:  # JSONDecodeError, or an integer beyond the digit limit
         _fail(StrictJsonReason.INVALID_JSON)
-    if _could_exceed_depth(text, max_depth) and _depth_exceeds(document, max_depth):
+    if _could_exceed_depth(text, max_depth) and nests_deeper_than(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     if holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)

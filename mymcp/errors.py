@@ -369,7 +369,7 @@ _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
             "MyMCP external plugins could not be composed with the host"
         ),
         "external_plugin_schema_invalid": (
-            "MyMCP external plugin publishes an input schema that is not valid JSON Schema 2020-12"
+            "MyMCP external plugin publishes a tool schema that is not valid JSON Schema 2020-12"
         ),
         "external_plugin_name_collision": (
             "MyMCP external plugin bound under local names would publish a tool name "

@@ -113,7 +113,11 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
         # No [[plugins]] entry may name it, so such a plugin could never be started.
         where = Location(source=str(manifest.absolute()), key="id")
         detail = f"'{BUNDLED_PLUGIN_ID}' is the bundled plugin; choose another id"
-        return fail(ConfigurationError("bundled_plugin_conflict", location=where, detail=detail))
+        message = "MyMCP plugin manifest uses the bundled plugin's id"
+        refusal = ConfigurationError(
+            "bundled_plugin_conflict", message, location=where, detail=detail
+        )
+        return fail(refusal)
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
     if module is not None:

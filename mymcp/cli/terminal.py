@@ -14,6 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from mymcp._escaping import escape_invisible
 from mymcp.errors import ConfigurationError, MyMCPError
 from mymcp.logs import LogSettings, StderrLines, configure_logging, log_settings
 
@@ -50,8 +51,10 @@ def refused_log_environment(args: argparse.Namespace) -> int | None:
 
 
 def fail(exc: MyMCPError) -> int:
-    """Print the whole diagnostic: this is the operator's own terminal."""
-    print(f"mymcp: error: {exc}", file=sys.stderr)
+    """Print the whole diagnostic: this is the operator's own terminal. On one line, as
+    it is read: a detail quoting a plugin's exception, or a path, may hold a line break
+    or a terminal control, which would otherwise forge a line of its own."""
+    print(f"mymcp: error: {escape_invisible(str(exc))}", file=sys.stderr)
     return EXIT_FAILURE
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -90,11 +91,25 @@ def _publish(
         title = name.replace("__", ": ").replace("_", " ")
     published: dict[str, Any] = {key: tool[key] for key in _PUBLISHED_KEYS if key in tool}
     published.update(name=name, title=title, description=description, inputSchema=schema)
+    if not _is_plain_text({key: published[key] for key in _TEXT_KEYS if key in published}):
+        raise invalid("the title, description or icons hold a string that is no Unicode text")
     published["annotations"] = _annotations(title, effects)
     return published
 
 
 _ICON_THEMES = ("light", "dark")
+# What a definition publishes besides its schemas (those are checked as they compile).
+_TEXT_KEYS = ("title", "description", "icons")
+
+
+def _is_plain_text(value: object) -> bool:
+    """Whether a value encodes as JSON text: no lone surrogate in any string, which
+    would make every tool list unreadable to clients."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _icons_problem(icons: object) -> str | None:

@@ -28,6 +28,8 @@ from typing import Any, Final, Literal
 
 import jsonschema_rs
 
+from mymcp._strictjson import nests_deeper_than
+
 __all__ = [
     "DRAFT_2020_12",
     "PORTABILITY_ROOT_KEYWORDS",
@@ -109,7 +111,8 @@ def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator |
             f"the {which} schema declares a $schema other than JSON Schema 2020-12",
         )
     try:
-        json.dumps(schema, allow_nan=False)
+        # Text that is no Unicode (a lone surrogate) cannot reach a client either.
+        json.dumps(schema, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         return _error("schema_not_json", f"the {which} schema is not plain JSON data")
     document = dict(schema)
@@ -179,6 +182,10 @@ def compile_output_schema(schema: object) -> OutputValidator | SchemaFinding:
     return compiled if isinstance(compiled, SchemaFinding) else OutputValidator(compiled)
 
 
+MAX_STRUCTURED_DEPTH: Final = 256
+"""How deep a tool's structured content may nest to be checked against its schema."""
+
+
 class OutputValidator:
     """One compiled output schema."""
 
@@ -188,10 +195,15 @@ class OutputValidator:
         self._validator = validator
 
     def admits(self, structured: object) -> bool:
-        """Whether a result's `structuredContent` satisfies the schema."""
+        """Whether a result's `structuredContent` satisfies the schema. Content nested
+        deeper than `MAX_STRUCTURED_DEPTH` is refused unchecked: the validator recurses
+        natively, and a result some ten thousand levels deep would overflow its stack
+        and end the process (no reply could encode such a result anyway)."""
+        if nests_deeper_than(structured, MAX_STRUCTURED_DEPTH):
+            return False
         try:
             return bool(self._validator.is_valid(structured))
-        except ValueError:  # text that is not Unicode, or nesting past the validator's bound
+        except ValueError:  # text that is not Unicode
             return False
 
 

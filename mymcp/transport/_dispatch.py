@@ -31,6 +31,7 @@ from anyio.lowlevel import RunVar, current_token
 
 from mymcp import SERVER_NAME
 from mymcp.auth import Principal
+from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.errors import AuditError
 from mymcp.governance import (
     NUMBER,
@@ -55,6 +56,7 @@ from mymcp.transport._jsonrpc import (
     new_failure_id,
     result_response,
 )
+from mymcp.transport._results import reaches_clients
 from mymcp.transport._versions import negotiate_version
 
 __all__ = [
@@ -154,44 +156,43 @@ def _internal_failure(failure_id: str) -> dict[str, Any]:
 class _WorkerLimits:
     """The thread places of each tool kind, and each plugin's share of them.
 
-    Limiters are kept per event loop (as anyio keeps its own default limiter), so none is
-    ever shared between loops.
+    The bundled memory plugin has places of its own, outside the ones external plugins
+    share: however many plugins hang, the memory tools still run. Limiters are kept per
+    event loop (as anyio keeps its own default limiter), so none is ever shared between
+    loops.
     """
 
     def __init__(self, read_only: int, other: int) -> None:
-        self._sizes: dict[bool | None, float] = {True: read_only, False: other, None: math.inf}
-        self._limiters: dict[bool | None, RunVar[CapacityLimiter]] = {
-            True: RunVar("mymcp_read_only_tool_threads"),
-            False: RunVar("mymcp_other_tool_threads"),
-            None: RunVar("mymcp_unbounded_tool_threads"),
-        }
-        self._shares: RunVar[dict[tuple[str, bool], CapacityLimiter]] = RunVar(
-            "mymcp_plugin_tool_threads"
+        self._sizes: dict[bool, int] = {True: read_only, False: other}
+        self._limiters: RunVar[dict[tuple[str, bool] | None, CapacityLimiter]] = RunVar(
+            "mymcp_tool_threads"
         )
 
-    def _limiter(self, kind: bool | None) -> CapacityLimiter:
-        holder = self._limiters[kind]
+    def _limiter_for(self, key: tuple[str, bool] | None, size: float) -> CapacityLimiter:
         try:
-            return holder.get()
+            limiters = self._limiters.get()
         except LookupError:
-            limiter = CapacityLimiter(self._sizes[kind])
-            holder.set(limiter)
-            return limiter
+            limiters = {}
+            self._limiters.set(limiters)
+        limiter = limiters.get(key)
+        if limiter is None:
+            limiter = limiters[key] = CapacityLimiter(size)
+        return limiter
 
-    def _share(self, tool: BoundTool) -> CapacityLimiter:
-        """The places of the tool's plugin among those of its kind."""
-        try:
-            shares = self._shares.get()
-        except LookupError:
-            shares = {}
-            self._shares.set(shares)
-        kind = tool.effects.read_only
-        origin = tool.origin
-        key = (origin.plugin_id if isinstance(origin, QualifiedCapabilityId) else origin, kind)
-        share = shares.get(key)
-        if share is None:
-            share = shares[key] = CapacityLimiter(max(1, int(self._sizes[kind]) // 2))
-        return share
+    def _unbounded(self) -> CapacityLimiter:
+        return self._limiter_for(None, math.inf)
+
+    def _places(self, tool: BoundTool) -> tuple[CapacityLimiter, ...]:
+        """The limiters a call of the tool takes a place in: the bundled plugin's own
+        places of its kind; or, for an external plugin, its share (at most half) of the
+        places of its kind that every external plugin shares."""
+        kind, size, plugin = tool.effects.read_only, self._sizes[tool.effects.read_only], ""
+        if isinstance(tool.origin, QualifiedCapabilityId):
+            plugin = tool.origin.plugin_id
+        if plugin == BUNDLED_PLUGIN_ID:
+            return (self._limiter_for((plugin, kind), size),)
+        share = self._limiter_for((f"plugin {plugin}", kind), max(1, size // 2))
+        return share, self._limiter_for(("external", kind), size)
 
     async def run(self, tool: BoundTool, arguments: dict[str, Any]) -> object:
         """Run a synchronous handler on a worker thread, in one of its plugin's places
@@ -204,7 +205,7 @@ class _WorkerLimits:
         one per retry.
         """
         borrower = object()
-        places = (self._share(tool), self._limiter(tool.effects.read_only))
+        places = self._places(tool)
         taken: list[CapacityLimiter] = []
         try:
             for limiter in places:
@@ -243,7 +244,7 @@ class _WorkerLimits:
         try:
             # The places are counted above; anyio's own count must not hold calls back.
             outcome = await to_thread.run_sync(
-                call, abandon_on_cancel=True, limiter=self._limiter(None)
+                call, abandon_on_cancel=True, limiter=self._unbounded()
             )
         except BaseException:
             with lock:
@@ -262,61 +263,12 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _is_call_result(outcome: object) -> bool:
-    """Whether a handler's answer has the shape of a tool result: a list of content
-    blocks MCP defines, `isError` a boolean if present, and `structuredContent` an object
-    if present (or null). Anything else would reach clients as a result their SDK refuses
-    to read."""
-    if not isinstance(outcome, Mapping):
-        return False
-    content, structured = outcome.get("content"), outcome.get("structuredContent")
-    return (
-        isinstance(content, list)
-        and all(_is_content_block(block) for block in content)
-        and isinstance(outcome.get("isError", False), bool)
-        and (structured is None or isinstance(structured, Mapping))
-    )
-
-
-# The string members each kind of content block must have.
-_CONTENT_MEMBERS: Final[Mapping[str, tuple[str, ...]]] = {
-    "text": ("text",),
-    "image": ("data", "mimeType"),
-    "audio": ("data", "mimeType"),
-    "resource_link": ("uri", "name"),
-}
-
-
-def _is_content_block(block: object) -> bool:
-    if not isinstance(block, Mapping):
-        return False
-    kind = block.get("type")
-    if kind == "resource":  # an embedded resource: its uri, and its text or its bytes
-        resource = block.get("resource")
-        return (
-            isinstance(resource, Mapping)
-            and isinstance(resource.get("uri"), str)
-            and (isinstance(resource.get("text"), str) or isinstance(resource.get("blob"), str))
-        )
-    members = _CONTENT_MEMBERS.get(kind) if isinstance(kind, str) else None
-    return members is not None and all(isinstance(block.get(m), str) for m in members)
-
-
 def _type_name(exc: BaseException) -> str:
     """An exception's class name for the log. A plugin names its classes as it likes,
     and a name is no more trusted than a message: one that is not a plain identifier
     (a line break in it would forge a log line) is not written."""
     name = type(exc).__name__
     return name if len(name) <= 64 and name.isascii() and name.isidentifier() else "<unnamed>"
-
-
-def _keeps_output_schema(tool: BoundTool, outcome: Mapping[str, Any]) -> bool:
-    """Whether a result satisfies the tool's declared output schema: a successful result
-    of such a tool must carry structured content that the schema admits (clients check
-    it, and refuse the result otherwise); an error result need not."""
-    if tool.output is None or outcome.get("isError") is True:
-        return True
-    return tool.output.admits(outcome.get("structuredContent"))
 
 
 def declares_url_elicitation(capabilities: object) -> bool:
@@ -743,7 +695,7 @@ class Dispatcher:
             if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
                 raise
             return self._failure(tool, _type_name(exc), exc)
-        if not _is_call_result(outcome) or not _keeps_output_schema(tool, outcome):
+        if not reaches_clients(tool, outcome):
             return self._failure(tool, "invalid_result", None)
         return dict(outcome)
 

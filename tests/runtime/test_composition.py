@@ -177,6 +177,14 @@ MALFORMED_DEFINITIONS = {
     "icon_sizes": ({"icons": [{"src": "a.png", "sizes": "48x48"}]}, "invalid_tool_definition"),
     "icon_theme": ({"icons": [{"src": "a.png", "theme": "blue"}]}, "invalid_tool_definition"),
     "icon_mime": ({"icons": [{"src": "a.png", "mimeType": 5}]}, "invalid_tool_definition"),
+    # A string that is no Unicode text makes every tool list unencodable.
+    "description_surrogate": ({"description": "desc \ud800 x"}, "invalid_tool_definition"),
+    "title_surrogate": ({"title": "T\udc00"}, "invalid_tool_definition"),
+    "icon_src_surrogate": ({"icons": [{"src": "https://e/\ud800.png"}]}, "invalid_tool_definition"),
+    "output_surrogate": (
+        {"outputSchema": {"type": "object", "description": "\ud800"}},
+        "invalid_output_schema",
+    ),
 }
 
 
@@ -189,6 +197,36 @@ def test_a_definition_clients_would_refuse_is_refused_naming_the_tool(case: str)
         _compose(contribution("alpha", broken))
     assert caught.value.code == code
     assert "'alpha__one' (alpha:tool:one)" in str(caught.value)
+
+
+def test_a_surrogate_in_a_schema_is_named_as_no_plain_json() -> None:
+    good = tool("alpha", "one")
+    schema = {"type": "object", "properties": {"a": {"description": "\udfff"}}}
+    broken = dataclasses.replace(good, tool={**good.tool, "inputSchema": schema})
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(contribution("alpha", broken))
+    assert caught.value.code == "invalid_input_schema"
+    assert "the input schema is not plain JSON data" in str(caught.value)
+
+
+def test_structured_content_too_deep_to_check_is_refused_without_checking() -> None:
+    # The validator recurses natively: tens of thousands of levels would end the process.
+    recursive = {"type": "object", "additionalProperties": {"$ref": "#"}}
+    good = tool("alpha", "one")
+    deep_tool = dataclasses.replace(good, tool={**good.tool, "outputSchema": recursive})
+    bound = _compose(contribution("alpha", deep_tool)).registry.get("alpha__one")
+    assert bound.output is not None
+
+    def nested(depth: int) -> dict[str, object]:
+        document: dict[str, object] = {}
+        inner = document
+        for _ in range(depth):
+            inner["x"] = inner = {}
+        return document
+
+    assert bound.output.admits(nested(200))
+    assert not bound.output.admits(nested(300))
+    assert not bound.output.admits(nested(100_000))
 
 
 def test_well_formed_icons_and_output_schema_are_published_as_given() -> None:

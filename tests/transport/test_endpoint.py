@@ -418,6 +418,32 @@ MISBEHAVING = {
         lambda arguments: {"content": [{"type": "video", "data": "x"}]},
         "invalid_result",
     ),
+    "priority_as_text": (
+        lambda arguments: {
+            "content": [{"type": "text", "text": "x", "annotations": {"priority": "high"}}]
+        },
+        "invalid_result",
+    ),
+    "unknown_audience": (
+        lambda arguments: {
+            "content": [{"type": "text", "text": "x", "annotations": {"audience": ["robot"]}}]
+        },
+        "invalid_result",
+    ),
+    "block_meta_not_object": (
+        lambda arguments: {"content": [{"type": "text", "text": "x", "_meta": 5}]},
+        "invalid_result",
+    ),
+    "link_size_as_text": (
+        lambda arguments: {
+            "content": [{"type": "resource_link", "uri": "x:1", "name": "x", "size": "big"}]
+        },
+        "invalid_result",
+    ),
+    "result_meta_not_object": (
+        lambda arguments: {"content": [], "_meta": "nope"},
+        "invalid_result",
+    ),
     "resource_without_body": (
         lambda arguments: {"content": [{"type": "resource", "resource": {"uri": "x:1"}}]},
         "invalid_result",
@@ -432,6 +458,22 @@ MISBEHAVING = {
 # Results every client reads: each kind of content block MCP defines.
 WELL_FORMED_BLOCKS = [
     {"type": "text", "text": "x"},
+    {
+        "type": "text",
+        "text": "x",
+        "annotations": {"audience": ["user"], "priority": 0.5, "lastModified": "2026-01-01"},
+        "_meta": {"k": 1},
+        "unknown_member": True,
+    },
+    {
+        "type": "resource_link",
+        "uri": "file:///x",
+        "name": "x",
+        "title": "X",
+        "description": "an x",
+        "mimeType": "text/plain",
+        "size": 3,
+    },
     {"type": "image", "data": "aGk=", "mimeType": "image/png"},
     {"type": "audio", "data": "aGk=", "mimeType": "audio/wav"},
     {"type": "resource_link", "uri": "file:///x", "name": "x"},

@@ -749,8 +749,10 @@ def test_every_result_is_completed_once_whatever_its_fields(
     assert result["resultType"] == "complete"
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == SERVER_INFO
     structured = extra.get("structuredContent")
-    if not isinstance(extra.get("isError", False), bool) or not (
-        structured is None or isinstance(structured, dict)
+    if (
+        not isinstance(extra.get("isError", False), bool)
+        or not (structured is None or isinstance(structured, dict))
+        or not isinstance(extra.get("_meta", {}), dict)
     ):
         # No tool result a client could read: the plugin's fault, answered as such.
         assert result["structuredContent"]["code"] == "internal_error"

@@ -457,7 +457,7 @@ def test_a_cancelled_sync_call_keeps_its_thread_place_until_its_handler_returns(
             group.start_soon(limits.run, hung, {})
             await to_thread.run_sync(entered.wait)
             group.cancel_scope.cancel()  # given up on at once, though its thread runs on
-        limiter = limits._limiter(hung.effects.read_only)
+        limiter = limits._places(hung)[-1]  # the places of its kind
         assert limiter.borrowed_tokens == 1  # the running handler keeps its place
         async with anyio.create_task_group() as group:
 
@@ -501,8 +501,9 @@ def test_one_plugins_hung_handlers_leave_the_other_plugins_thread_places() -> No
                 await to_thread.run_sync(entered.acquire)
             await anyio.wait_all_tasks_blocked()
             # Two handlers hang in their plugin's two places; the third call waits for one.
-            assert limits._share(hung).statistics().tasks_waiting == 1
-            assert limits._limiter(True).borrowed_tokens == 2
+            share, kind = limits._places(hung)
+            assert share.statistics().tasks_waiting == 1
+            assert kind.borrowed_tokens == 2
             # Another plugin's calls still run, in the places left.
             for _ in range(2):
                 answered.append(await limits.run(quick, {"text": "x"}))
@@ -510,6 +511,43 @@ def test_one_plugins_hung_handlers_leave_the_other_plugins_thread_places() -> No
 
     anyio.run(scenario)
     assert len(answered) == 2
+
+
+def test_the_memory_tools_keep_places_however_many_plugins_hang() -> None:
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    def stuck(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.release()
+        release.wait()
+        return structured_result({})
+
+    first = contribution("first", tool("first", "stuck", stuck))
+    second = contribution("second", tool("second", "stuck", stuck))
+    memory = contribution("mnemosyne", tool("mnemosyne", "recall"))
+    plugins = [first, second, memory]
+    registry = compose_runtime(
+        plugins, external_bindings(*plugins), server_version="0.1.0"
+    ).registry
+    hung = [registry.get("first__stuck"), registry.get("second__stuck")]
+    recall = registry.get("mnemosyne__recall")
+    assert recall is not None
+    limits = _WorkerLimits(4, 4)  # two plugins' halves fill the external places
+    answered: list[object] = []
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            for stuck_tool in hung:
+                for _ in range(2):
+                    group.start_soon(limits.run, stuck_tool, {})
+            for _ in range(4):
+                await to_thread.run_sync(entered.acquire)
+            assert hung[0] is not None
+            assert limits._places(hung[0])[-1].available_tokens == 0
+            answered.append(await limits.run(recall, {"text": "x"}))
+            release.set()
+
+    anyio.run(scenario)
+    assert len(answered) == 1
 
 
 def test_end_of_input_drops_a_request_whose_handler_never_returns(

@@ -1,0 +1,134 @@
+"""What a tool result must be to reach a client: the shape MCP defines for it.
+
+Clients parse every result against the protocol's types (the official SDKs with strict
+models) and refuse the whole reply when one member is off: a content block of an
+unknown kind or missing its text, an annotation of the wrong type, structured content
+that breaks the tool's declared output schema. A plugin's result is checked here
+before it is sent, so that such a result becomes the host's fixed internal error, with
+a log line for the operator, instead of a reply the client cannot read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeGuard
+
+from mymcp.runtime import BoundTool
+
+__all__ = ["reaches_clients"]
+
+
+def reaches_clients(tool: BoundTool, outcome: object) -> bool:
+    """Whether a handler's answer is a tool result clients accept from this tool."""
+    return _is_call_result(outcome) and _keeps_output_schema(tool, outcome)
+
+
+def _is_call_result(outcome: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a handler's answer has the shape of a tool result: a list of content
+    blocks MCP defines, `isError` a boolean if present, `structuredContent` and `_meta`
+    objects if present (or null). Anything else would reach clients as a result their
+    SDK refuses to read."""
+    if not isinstance(outcome, Mapping):
+        return False
+    content, structured = outcome.get("content"), outcome.get("structuredContent")
+    return (
+        isinstance(content, list)
+        and all(_is_content_block(block) for block in content)
+        and isinstance(outcome.get("isError", False), bool)
+        and (structured is None or isinstance(structured, Mapping))
+        and isinstance(outcome.get("_meta", {}), Mapping)
+    )
+
+
+# A value's check, by member name.
+_Members = Mapping[str, Callable[[object], bool]]
+
+
+def _members_keep(value: Mapping[str, Any], required: _Members, optional: _Members) -> bool:
+    """Whether every required member is there and valid, and every optional one that is
+    there is valid."""
+    for member, valid in required.items():
+        if member not in value or not valid(value[member]):
+            return False
+    return all(valid(value[member]) for member, valid in optional.items() if member in value)
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_object(value: object) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, list)
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_priority(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+
+
+def _is_audience(value: object) -> bool:
+    return isinstance(value, list) and all(role in ("user", "assistant") for role in value)
+
+
+def _is_annotations(value: object) -> bool:
+    return isinstance(value, Mapping) and _members_keep(
+        value, {}, {"audience": _is_audience, "priority": _is_priority, "lastModified": _is_text}
+    )
+
+
+def _is_embedded(value: object) -> bool:
+    """An embedded resource: its uri, and its text or its bytes (base64)."""
+    return (
+        isinstance(value, Mapping)
+        and _members_keep(value, {"uri": _is_text}, {"mimeType": _is_text, "_meta": _is_object})
+        and (_is_text(value.get("text")) or _is_text(value.get("blob")))
+    )
+
+
+# Every content block may carry these; each kind adds its own. Members MCP does not
+# define pass unchecked, as clients let them pass.
+_BLOCK_MEMBERS: Final[_Members] = {"annotations": _is_annotations, "_meta": _is_object}
+# Each kind of content block: the members it must have, and the optional ones it may.
+_BLOCK_KINDS: Final[Mapping[str, tuple[_Members, _Members]]] = {
+    "text": ({"text": _is_text}, {}),
+    "image": ({"data": _is_text, "mimeType": _is_text}, {}),
+    "audio": ({"data": _is_text, "mimeType": _is_text}, {}),
+    "resource_link": (
+        {"uri": _is_text, "name": _is_text},
+        {
+            "title": _is_text,
+            "description": _is_text,
+            "mimeType": _is_text,
+            "size": _is_size,
+            "icons": _is_list,
+        },
+    ),
+    "resource": ({"resource": _is_embedded}, {}),
+}
+
+
+def _is_content_block(block: object) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    kind = block.get("type")
+    members = _BLOCK_KINDS.get(kind) if isinstance(kind, str) else None
+    if members is None:
+        return False
+    required, optional = members
+    return _members_keep(block, required, optional) and _members_keep(block, {}, _BLOCK_MEMBERS)
+
+
+def _keeps_output_schema(tool: BoundTool, outcome: Mapping[str, Any]) -> bool:
+    """Whether a result satisfies the tool's declared output schema: a successful result
+    of such a tool must carry structured content that the schema admits (clients check
+    it, and refuse the result otherwise); an error result need not."""
+    if tool.output is None or outcome.get("isError") is True:
+        return True
+    return tool.output.admits(outcome.get("structuredContent"))
