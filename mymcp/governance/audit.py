@@ -370,7 +370,11 @@ class AuditLog:
                 _log.error("audit outcome=error code=%s", exc.code)
 
     def close(self) -> None:
-        """Stop the background thread and commit what is queued (suppressed counts too)."""
+        """Stop the background thread and commit what is queued (suppressed counts too).
+
+        Called as the process stops, where a failure can only be reported: records that
+        cannot be written then (a full disk) are lost, and an error line says so.
+        """
         flusher, self._flusher = self._flusher, None
         if flusher is not None:
             self._stopping = True
@@ -378,6 +382,8 @@ class AuditLog:
             flusher.join()
         try:
             self.commit(final=True)
+        except AuditError as exc:
+            _log.error("audit outcome=error code=%s at=close lost=%d", exc.code, len(self._pending))
         finally:
             os.close(self._lock_fd)
 

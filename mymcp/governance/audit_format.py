@@ -273,6 +273,11 @@ class Tail:
 
 def read_tail(directory: Path) -> Tail:
     found = segments(directory)
+    # A write that failed (a full disk) may have created the next segment and written
+    # nothing to it: the chain ends in the newest segment that holds anything, which
+    # the writer then continues (or, when its end is torn, moves past).
+    while len(found) > 1 and found[-1][1].stat().st_size == 0:
+        found.pop()
     if not found:
         return Tail(1, 0, 0, GENESIS_HASH, False)
     newest, newest_path = found[-1]
@@ -360,7 +365,18 @@ def last_record(path: Path) -> AuditRecord | None:
 
 
 def open_private(path: Path, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    """An audit file, opened for the writer: never through a link, and only when it is
+    a regular file (a FIFO planted under a segment's name would block every write, and
+    the writer holds the audit lock while it waits). Raises OSError otherwise."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def write_head(directory: Path, seq: int, digest: str) -> os.stat_result:
@@ -368,12 +384,17 @@ def write_head(directory: Path, seq: int, digest: str) -> os.stat_result:
     temporary = directory / f".{HEAD_FILE}.{os.getpid()}.tmp"
     fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
-        os.write(fd, f"{seq} {digest}\n".encode())
-        os.fsync(fd)
-        identity = os.fstat(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, directory / HEAD_FILE)
+        try:
+            os.write(fd, f"{seq} {digest}\n".encode())
+            os.fsync(fd)
+            identity = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, directory / HEAD_FILE)
+    except OSError:
+        with suppress(OSError):  # a full disk: leave no temp file behind
+            temporary.unlink()
+        raise
     return identity
 
 

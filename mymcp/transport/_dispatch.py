@@ -627,6 +627,11 @@ class Dispatcher:
             await to_thread.run_sync(audit.commit)
         except AuditError as exc:
             _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
+            # The decision record stays queued and reaches the log once it can be
+            # written; its outcome must follow it, or the call would read as one that
+            # ran and never finished.
+            refused = (digest, call, 0.0, "audit_unavailable")
+            audit.append_shaped(self._shape(caller, tool.name, _FINISHED), refused)
             return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
         result = await self._run(tool, arguments, view)

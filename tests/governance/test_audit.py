@@ -38,6 +38,7 @@ from mymcp.governance.audit_format import (
     prepare_directory,
     record_hash,
     segment_name,
+    segments,
 )
 from tests.governance.audit_logs import REPO, Clock, open_log, segment_numbers, write
 
@@ -301,6 +302,82 @@ def test_a_failure_after_bytes_reached_the_file_does_not_duplicate_records(
     assert result.ok, result.problem
     # A line cut short is a torn line the next write recovers from, not tampering.
     assert (("audit_recovered", None) in events) == (name == "write")
+
+
+class _FullDisk:
+    """A disk that fills in the middle of a line and stays full until `free`: every
+    segment write then fails having written nothing, though new files can still be
+    created (as on tmpfs)."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self._short = False
+        self._write = os.write
+
+    def write(self, fd: int, data: Any) -> int:
+        if not self.full or not _is_segment(fd):
+            return self._write(fd, data)
+        if not self._short:
+            self._short = True
+            return self._write(fd, bytes(data)[: len(data) // 2 + 7])
+        raise OSError(errno.ENOSPC, "simulated")
+
+
+def test_a_disk_that_stays_full_for_a_while_leaves_a_chain_that_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path)
+    log.append("tool_call", tool="a")
+    log.commit()
+    disk = _FullDisk()
+    monkeypatch.setattr(os, "write", disk.write)
+    disk.full = True
+    for tool in ("b", "c", "d"):
+        log.append("tool_call", tool=tool)
+        with pytest.raises(AuditError):
+            log.commit()
+    # A failed attempt left the next segment created and empty behind the torn line.
+    assert [p.stat().st_size == 0 for _, p in segments(tmp_path)] == [False, True]
+    disk.full = False
+    log.append("tool_call", tool="e")
+    log.commit()
+    log.close()
+    events = [(r["event"], r.get("tool")) for r in read_records(tmp_path)]
+    assert [tool for event, tool in events if event == "tool_call"] == ["a", "b", "c", "d", "e"]
+    assert ("audit_recovered", None) in events
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+
+
+def test_a_fifo_under_a_segments_name_refuses_writes_instead_of_blocking(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path)
+    log.append("tool_call", tool="a")
+    log.commit()
+    log.close()
+    segment = tmp_path / segment_name(1)
+    segment.unlink()
+    os.mkfifo(segment, 0o600)
+    planted = open_log(tmp_path)
+    planted.append("tool_call", tool="b")
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            planted.commit()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    writer = threading.Thread(target=commit, daemon=True)
+    writer.start()
+    writer.join(timeout=30)  # it used to block for good, holding the audit lock
+    assert not writer.is_alive()
+    (error,) = outcome
+    assert isinstance(error, AuditError)
+    assert error.code == "audit_unavailable"
 
 
 # -- encoding ---------------------------------------------------------------------------------

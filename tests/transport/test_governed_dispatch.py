@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 from mymcp.app import create_app
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
+from mymcp.errors import AuditError
 from mymcp.governance import AuditLog, Governance, Policy, read_records, verify_audit
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
@@ -132,6 +133,29 @@ def test_a_mutating_call_is_durably_audited_before_it_runs(
     assert decision["tool"] == "notes__write"
     assert decision["decision"] == "allowed"
     assert "outcome" not in decision
+
+
+def test_a_call_refused_for_an_unwritable_audit_is_recorded_as_not_run(
+    governed: tuple[TestClient, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, directory = governed
+    alice_headers = {"authorization": "Bearer alice"}
+    headers = session_headers(initialize(client, **alice_headers), **alice_headers)
+    commit = AuditLog.commit
+
+    def full_disk(self: AuditLog, *, final: bool = False) -> None:
+        raise AuditError("audit_unavailable", "simulated")
+
+    monkeypatch.setattr(AuditLog, "commit", full_disk)
+    refused = _call(client, headers, "notes__write", text="x")
+    assert refused["result"]["structuredContent"]["code"] == "audit_unavailable"
+    assert AUDIT_SEEN == []  # it never ran
+    monkeypatch.setattr(AuditLog, "commit", commit)  # space again: the queue is written
+    records = [r for r in _records_after_close(client, directory) if r["event"] == "tool_call"]
+    decided, finished = records[-2:]
+    assert (decided["decision"], finished["call"]) == ("allowed", decided["call"])
+    assert finished["outcome"] == "audit_unavailable"
+    assert verify_audit(directory).ok
 
 
 def _records_after_close(client: TestClient, directory: Path) -> list[dict[str, Any]]:

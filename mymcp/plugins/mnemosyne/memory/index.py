@@ -1534,19 +1534,27 @@ class MemoryIndex:
         if directory is None:
             return
         with snapshot.SAVES:
-            try:
+            seen = snapshot.read_forget_mark(directory, self.root)
+            mark: str | None = None
+            with contextlib.suppress(OSError, snapshot.SnapshotUnusable):
                 # The mark first: a process whose save lands after the removal below
                 # then sees it, and removes what it wrote.
-                seen = snapshot.read_forget_mark(directory, self.root)
                 mark = snapshot.mark_forgotten(directory, self.root)
+            try:
+                # Whether or not the mark could be written (a full disk refuses a
+                # write, not an unlink), this process's copy goes.
                 snapshot.remove_snapshot(directory, self.root)
-            except (OSError, snapshot.SnapshotUnusable):
-                raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN) from None
+            except OSError:
+                mark = None
             with self._lock:
-                if seen == self._forget_mark:  # no other forget these rows may miss
-                    self._forget_mark = mark
+                if mark is not None and seen == self._forget_mark:
+                    self._forget_mark = mark  # no other forget these rows may miss
                 self._unsaved += 1
                 self._schedule_save()
+            if mark is None:
+                # Other processes were not told (or the copy is still there): whether a
+                # copy of the record is left in a cache is not known.
+                raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN)
 
     def _columns(self) -> dict[str, Any]:
         """Copies of every column a snapshot holds, consistent because they are taken

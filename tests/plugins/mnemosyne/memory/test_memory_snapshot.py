@@ -27,7 +27,9 @@ from hypothesis import strategies as st
 
 from mymcp.plugins.mnemosyne.memory import (
     CursorCodec,
+    ErrorCode,
     MemoryIndex,
+    MemoryOperationError,
     MemoryService,
     MutationService,
     Scope,
@@ -443,6 +445,31 @@ def _remember(writes: MutationService, title: str, content: str, scope: str = "p
     ).payload
     assert remembered["status"] == "remembered", remembered
     return remembered
+
+
+def test_a_forget_on_a_full_cache_disk_still_removes_the_copy(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fill(write, v1, v2)
+    index = _saved(root, cache)
+    path = snapshot_module.snapshot_path(cache, root)
+    assert path.is_file()
+
+    def disk_full(directory: Path, forgotten_root: Path) -> str:
+        raise OSError(28, "No space left on device")  # a write fails; an unlink does not
+
+    monkeypatch.setattr(snapshot_module, "mark_forgotten", disk_full)
+    with pytest.raises(MemoryOperationError) as caught:
+        index.drop_snapshot()
+    # Other processes could not be told, so the outcome is uncertain; this process's
+    # copy is gone all the same.
+    assert caught.value.code is ErrorCode.DELETION_OUTCOME_UNCERTAIN
+    assert not path.exists()
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["watching", "walking"])
