@@ -166,15 +166,18 @@ def test_writers_blocked_on_a_lock_never_starve_read_only_tools() -> None:
     def reader(arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": "read"}]}
 
+    # Two plugins' writers: one plugin holds at most half the writers' places, so it
+    # takes two to fill them all.
     alpha = contribution(
         "alpha",
         tool("alpha", "write", blocked_writer, effects=DESTRUCTIVE),
         tool("alpha", "read", reader, effects=READ_ONLY),
     )
-    runtime = compose_runtime([alpha], external_bindings(alpha), server_version="0.1.0")
+    beta = contribution("beta", tool("beta", "write", blocked_writer, effects=DESTRUCTIVE))
+    runtime = compose_runtime([alpha, beta], external_bindings(alpha, beta), server_version="0.1.0")
     app = create_app(runtime, authenticator=NamedBearer())
     # More writers than anyio's whole default thread pool (40 threads).
-    writers = 48
+    writers = 24
 
     async def scenario() -> str:
         transport = httpx.ASGITransport(app=app)
@@ -193,6 +196,7 @@ def test_writers_blocked_on_a_lock_never_starve_read_only_tools() -> None:
             async with anyio.create_task_group() as group:
                 for _ in range(writers):
                     group.start_soon(call, "alpha__write")
+                    group.start_soon(call, "beta__write")
                 waiter = anyio.CapacityLimiter(1)  # waiting must not need a pool thread itself
                 for _ in range(OTHER_TOOL_THREADS):  # wait until the writer limit is full
                     assert await to_thread.run_sync(entered.acquire, True, 30, limiter=waiter)
