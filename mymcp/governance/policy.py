@@ -94,19 +94,24 @@ def select_tools(
         if selector.value in inactive:
             return frozenset()
         if not any(tool.name == selector.value for tool in tools):
-            known = ", ".join(tool.name for tool in tools[:24]) + (
-                ", ..." if len(tools) > 24 else ""
-            )
+            # Every name a rule may use: the tools served, and those a gate keeps off.
+            known = _listed([tool.name for tool in tools]) or "none"
+            if inactive:
+                known += f"; turned off by a gate: {_listed(sorted(inactive))}"
             raise ConfigurationError.at(
                 "policy_unknown_tool",
                 where,
-                f"no tool is named {shown(selector.value)} (the tools are: {known or 'none'})",
+                f"no tool is named {shown(selector.value)} (the tools are: {known})",
             )
         return frozenset({selector.value})
     if selector.kind == "glob":
         pattern = _glob(selector.value)
         return frozenset(tool.name for tool in tools if pattern.fullmatch(tool.name))
     return frozenset(tool.name for tool in tools if selector.value in effect_classes(tool))
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names[:24]) + (", ..." if len(names) > 24 else "")
 
 
 def principal_matches(selector: PrincipalSelector, name: str, scopes: frozenset[str]) -> bool:
