@@ -133,6 +133,7 @@ class AuditLog:
         self._dropped = 0
         self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._commit_lock = threading.Lock()
+        self._failed_at: float | None = None  # when the last commit failed, if it did
         self._wake = threading.Event()
         self._stopping = False
         self._flusher: threading.Thread | None = None
@@ -274,7 +275,9 @@ class AuditLog:
                 writer.add_all(batch)
                 removed = writer.finish(self._max_segments, self._clock())
                 self._known = self._write_head(writer)
+                self._failed_at = None
             except OSError:
+                self._failed_at = self._monotonic()
                 self._known = None  # read the tail from disk next time
                 written = writer.written if writer is not None else 0
                 pending.extendleft(reversed(batch[max(0, written - leading) :]))
@@ -286,6 +289,14 @@ class AuditLog:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         for number in removed:
             _log.info("audit segment_removed segment=%d", number)
+
+    def refusing(self) -> bool:
+        """Whether the last commit failed less than a flush interval ago. A call whose
+        record must be durable before it runs is then refused at once: trying for each
+        call would encode the whole queued backlog again for every write that fails,
+        while the background writer already retries each interval."""
+        failed = self._failed_at
+        return failed is not None and self._monotonic() - failed < FLUSH_INTERVAL_SECONDS
 
     def _writer(self) -> _ChainWriter:
         """A writer continuing the chain, under the exclusive lock: from where this

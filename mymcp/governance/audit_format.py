@@ -467,6 +467,14 @@ def _read_key(directory: Path) -> bytes:
     return key
 
 
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def prepare_directory(directory: Path) -> bytes:
     """Create the directory (0700) and key (0600) if needed, check both, and return the
     key. Raises AuditError (`audit_unavailable`) naming the path and the cause."""
@@ -480,7 +488,10 @@ def prepare_directory(directory: Path) -> bytes:
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            create_private_file(dir_fd, KEY_FILE, secrets.token_bytes(32))
+            # Only when there is none: creating writes a temp file first, which a full
+            # disk refuses, and a server must be able to start on a full disk.
+            if not _exists(dir_fd, KEY_FILE):
+                create_private_file(dir_fd, KEY_FILE, secrets.token_bytes(32))
         finally:
             os.close(dir_fd)
     except FileExistsError:

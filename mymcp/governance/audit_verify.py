@@ -168,7 +168,10 @@ def verify_audit(directory: Path) -> VerifyResult:
                             walk.torn.append(number)
                             break
                         walk.line(number, where, line[:-1])
-            walk.finish(found[-1][0] if found else 0)
+            # As the writer does: the chain ends in the newest segment holding anything
+            # (a write that failed on a full disk may have created an empty one after it).
+            holding = [number for number, path in found if path.stat().st_size > 0]
+            walk.finish(holding[-1] if holding else (found[-1][0] if found else 0))
         except _Broken as broken:
             return VerifyResult(walk.count, len(found), walk.digest, str(broken))
     notes = tuple(

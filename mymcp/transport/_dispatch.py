@@ -623,10 +623,14 @@ class Dispatcher:
         # with the random prefix across restarts and processes sharing one audit.
         call = f"{self._call_prefix}{next(self._call_numbers):x}"
         audit.append_shaped(self._shape(caller, tool.name, _DECIDED), (digest, call))
-        try:
-            await to_thread.run_sync(audit.commit)
-        except AuditError as exc:
-            _log.error("audit outcome=error code=%s tool=%s", exc.code, tool.name)
+        failure = "audit_unavailable" if audit.refusing() else None
+        if failure is None:
+            try:
+                await to_thread.run_sync(audit.commit)
+            except AuditError as exc:
+                failure = exc.code
+        if failure is not None:
+            _log.error("audit outcome=error code=%s tool=%s", failure, tool.name)
             # The decision record stays queued and reaches the log once it can be
             # written; its outcome must follow it, or the call would read as one that
             # ran and never finished.

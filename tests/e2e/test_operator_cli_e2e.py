@@ -280,7 +280,8 @@ _SCHEMA_7 = (
             "{file}:6:27: policy.rules[0].allow[1]: MyMCP configuration policy names a tool "
             "that does not exist: no tool is named 'memory_recal' (the tools are: "
             "memory_recall, memory_list, memory_inspect; turned off by a gate: memory_archive, "
-            "memory_forget, memory_remember, memory_restore, memory_revise) (code=policy_unknown_tool)",
+            "memory_forget, memory_remember, memory_restore, memory_revise) "
+            "(code=policy_unknown_tool)",
         ),
         (
             'schema_version = 7\n[server]\nlog_level = "debug"\n' + _SCHEMA_7,

@@ -31,6 +31,7 @@ from mymcp.governance import (
     read_records,
     verify_audit,
 )
+from mymcp.governance.audit import FLUSH_INTERVAL_SECONDS
 from mymcp.governance.audit_format import (
     GENESIS_HASH,
     canonical_json,
@@ -336,8 +337,11 @@ def test_a_disk_that_stays_full_for_a_while_leaves_a_chain_that_verifies(
         log.append("tool_call", tool=tool)
         with pytest.raises(AuditError):
             log.commit()
-    # A failed attempt left the next segment created and empty behind the torn line.
+    # A failed attempt left the next segment created and empty behind the torn line;
+    # read while the disk is still full (or after a stop), that is a crash's torn line.
     assert [p.stat().st_size == 0 for _, p in segments(tmp_path)] == [False, True]
+    during = verify_audit(tmp_path)
+    assert during.ok, during.problem
     disk.full = False
     log.append("tool_call", tool="e")
     log.commit()
@@ -347,6 +351,42 @@ def test_a_disk_that_stays_full_for_a_while_leaves_a_chain_that_verifies(
     assert ("audit_recovered", None) in events
     result = verify_audit(tmp_path)
     assert result.ok, result.problem
+
+
+def test_after_a_failed_write_calls_are_refused_at_once_for_an_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    log = open_log(tmp_path, monotonic=lambda: now[0])
+    log.append("tool_call", tool="a")
+    log.commit()
+    assert not log.refusing()
+    disk = _FullDisk()
+    monkeypatch.setattr(os, "write", disk.write)
+    disk.full = True
+    log.append("tool_call", tool="b")
+    with pytest.raises(AuditError):
+        log.commit()
+    assert log.refusing()
+    now[0] += FLUSH_INTERVAL_SECONDS  # the background writer's next try is due
+    assert not log.refusing()
+    disk.full = False
+    log.commit()
+    assert not log.refusing()
+    log.close()
+
+
+def test_a_full_disk_does_not_stop_a_start_whose_key_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_log(tmp_path).close()
+    from mymcp.governance import audit_format
+
+    def disk_full(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(audit_format, "create_private_file", disk_full)
+    open_log(tmp_path).close()  # the key is read, not written again
 
 
 def test_a_fifo_under_a_segments_name_refuses_writes_instead_of_blocking(

@@ -1534,9 +1534,9 @@ class MemoryIndex:
         if directory is None:
             return
         with snapshot.SAVES:
-            seen = snapshot.read_forget_mark(directory, self.root)
-            mark: str | None = None
+            seen, mark = None, None
             with contextlib.suppress(OSError, snapshot.SnapshotUnusable):
+                seen = snapshot.read_forget_mark(directory, self.root)
                 # The mark first: a process whose save lands after the removal below
                 # then sees it, and removes what it wrote.
                 mark = snapshot.mark_forgotten(directory, self.root)

@@ -354,6 +354,7 @@ def _prune_orphans(directory_fd: int) -> None:
         header = _read_header(directory_fd, name)
         if header is None or not _root_is_gone(header):
             continue
+        _sweep(directory_fd, name)  # the temp files of its interrupted saves
         for orphan in (name, name.removesuffix(".bin") + ".forgotten"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(orphan, dir_fd=directory_fd)

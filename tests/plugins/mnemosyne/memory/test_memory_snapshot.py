@@ -472,6 +472,18 @@ def test_a_forget_on_a_full_cache_disk_still_removes_the_copy(
     assert not path.exists()
 
 
+def test_a_forget_whose_cache_directory_cannot_be_opened_is_uncertain(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    index = _saved(root, cache)
+    shutil.rmtree(cache)
+    cache.write_text("not a directory")  # as an unreadable ~/.cache/mymcp is, to a save
+    with pytest.raises(MemoryOperationError) as caught:
+        index.drop_snapshot()
+    assert caught.value.code is ErrorCode.DELETION_OUTCOME_UNCERTAIN
+
+
 @pytest.mark.parametrize("watch", [True, False], ids=["watching", "walking"])
 def test_a_record_forgotten_by_another_process_is_never_saved_again(
     root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, watch: bool
@@ -544,6 +556,15 @@ def test_the_first_save_of_a_process_deletes_the_snapshots_of_roots_that_are_gon
     unreadable.chmod(0o600)
     stranger = cache / "notes.txt"
     stranger.write_text("kept")
+    # An interrupted save of a removed root, by a process that no longer runs.
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    interrupted = paths[removed].with_name(f".{paths[removed].name}.{int(ended.stdout)}.1.tmp")
+    interrupted.write_bytes(paths[removed].read_bytes())
     shutil.rmtree(removed)
     shutil.rmtree(recreated)
     recreated.mkdir()
