@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from mymcp.runtime._schema import (
     SchemaFinding,
     compile_input_schema,
     compile_output_schema,
+    is_plain_json,
 )
 
 __all__ = [
@@ -91,7 +91,7 @@ def _publish(
         title = name.replace("__", ": ").replace("_", " ")
     published: dict[str, Any] = {key: tool[key] for key in _PUBLISHED_KEYS if key in tool}
     published.update(name=name, title=title, description=description, inputSchema=schema)
-    if not _is_plain_text({key: published[key] for key in _TEXT_KEYS if key in published}):
+    if not is_plain_json({key: published[key] for key in _TEXT_KEYS if key in published}):
         raise invalid("the title, description or icons hold a string that is no Unicode text")
     published["annotations"] = _annotations(title, effects)
     return published
@@ -100,16 +100,6 @@ def _publish(
 _ICON_THEMES = ("light", "dark")
 # What a definition publishes besides its schemas (those are checked as they compile).
 _TEXT_KEYS = ("title", "description", "icons")
-
-
-def _is_plain_text(value: object) -> bool:
-    """Whether a value encodes as JSON text: no lone surrogate in any string, which
-    would make every tool list unreadable to clients."""
-    try:
-        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
 
 
 def _icons_problem(icons: object) -> str | None:

@@ -39,6 +39,7 @@ __all__ = [
     "SchemaFinding",
     "compile_input_schema",
     "compile_output_schema",
+    "is_plain_json",
     "lint_input_schema",
 ]
 
@@ -110,10 +111,7 @@ def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator |
             "schema_dialect_unsupported",
             f"the {which} schema declares a $schema other than JSON Schema 2020-12",
         )
-    try:
-        # Text that is no Unicode (a lone surrogate) cannot reach a client either.
-        json.dumps(schema, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, RecursionError):
+    if not is_plain_json(schema):
         return _error("schema_not_json", f"the {which} schema is not plain JSON data")
     document = dict(schema)
     try:
@@ -130,6 +128,16 @@ def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator |
             f"the {which} schema cannot be compiled (an invalid pattern, or a $ref that does "
             "not resolve inside the schema)",
         )
+
+
+def is_plain_json(value: object) -> bool:
+    """Whether a value encodes as JSON text: no NaN, no value JSON lacks, and no string
+    that is no Unicode text (a lone surrogate), which no client could read."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _root_not_object(which: str) -> SchemaFinding:
