@@ -582,10 +582,13 @@ def test_end_of_input_drops_a_request_whose_handler_never_returns(
 
 
 STUCK_PLUGIN = """
+import sys
 import time
 
 
 def _handler(arguments):
+    sys.stderr.write("stuck handler entered\\n")
+    sys.stderr.flush()
     time.sleep(3600)  # never returns while anyone waits for it
 """
 
@@ -618,7 +621,9 @@ def test_a_signal_ends_the_process_while_a_handler_never_returns(
         process.stdin.write(_line({**call, "params": {"name": "stuck__tool_0"}}))
         process.stdin.flush()
         log = b""
-        while b"method=tools/call" not in log:  # the call has reached the dispatcher
+        # The dispatcher logs the call before its worker thread starts; a signal in
+        # between would cancel a call that never ran, so wait for the handler itself.
+        while b"stuck handler entered" not in log:
             line = process.stderr.readline()
             assert line, log.decode()
             log += line
