@@ -7,6 +7,7 @@ bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
 
 from mymcp.auth._compose import build_authenticator
 from mymcp.auth._discovery import HttpClientFactory
+from mymcp.auth._evidence import offers_bearer_token
 from mymcp.auth._oauth import Clock, SystemClock, is_scope_token
 from mymcp.auth._principal import (
     ANONYMOUS,
@@ -42,5 +43,6 @@ __all__ = [
     "is_scope_token",
     "is_valid_subject",
     "list_credentials",
+    "offers_bearer_token",
     "revoke_token",
 ]

@@ -18,13 +18,20 @@ from dataclasses import dataclass
 
 from mymcp.auth._principal import AuthFailure
 
-__all__ = ["AUTHORIZATION_SOURCE", "MAX_PAYLOAD_BYTES", "Evidence", "extract_evidence"]
+__all__ = [
+    "AUTHORIZATION_SOURCE",
+    "MAX_PAYLOAD_BYTES",
+    "Evidence",
+    "extract_evidence",
+    "offers_bearer_token",
+]
 
 AUTHORIZATION_SOURCE = "authorization"
 MAX_PAYLOAD_BYTES = 8192
 
 # RFC 9110 token characters; the scheme is compared after ASCII lowercasing.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_SCHEME_END = re.compile(r"[ \t]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +67,17 @@ def extract_evidence(authorization_values: Sequence[str]) -> Evidence | AuthFail
     if size > MAX_PAYLOAD_BYTES:
         return AuthFailure.MALFORMED
     return Evidence(scheme=scheme.lower(), payload=payload)
+
+
+def offers_bearer_token(authorization_values: Sequence[str]) -> bool:
+    """Whether any value names the Bearer scheme, however badly it is formed after that.
+
+    A refusal calls a token invalid only when the client sent a bearer token: a `Basic`
+    or `DPoP` credential, even a malformed one, is no bearer token to judge, and the
+    client is told only how to authenticate.
+    """
+    for value in authorization_values:
+        scheme = _SCHEME_END.split(value.lstrip(" \t"), maxsplit=1)[0]
+        if scheme.isascii() and scheme.lower() == "bearer":
+            return True
+    return False

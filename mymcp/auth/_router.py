@@ -144,7 +144,8 @@ class Authenticator:
 
         Only an enabled OAuth adapter has a challenge: `WWW-Authenticate: Bearer` naming
         the protected-resource metadata URL, plus `error="invalid_token"` when the client
-        actually sent a token. A credential in a scheme we do not take (`Basic`, `DPoP`)
+        actually sent a bearer token (`offers_bearer_token`), well formed or not. A
+        credential in a scheme we do not take (`Basic`, `DPoP`), malformed or not,
         is no bearer token to call invalid: RFC 6750 answers it, like a request with no
         credential, with the bare challenge that tells the client how to authenticate.
         """

@@ -305,6 +305,13 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         return fail(exc)
     server = configuration.server
     settle_logging(logs, args, server)
+    # uvicorn's reloader binds the port itself and reports a taken one only as a raw
+    # errno: try it first, so that the operator reads the same coded line as from
+    # `mymcp`. (The listener closes at once, so the reloader finds the port free.)
+    try:
+        _listen(server, configuration.source).close()
+    except ListenError as exc:
+        return fail(exc)
     configured = LogSettings(server.log_level, server.log_format)
     # Watch the package itself, not whatever directory the command was started from.
     package = str(Path(__file__).resolve().parents[1])  # the mymcp package

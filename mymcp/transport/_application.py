@@ -83,6 +83,11 @@ class HostApplication:
         self._on_startup = tuple(on_startup)
         self._on_shutdown = tuple(on_shutdown)
         self._forbidden = encode_json(error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden"))
+        self._hostless = encode_json(
+            error_response(
+                None, ErrorCode.INVALID_REQUEST, "An HTTP/1.1 request needs a Host header"
+            )
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -137,6 +142,11 @@ class HostApplication:
                     await app(scope, receive, send)
                     return
         headers = read_headers(scope)
+        if not headers.host and scope.get("http_version") != "1.0":
+            # HTTP/1.1 requires a Host on every request; one without it is broken, not
+            # merely untrusted. (HTTP/1.0 had no Host, and loopback tools still speak it.)
+            await send_encoded(send, 400, self._hostless)
+            return
         if not self._options.trusts(headers):
             await send_encoded(send, 403, self._forbidden)
             return

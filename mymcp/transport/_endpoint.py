@@ -24,7 +24,7 @@ import anyio
 from starlette.types import Receive, Send
 
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_message_json
-from mymcp.auth import AuthFailure, Principal
+from mymcp.auth import AuthFailure, Principal, offers_bearer_token
 from mymcp.governance import Governance
 from mymcp.runtime import HostRuntime
 from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declares_url_elicitation
@@ -157,7 +157,7 @@ class McpEndpoint:
             if self._audit is not None:
                 self._audit.append_rate_limited("auth_failure", outcome.value)
             challenge = self._authenticator.challenge_headers(
-                outcome, token_presented=bool(headers.authorization)
+                outcome, token_presented=offers_bearer_token(headers.authorization)
             )
             await send_empty(send, 401, challenge)
             return

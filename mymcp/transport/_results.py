@@ -13,14 +13,41 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeGuard
 
+from mymcp.config import BUNDLED_PLUGIN_ID
+from mymcp.plugin import QualifiedCapabilityId
 from mymcp.runtime import BoundTool
+from mymcp.transport._exchange import encode_json
 
 __all__ = ["reaches_clients"]
 
 
 def reaches_clients(tool: BoundTool, outcome: object) -> bool:
-    """Whether a handler's answer is a tool result clients accept from this tool."""
-    return _is_call_result(outcome) and _keeps_output_schema(tool, outcome)
+    """Whether a handler's answer is a tool result clients accept from this tool.
+
+    An external plugin's result must also encode as JSON text: one holding NaN, a value
+    JSON has no type for, or a string that is no Unicode (a file name decoded with
+    `surrogateescape`) is refused here rather than when the reply is encoded, so that the
+    call's audit outcome says it failed. The bundled memory tools build their results
+    from records already read as strict JSON, and are spared the second encoding.
+    """
+    return (
+        _is_call_result(outcome)
+        and _keeps_output_schema(tool, outcome)
+        and (_is_bundled(tool) or _encodes(outcome))
+    )
+
+
+def _is_bundled(tool: BoundTool) -> bool:
+    origin = tool.origin
+    return isinstance(origin, QualifiedCapabilityId) and origin.plugin_id == BUNDLED_PLUGIN_ID
+
+
+def _encodes(outcome: Mapping[str, Any]) -> bool:
+    try:
+        encode_json(dict(outcome))
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _is_call_result(outcome: object) -> TypeGuard[Mapping[str, Any]]:

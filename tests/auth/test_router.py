@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.auth import ANONYMOUS, Authenticator, AuthFailure, Identity, Principal
+from mymcp.auth import (
+    ANONYMOUS,
+    Authenticator,
+    AuthFailure,
+    Identity,
+    Principal,
+    offers_bearer_token,
+)
 from mymcp.auth._evidence import Evidence, extract_evidence
 from mymcp.auth._router import OAuthChallenge, RoutedAdapter
 from tests.auth.helpers import run
@@ -108,6 +115,30 @@ def test_any_single_value_yields_evidence_or_malformed(value: str) -> None:
 @given(st.lists(st.text(max_size=10), min_size=2, max_size=4))
 def test_more_than_one_value_is_always_malformed(values: list[str]) -> None:
     assert extract_evidence(values) is AuthFailure.MALFORMED
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", " ", "\t "]),
+            st.sampled_from(["Bearer", "bearer", "BEARER", "Basic", "DPoP", "Bearerx", "Bear"]),
+            st.sampled_from(["", " ", "  x", "\tx", " a b", " tok"]),
+        ),
+        max_size=3,
+    )
+)
+def test_a_bearer_token_is_offered_exactly_when_a_value_names_the_scheme(
+    parts: list[tuple[str, str, str]],
+) -> None:
+    values = [lead + scheme + rest for lead, scheme, rest in parts]
+    named = any(scheme.lower() == "bearer" for _, scheme, _ in parts)
+    assert offers_bearer_token(values) is named
+
+
+@given(st.text(max_size=12))
+def test_no_non_ascii_scheme_offers_a_bearer_token(scheme: str) -> None:
+    if not scheme.isascii():
+        assert offers_bearer_token([f"{scheme} token"]) is False
 
 
 # --- routing ----------------------------------------------------------------------------

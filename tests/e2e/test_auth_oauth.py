@@ -189,6 +189,27 @@ def test_missing_token_gets_challenge_without_error(oauth: OAuthStack) -> None:
             _assert_challenge(send(http, method, oauth.url), expected, method)
 
 
+@pytest.mark.parametrize(
+    ("credential", "invalid_token"),
+    [
+        ("Basic  YWxpY2U6c2VjcmV0", False),  # doubled space: malformed, and not a bearer
+        ("DPoP", False),
+        ("Bearer  token", True),  # a malformed bearer token is still a bearer token
+        ("bEaReR", True),
+    ],
+)
+def test_only_a_bearer_credential_is_called_an_invalid_token(
+    oauth: OAuthStack, credential: str, invalid_token: bool
+) -> None:
+    expected = f'Bearer resource_metadata="{oauth.metadata_url}"'
+    if invalid_token:
+        expected += ', error="invalid_token"'
+    with httpx.Client(timeout=10) as http:
+        for method in ("POST", "GET", "DELETE"):
+            reply = send(http, method, oauth.url, authorization=[credential])
+            _assert_challenge(reply, expected, (credential, method))
+
+
 def _invalid_tokens(oauth: OAuthStack) -> dict[str, str]:
     key = oauth.rsa_key
     return {

@@ -232,6 +232,33 @@ def test_an_oversized_request_head_is_refused_431(
     assert _health(port).startswith(b"HTTP/1.1 200")
 
 
+def _exchange(port: int, request: bytes) -> bytes:
+    with _connect(port) as connection:
+        connection.sendall(request)
+        reply = b""
+        while chunk := connection.recv(4096):
+            reply += chunk
+    return reply
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/health"])
+def test_an_http_1_1_request_without_host_is_refused_400(
+    anonymous_server: RunningServer, path: str
+) -> None:
+    port = anonymous_server.port
+    hostless = f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode()
+    reply = _exchange(port, hostless)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), reply
+    assert json.loads(body)["error"] == {
+        "code": -32600,
+        "message": "An HTTP/1.1 request needs a Host header",
+    }
+    # HTTP/1.0 had no Host: such a request is still answered.
+    old = _exchange(port, b"GET /health HTTP/1.0\r\n\r\n")
+    assert old.split(b"\r\n", 1)[0].endswith(b" 200 OK"), old
+
+
 # A handler that reports it is running by connecting to the test, then never returns.
 STUCK_PLUGIN = """
 import os

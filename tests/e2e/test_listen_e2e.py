@@ -13,6 +13,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -72,6 +73,29 @@ def test_a_taken_port_stops_the_start_with_one_coded_line_and_writes_nothing(
         f"address=127.0.0.1 port={sandbox.port}",
     ]
     assert not (sandbox.home / ".local" / "state" / "mymcp" / "audit").exists()
+    assert list(sandbox.home.iterdir()) == []
+
+
+def test_mymcp_dev_names_a_taken_port_as_mymcp_does(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
+    with _occupied("127.0.0.1", sandbox.port):
+        result = subprocess.run(
+            [str(Path(MYMCP).with_name("mymcp-dev"))],
+            env=sandbox.environ(),
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    _, errors = log_and_errors(result.stderr)
+    assert result.returncode == EXIT_FAILURE, result.stderr
+    assert "Errno" not in result.stderr
+    assert errors == [
+        f"mymcp: error: {sandbox.config_file}:4:1: server.port: MyMCP cannot listen: the "
+        f"address and port are already in use: 127.0.0.1:{sandbox.port} is taken by another "
+        "process (another MyMCP?); stop it, or set another port (code=address_in_use)"
+    ]
     assert list(sandbox.home.iterdir()) == []
 
 

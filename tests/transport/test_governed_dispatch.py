@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ def _make_writer(directory: Path) -> Any:
         return structured_result({"written": True})
 
     return write
+
+
+def _not_a_number(arguments: dict[str, Any]) -> dict[str, Any]:
+    return structured_result({"ratio": math.nan})
 
 
 def _failing(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +65,7 @@ def governed(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
             input_schema=schema(text={"type": "string"}),
         ),
         tool("notes", "wipe", effects=DESTRUCTIVE),
+        tool("notes", "ratio", _not_a_number),
     )
     runtime = compose_runtime([notes], external_bindings(notes), server_version="0.1.0")
     document = {"schema_version": 8, "policy": POLICY}
@@ -93,7 +99,7 @@ def _call(client: TestClient, headers: dict[str, str], name: str, **arguments: A
 def test_discovery_is_filtered_per_principal(governed: tuple[TestClient, Path]) -> None:
     client, _ = governed
     anonymous = session_headers(initialize(client))
-    assert _names(client, anonymous) == ["list_tools", "notes__read"]
+    assert _names(client, anonymous) == ["list_tools", "notes__read", "notes__ratio"]
     alice_headers = {"authorization": "Bearer alice"}
     alice = session_headers(initialize(client, **alice_headers), **alice_headers)
     assert _names(client, alice) == [
@@ -101,9 +107,10 @@ def test_discovery_is_filtered_per_principal(governed: tuple[TestClient, Path]) 
         "notes__read",
         "notes__conflict",
         "notes__write",
+        "notes__ratio",
     ]
     listed = _call(client, anonymous, "list_tools")["result"]["structuredContent"]
-    assert listed["tools"] == ["list_tools", "notes__read"]
+    assert listed["tools"] == ["list_tools", "notes__read", "notes__ratio"]
     assert "notes__write" not in listed["summary"]
 
 
@@ -213,3 +220,15 @@ def test_every_decision_and_outcome_is_recorded_without_content(
     assert session.encode() not in raw
     assert b"no_such_tool" not in raw
     assert verify_audit(directory).ok
+
+
+def test_a_result_no_client_could_read_is_audited_as_the_failure_the_client_saw(
+    governed: tuple[TestClient, Path],
+) -> None:
+    client, directory = governed
+    headers = session_headers(initialize(client))
+    answer = _call(client, headers, "notes__ratio")["result"]
+    assert answer["isError"] is True
+    assert answer["structuredContent"]["code"] == "internal_error"
+    records = [r for r in _records_after_close(client, directory) if r["event"] == "tool_call"]
+    assert [(r["tool"], r["outcome"]) for r in records] == [("notes__ratio", "internal_error")]

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -142,12 +143,13 @@ def _result_tool(result: Any) -> Any:
 
 
 @pytest.fixture
-def result_client() -> Iterator[Callable[[Any], TestClient]]:
+def result_client() -> Iterator[Callable[..., TestClient]]:
     clients: list[TestClient] = []
 
-    def make(result: Any) -> TestClient:
-        alpha = contribution("alpha", tool("alpha", "odd", _result_tool(result)))
-        runtime = compose_runtime([alpha], external_bindings(alpha), server_version="0.1.0")
+    def make(result: Any, plugin_id: str = "alpha") -> TestClient:
+        odd = contribution(plugin_id, tool(plugin_id, "odd", _result_tool(result)))
+        bindings = [(t.capability, "alpha__odd") for t in odd.tools]
+        runtime = compose_runtime([odd], bindings, server_version="0.1.0")
         app = create_app(runtime, authenticator=NamedBearer())
         client = TestClient(app, base_url=BASE)
         clients.append(client)
@@ -158,15 +160,18 @@ def result_client() -> Iterator[Callable[[Any], TestClient]]:
         client.close()
 
 
-@pytest.mark.parametrize(
-    "result",
-    [
-        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"n": math.nan}},
-        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"s": {1, 2}}},
-        {"content": [{"type": "text", "text": "x"}], "structuredContent": {"b": b"bytes"}},
-    ],
-)
-def test_an_unencodable_tool_result_is_an_internal_error_for_that_request(
+UNENCODABLE_RESULTS = [
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {"n": math.nan}},
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {"s": {1, 2}}},
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {"b": b"bytes"}},
+    # A plugin can make a lone surrogate from a file name decoded with surrogateescape.
+    # Its escape is JSON syntax, but no text: clients refuse the whole reply for it.
+    {"content": [{"type": "text", "text": "name-\udcff"}]},
+]
+
+
+@pytest.mark.parametrize("result", UNENCODABLE_RESULTS)
+def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
     result_client, result: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = result_client(result)
@@ -174,32 +179,39 @@ def test_an_unencodable_tool_result_is_an_internal_error_for_that_request(
     call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
     response = client.post("/mcp", json=call, headers=session_headers(session))
     assert response.status_code == 200
+    answer = response.json()["result"]
+    assert answer["isError"] is True
+    assert answer["structuredContent"]["code"] == "internal_error"
+    assert b"udcff" not in response.content
+    # The result's log line names the request id the client was given.
+    request_id = answer["structuredContent"]["request_id"]
+    (line,) = [r.getMessage() for r in caplog.records if "tool_failure" in r.getMessage()]
+    assert line == f"tool_failure request_id={request_id} tool=alpha__odd error_type=invalid_result"
+    assert _only_session_still_works(client, session)
+
+
+@pytest.mark.parametrize("result", UNENCODABLE_RESULTS)
+def test_a_reply_that_still_cannot_be_encoded_is_an_internal_error_for_that_request(
+    result_client, result: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The bundled memory tools' results are spared the plugins' encoding check: should
+    # one ever hold such a value, encoding the reply refuses it.
+    client = result_client(result, plugin_id="mnemosyne")
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.status_code == 200
     reply = response.json()
-    # The reply names the log line's request id, so the operator can find the cause.
     request_id = reply["error"]["data"]["request_id"]
     assert reply == {
         "jsonrpc": "2.0",
         "id": 7,
         "error": {"code": -32603, "message": "Internal error", "data": {"request_id": request_id}},
     }
+    assert b"udcff" not in response.content
     (line,) = [r.getMessage() for r in caplog.records if "reply_unencodable" in r.getMessage()]
     assert line.startswith(f"reply_unencodable request_id={request_id} id=7 method=tools/call")
     assert _only_session_still_works(client, session)
-
-
-def test_a_lone_surrogate_in_a_tool_result_is_an_internal_error(
-    result_client, caplog: pytest.LogCaptureFixture
-) -> None:
-    # A plugin can produce one (for example a file name decoded with surrogateescape).
-    # Its escape is JSON syntax, but no text: clients refuse the whole reply for it.
-    client = result_client({"content": [{"type": "text", "text": "name-\udcff"}]})
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}})
-    response = client.post("/mcp", json=call, headers=session_headers(session))
-    assert response.status_code == 200
-    assert response.json()["error"]["code"] == -32603
-    assert b"udcff" not in response.content
-    assert "reply_unencodable" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -365,6 +377,47 @@ def test_every_route_applies_the_same_host_and_origin_rule(
 ) -> None:
     response = documents_client.get(path, headers={**HEADERS, **headers})
     assert response.status_code == 403
+
+
+def _asgi_get(app: Any, path: str, http_version: str, headers: list[tuple[bytes, bytes]]) -> int:
+    """The status `app` answers one bodiless GET with exactly these raw headers (no
+    test client, since every one of them adds a Host)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": http_version,
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+    }
+    anyio.run(app, scope, receive, send)
+    return int(sent[0]["status"])
+
+
+@pytest.mark.parametrize("path", ["/health", "/version", PROTECTED_RESOURCE_PATH, "/mcp"])
+def test_only_http_1_0_may_leave_out_the_host(documents_client: TestClient, path: str) -> None:
+    app = documents_client.app
+    assert _asgi_get(app, path, "1.1", []) == 400
+    assert _asgi_get(app, path, "1.1", [(b"origin", BASE.encode())]) == 400
+    # HTTP/1.0 had no Host header: such a request is answered as one naming this server.
+    own = [(b"host", b"127.0.0.1:8000")]
+    assert _asgi_get(app, path, "1.0", []) == _asgi_get(app, path, "1.0", own)
+    assert _asgi_get(app, path, "1.1", own) != 403
+    assert _asgi_get(app, path, "1.0", [(b"origin", b"http://evil.example")]) == 403
 
 
 @pytest.mark.parametrize("path", ["/health", "/version", PROTECTED_RESOURCE_PATH])
