@@ -46,7 +46,8 @@ def auth_command(args: argparse.Namespace) -> int:
         elif args.action == "list":
             credentials = list_credentials(path)
             for credential_id, subject in credentials:
-                print(f"{credential_id}\t{subject}")
+                # A subject may hold characters that look like others or none at all.
+                print(f"{credential_id}\t{escape_invisible(subject)}")
             if not credentials:  # said on stderr: the listing itself stays empty
                 where = "does not exist yet" if not path.exists() else "holds none"
                 print(f"mymcp: no credentials: {path} {where}", file=sys.stderr)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mymcp._escaping import escape_invisible
 from mymcp.errors import AuditError
 from mymcp.governance import AuditLog, VerifyResult, read_records, verify_audit
 
@@ -49,9 +50,17 @@ class AuditFilter:
     def matches(self, record: Mapping[str, Any]) -> bool:
         return (
             (not self.event or record.get("event") == self.event)
-            and (not self.tool or record.get("tool") == self.tool)
-            and (not self.principal or record.get("principal") == self.principal)
+            and (not self.tool or _names(record.get("tool"), self.tool))
+            and (not self.principal or _names(record.get("principal"), self.principal))
         )
+
+
+def _names(value: object, wanted: str) -> bool:
+    """Whether a record's value is the one a person asked for, typed as it is or copied
+    from the page, where its invisible characters are shown as escapes."""
+    if value == wanted:
+        return True
+    return "\\" in wanted and isinstance(value, str) and escape_invisible(value) == wanted
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +76,11 @@ class AuditPage:
 
 
 def load_audit(audit: AuditLog, wanted: AuditFilter) -> AuditPage:
-    """Blocking: commit what is queued, read every record, keep the newest matches."""
+    """Blocking: commit what is queued, read every record, keep the newest matches.
+
+    A log that cannot be read (its directory removed or replaced while the server runs)
+    shows no records; the chain check says what is wrong with it, as `verify` would.
+    """
     commit_failed = False
     try:
         audit.commit()
@@ -76,14 +89,18 @@ def load_audit(audit: AuditLog, wanted: AuditFilter) -> AuditPage:
     newest: deque[Mapping[str, Any]] = deque(maxlen=wanted.limit)
     events: set[str] = set()
     scanned = matched = 0
-    for record in read_records(audit.directory):
-        scanned += 1
-        event = record.get("event")
-        if isinstance(event, str):
-            events.add(event)
-        if wanted.matches(record):
-            matched += 1
-            newest.append(record)
+    try:
+        for record in read_records(audit.directory):
+            scanned += 1
+            event = record.get("event")
+            if isinstance(event, str):
+                events.add(event)
+            if wanted.matches(record):
+                matched += 1
+                newest.append(record)
+    except OSError:
+        newest.clear()
+        scanned = matched = 0
     verified = verify_audit(audit.directory)
     return AuditPage(
         tuple(reversed(newest)), matched, scanned, tuple(sorted(events)), verified, commit_failed

@@ -284,6 +284,10 @@ class ConsolePages:
         return RedirectResponse("/console/approvals", status_code=303)
 
     async def _sign_in(self, request: Request) -> Response:
+        if request.method == "HEAD":
+            # Link checkers and previews ask with HEAD: only a GET, a person opening the
+            # link, spends it.
+            return self._message(200, "Sign in to the MyMCP console", "Open this link to sign in.")
         token = request.query_params.get("token", "")
         outcome = await to_thread.run_sync(
             lambda: redeem_sign_in(self._directory, token, now=self._clock())
@@ -294,7 +298,7 @@ class ConsolePages:
         _log.info("console sign_in outcome=%s", outcome.value)
         if outcome is not Redemption.OK or epoch is None:
             heading, line = _SIGN_IN_REFUSALS[outcome]
-            return self._message(403, heading, line)
+            return self._message(503 if outcome is Redemption.UNAVAILABLE else 403, heading, line)
         cookie, _ = self._sessions.open(epoch)
         if self._audit is not None:
             self._audit.append("console_sign_in", principal="console")

@@ -142,9 +142,14 @@ def verify_audit(directory: Path) -> VerifyResult:
     """Walk every segment and check each line (byte for byte the writer's encoding of
     a record whose hash matches), each `prev` and `seq`, the start, and `HEAD`."""
     with shared_lock(directory):
-        found = segments(directory)
+        try:
+            found = segments(directory)
+            misplaced = misplaced_segments(directory)
+        except OSError as exc:
+            # Gone, or replaced by something that is no directory, while in use.
+            problem = f"the audit directory cannot be read ({exc.strerror or 'unreadable'})"
+            return VerifyResult(0, 0, GENESIS_HASH, problem)
         walk = _Walk(read_head(directory))
-        misplaced = misplaced_segments(directory)
         if misplaced:
             problem = f"{misplaced[0]}: not a regular file (a link, directory or FIFO)"
             return VerifyResult(0, len(found), GENESIS_HASH, problem)

@@ -219,6 +219,16 @@ def test_an_unknown_link_is_refused(stack: Stack) -> None:
         assert "not valid" in response.text
 
 
+def test_a_head_request_never_spends_a_sign_in_link(stack: Stack) -> None:
+    token = issue_sign_in(stack.state, now=stack.clock())
+    checked = stack.client.head(f"/console/sign-in?token={token}", follow_redirects=False)
+    assert checked.status_code == 200
+    assert "set-cookie" not in checked.headers
+    opened = stack.client.get(f"/console/sign-in?token={token}", follow_redirects=False)
+    assert opened.status_code == 303
+    assert "set-cookie" in opened.headers
+
+
 def test_a_session_ends_after_eight_hours(stack: Stack) -> None:
     stack.sign_in()
     stack.clock.now += SESSION_LIFETIME_SECONDS - 1
@@ -235,12 +245,17 @@ def test_a_briefly_unusable_state_directory_suspends_sessions_without_ending_the
     stack.sign_in()
     with stack.another_browser() as second:
         stack.sign_in(second)
+        links = [issue_sign_in(stack.state, now=stack.clock()) for _ in range(2)]
         stack.state.chmod(0o755)  # not private: the server refuses to trust it
-        for client in (stack.client, second):
+        for client, link in zip((stack.client, second), links, strict=True):
             refused = client.get("/console/approvals")
             assert refused.status_code == 503
             assert "Sign-in is unavailable" in refused.text
             assert client.get("/console/approvals.json").status_code == 403
+            # A new link is no way in meanwhile, and the answer says why, as every page does.
+            refused = client.get(f"/console/sign-in?token={link}", follow_redirects=False)
+            assert refused.status_code == 503
+            assert "Sign-in is unavailable" in refused.text
         stack.state.chmod(0o700)
         assert stack.client.get("/console/approvals").status_code == 200
         stack.state.chmod(0o755)

@@ -524,6 +524,16 @@ def test_memory_content_is_escaped_everywhere(stack: Stack) -> None:
     }
 
 
+def test_a_record_page_names_its_title_and_an_event_s_time_as_they_are(stack: Stack) -> None:
+    stack.sign_in()
+    title = "invoice\u202efdp.exe"
+    reference = stack.remember(title, kind="event", occurred_at="2026-03-01T09:30:00Z")
+    page = stack.client.get(_record_path(reference)).text
+    (shown,) = re.findall(r"<title>(.*?)</title>", page, re.S)
+    assert html.unescape(shown) == "invoice\\u202efdp.exe · MyMCP console"
+    assert "Occurred 2026-03-01T09:30:00Z" in _text(page)
+
+
 # -- audit ------------------------------------------------------------------------------------
 
 
@@ -567,6 +577,39 @@ def test_the_audit_page_shows_filters_and_verifies(stack: Stack) -> None:
     segment.write_bytes(b"".join(lines))
     broken = _text(stack.client.get("/console/audit").text)
     assert "Broken: segment-000001.jsonl line 1" in broken
+
+
+def test_an_audit_directory_removed_while_serving_reads_as_broken(stack: Stack) -> None:
+    stack.sign_in()
+    audit = stack.host.governance.audit
+    assert audit is not None
+    audit.commit()
+    audit.directory.rename(audit.directory.with_name("moved-aside"))
+    page = stack.client.get("/console/audit")
+    assert page.status_code == 200
+    text = _text(page.text)
+    assert "Broken: the audit directory cannot be read" in text
+    assert "0 of 0 records match" in text
+
+
+def test_the_audit_page_shows_invisible_characters_as_escapes_and_filters_on_them(
+    stack: Stack,
+) -> None:
+    stack.sign_in()
+    audit = stack.host.governance.audit
+    assert audit is not None
+    lookalike = "operator:alice\u3164"
+    audit.append("auth_failure", principal=lookalike, reason="x")
+    audit.append("auth_failure", principal="operator:alice", reason="x")
+    page = stack.client.get("/console/audit?event=auth_failure").text
+    cells = re.findall(r'<td data-label="Principal">(.*?)</td>', page)
+    assert cells == ["operator:alice", "operator:alice\\u3164"]
+    # The escaped form, copied from the page, finds the record it names; so does the raw one.
+    for typed in ("operator:alice\\u3164", lookalike):
+        found = stack.client.get("/console/audit", params={"principal": typed}).text
+        assert re.findall(r'<td data-label="Principal">(.*?)</td>', found) == [
+            "operator:alice\\u3164"
+        ]
 
 
 def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:

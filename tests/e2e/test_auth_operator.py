@@ -227,3 +227,21 @@ def test_an_empty_listing_says_why(sandbox: Sandbox) -> None:
     emptied = run_cli(arguments, sandbox.environ(), timeout=CLI_TIMEOUT)
     assert (emptied.returncode, emptied.stdout) == (0, "")
     assert emptied.stderr == f"mymcp: no credentials: {verifier} holds none\n"
+
+
+def test_the_listing_shows_a_subject_s_invisible_characters_as_escapes(sandbox: Sandbox) -> None:
+    verifier = verifier_location(sandbox)
+    lookalike = "alice\u3164"  # a Hangul filler: prints as nothing at all
+    created = run_cli(
+        ["auth", "token", "create", "--subject", lookalike, "--verifier-file", str(verifier)],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    assert created.returncode == 0, created.stderr
+    listed = run_cli(
+        ["auth", "token", "list", "--verifier-file", str(verifier)],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    (line,) = listed.stdout.splitlines()
+    assert line.split("\t")[1] == "alice\\u3164"
