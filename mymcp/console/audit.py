@@ -1,25 +1,38 @@
 """The audit as the console shows it: recent records, filtered, and the chain's verdict.
 
-Reading walks the segment files and verifying hashes every record, so both run in a
-worker thread. Records queued in memory are committed first, so that what a person just
-did in the console is already on the page.
+Reading walks segment files and verifying hashes records, so both run in a worker
+thread. Records queued in memory are committed first, so that what a person just did in
+the console is already on the page.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from mymcp._escaping import escape_invisible
 from mymcp.errors import AuditError
-from mymcp.governance import AuditLog, VerifyResult, read_records, verify_audit
+from mymcp.governance import AuditLog, AuditRecord, VerifiedPrefix, VerifyResult, verify_audit
+from mymcp.governance.audit_format import complete_records, segments
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "AuditFilter", "AuditPage", "load_audit", "readable"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_SEARCHED",
+    "AuditFilter",
+    "AuditPage",
+    "AuditView",
+    "readable",
+]
 
 DEFAULT_LIMIT: Final = 200
 MAX_LIMIT: Final = 1000
+# How many records one view searches at most, newest first: the whole of a log at the
+# default retention of records of common size; `mymcp audit show` reads any log whole.
+MAX_SEARCHED: Final = 200_000
 _MAX_FILTER_CHARS: Final = 200
 _COLUMNS: Final = frozenset(
     {"seq", "time", "event", "principal", "tool", "decision", "outcome", "duration_ms"}
@@ -69,42 +82,80 @@ class AuditPage:
     """The newest matching records, newest first."""
     matched: int
     scanned: int
+    """How many records were searched, newest first, until `matched` reached the limit."""
+    truncated: bool
+    """Whether the search stopped at `MAX_SEARCHED` records, older ones unsearched."""
     events: tuple[str, ...]
-    """Every event name present, for the filter's choices."""
+    """Every event name among the records searched, for the filter's choices."""
     verify: VerifyResult
     commit_failed: bool = False
 
 
-def load_audit(audit: AuditLog, wanted: AuditFilter) -> AuditPage:
-    """Blocking: commit what is queued, read every record, keep the newest matches.
+class AuditView:
+    """The audit as the console reads it, for one log; safe to use from worker threads.
 
-    A log that cannot be read (its directory removed or replaced while the server runs)
-    shows no records; the chain check says what is wrong with it, as `verify` would.
+    Both halves of a view would otherwise cost as much as the whole log, on every view:
+    the chain check resumes after the segments the last check proved, as long as those
+    files are unchanged (their bytes cannot change without their change time), and the
+    records are searched from the newest back, until enough match or `MAX_SEARCHED`
+    were read.
     """
-    commit_failed = False
-    try:
-        audit.commit()
-    except AuditError:
-        commit_failed = True
-    newest: deque[Mapping[str, Any]] = deque(maxlen=wanted.limit)
-    events: set[str] = set()
-    scanned = matched = 0
-    try:
-        for record in read_records(audit.directory):
-            scanned += 1
-            event = record.get("event")
-            if isinstance(event, str):
-                events.add(event)
-            if wanted.matches(record):
-                matched += 1
-                newest.append(record)
-    except OSError:
-        newest.clear()
+
+    def __init__(self, audit: AuditLog) -> None:
+        self._audit = audit
+        self._lock = threading.Lock()
+        self._proved: VerifiedPrefix | None = None
+
+    def load(self, wanted: AuditFilter) -> AuditPage:
+        """Blocking: commit what is queued, search the newest records, check the chain.
+
+        A log that cannot be read (its directory removed or replaced while the server
+        runs) shows no records; the chain check says what is wrong with it, as `verify`
+        would.
+        """
+        commit_failed = False
+        try:
+            self._audit.commit()
+        except AuditError:
+            commit_failed = True
+        newest: list[Mapping[str, Any]] = []
+        events: set[str] = set()
         scanned = matched = 0
-    verified = verify_audit(audit.directory)
-    return AuditPage(
-        tuple(reversed(newest)), matched, scanned, tuple(sorted(events)), verified, commit_failed
-    )
+        truncated = False
+        try:
+            for record in _newest_first(self._audit.directory):
+                if len(newest) == wanted.limit:
+                    break
+                if scanned == MAX_SEARCHED:
+                    truncated = True
+                    break
+                scanned += 1
+                event = record.get("event")
+                if isinstance(event, str):
+                    events.add(event)
+                if wanted.matches(record):
+                    matched += 1
+                    newest.append(record)
+        except OSError:
+            newest.clear()
+            scanned = matched = 0
+            truncated = False
+        with self._lock:
+            resume = self._proved
+        verified = verify_audit(self._audit.directory, resume=resume)
+        if verified.prefix is not None:
+            with self._lock:
+                self._proved = verified.prefix
+        events_found = tuple(sorted(events))
+        return AuditPage(
+            tuple(newest), matched, scanned, truncated, events_found, verified, commit_failed
+        )
+
+
+def _newest_first(directory: Path) -> Iterator[AuditRecord]:
+    """Every readable record, newest first, reading one segment at a time."""
+    for _, path in reversed(segments(directory)):
+        yield from reversed(list(complete_records(path)))
 
 
 def readable(record: Mapping[str, Any]) -> dict[str, str]:

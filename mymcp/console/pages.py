@@ -35,7 +35,7 @@ from mymcp.console.access import (
     redeem_sign_in,
 )
 from mymcp.console.approvals import STATE_TEXT, describe, pending_summary, visible
-from mymcp.console.audit import AuditFilter, load_audit, readable
+from mymcp.console.audit import AuditFilter, AuditView, readable
 from mymcp.console.guard import ConsoleGuard
 from mymcp.console.memory import (
     ANY_COLLECTION,
@@ -167,6 +167,7 @@ class ConsolePages:
         self._memory = memory
         self._approvals = approvals
         self._audit = audit
+        self._audit_view = AuditView(audit) if audit is not None else None
         self._directory = state_directory
         self._cookie = cookie_name
         self._clock = clock
@@ -579,8 +580,8 @@ class ConsolePages:
     # -- audit ------------------------------------------------------------------------
 
     async def _audit_page(self, request: Request, session: ConsoleSession) -> Response:
-        audit = self._audit
-        if audit is None:
+        view = self._audit_view
+        if view is None:
             return self._message(
                 200,
                 "The audit is off",
@@ -588,7 +589,7 @@ class ConsolePages:
                 session=session,
             )
         wanted = AuditFilter.from_query(request.query_params)
-        page = await to_thread.run_sync(load_audit, audit, wanted)
+        page = await to_thread.run_sync(view.load, wanted)
         return self._render(
             "audit.html",
             session=session,

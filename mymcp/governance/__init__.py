@@ -33,7 +33,12 @@ from mymcp.governance.audit_format import (
     canonical_json,
     check_audit_directory,
 )
-from mymcp.governance.audit_verify import VerifyResult, read_records, verify_audit
+from mymcp.governance.audit_verify import (
+    VerifiedPrefix,
+    VerifyResult,
+    read_records,
+    verify_audit,
+)
 from mymcp.governance.policy import Decision, Policy, PolicyView, effect_classes
 
 __all__ = [
@@ -53,6 +58,7 @@ __all__ = [
     "PolicyView",
     "RecordShape",
     "Verdict",
+    "VerifiedPrefix",
     "VerifyResult",
     "approval_required_tools",
     "audit_directory",

@@ -28,7 +28,32 @@ from mymcp.governance.audit_format import (
     shared_lock,
 )
 
-__all__ = ["VerifyResult", "read_records", "verify_audit"]
+__all__ = ["VerifiedPrefix", "VerifyResult", "read_records", "verify_audit"]
+
+
+# A segment file as it is on disk: device, inode, size, and the times of its last change
+# of content and of anything at all. Nothing can change a file without changing the
+# last (not even resetting its modification time), so an unchanged identity means
+# unchanged bytes.
+_Identity = tuple[int, int, int, int, int]
+
+
+def _identity(path: Path) -> _Identity | None:
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedPrefix:
+    """How far one walk proved the chain: through its sealed segments (every one but
+    the newest, which the writer still appends to), as they were on disk then. A later
+    walk of the same directory starts after them while none has changed."""
+
+    files: tuple[tuple[int, _Identity], ...]
+    walk: _Walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +65,8 @@ class VerifyResult:
     head_hash: str
     problem: str | None = None
     notes: tuple[str, ...] = ()
+    prefix: VerifiedPrefix | None = field(default=None, compare=False, repr=False)
+    """What a later `verify_audit(directory, resume=…)` need not walk again."""
 
     @property
     def ok(self) -> bool:
@@ -64,6 +91,18 @@ class _Walk:
     removed: list[tuple[object, object, object]] = field(default_factory=list)
     torn: list[int] = field(default_factory=list)
     recovered: set[object] = field(default_factory=set)
+
+    def copy(self) -> _Walk:
+        return _Walk(
+            self.head,
+            self.count,
+            self.seq,
+            self.digest,
+            self.start,
+            list(self.removed),
+            list(self.torn),
+            set(self.recovered),
+        )
 
     def line(self, number: int, where: str, line: bytes) -> None:
         record = parse_record(line)
@@ -138,9 +177,14 @@ class _Walk:
             raise _Broken(f"{HEAD_FILE} is missing or unreadable")
 
 
-def verify_audit(directory: Path) -> VerifyResult:
+def verify_audit(directory: Path, *, resume: VerifiedPrefix | None = None) -> VerifyResult:
     """Walk every segment and check each line (byte for byte the writer's encoding of
-    a record whose hash matches), each `prev` and `seq`, the start, and `HEAD`."""
+    a record whose hash matches), each `prev` and `seq`, the start, and `HEAD`.
+
+    With `resume`, an earlier result's `prefix`, the walk starts after the segments it
+    proved, if each is still the same file with the same bytes and `HEAD` names no
+    record inside them; otherwise everything is walked again.
+    """
     with shared_lock(directory):
         try:
             found = segments(directory)
@@ -149,30 +193,25 @@ def verify_audit(directory: Path) -> VerifyResult:
             # Gone, or replaced by something that is no directory, while in use.
             problem = f"the audit directory cannot be read ({exc.strerror or 'unreadable'})"
             return VerifyResult(0, 0, GENESIS_HASH, problem)
-        walk = _Walk(read_head(directory))
+        head = read_head(directory)
         if misplaced:
             problem = f"{misplaced[0]}: not a regular file (a link, directory or FIFO)"
             return VerifyResult(0, len(found), GENESIS_HASH, problem)
-        fresh = walk.head == (0, GENESIS_HASH) or (
-            walk.head is None and not os.path.lexists(directory / HEAD_FILE)
+        fresh = head == (0, GENESIS_HASH) or (
+            head is None and not os.path.lexists(directory / HEAD_FILE)
         )
         if not found and fresh:
             return VerifyResult(0, 0, GENESIS_HASH)
+        files = [(number, _identity(path)) for number, path in found]
+        walk, done = _resumed(resume, files, head)
+        prefix = resume if done else None
         try:
-            for number, path in found:
-                try:
-                    handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
-                except FileNotFoundError:
-                    raise _Broken(f"{path.name}: removed while it was being verified") from None
-                with handle:
-                    for index, line in enumerate(segment_lines(handle), start=1):
-                        where = f"{path.name} line {index}"
-                        if line is None:
-                            raise _Broken(f"{where}: not a valid record (far too long)")
-                        if not line.endswith(b"\n"):  # only ever the last line
-                            walk.torn.append(number)
-                            break
-                        walk.line(number, where, line[:-1])
+            for position, (number, path) in enumerate(found[done:], start=done):
+                _walk_segment(walk, number, path)
+                sealed = files[: position + 1]
+                if position + 1 < len(found) and all(i is not None for _, i in sealed):
+                    proved = tuple((n, i) for n, i in sealed if i is not None)
+                    prefix = VerifiedPrefix(proved, walk.copy())
             # As the writer does: the chain ends in the newest segment holding anything
             # (a write that failed on a full disk may have created an empty one after it).
             holding = [number for number, path in found if path.stat().st_size > 0]
@@ -182,7 +221,42 @@ def verify_audit(directory: Path) -> VerifyResult:
     notes = tuple(
         f"torn final line in {segment_name(n)} (a crash during a write)" for n in walk.torn
     )
-    return VerifyResult(walk.count, len(found), walk.digest, None, notes)
+    return VerifyResult(walk.count, len(found), walk.digest, None, notes, prefix)
+
+
+def _resumed(
+    resume: VerifiedPrefix | None,
+    files: list[tuple[int, _Identity | None]],
+    head: tuple[int, str] | None,
+) -> tuple[_Walk, int]:
+    """Where a walk starts: after `resume`'s segments, when they are the first of `files`
+    unchanged, and the newest is not among them; from the beginning otherwise. A `HEAD`
+    naming a record inside them would have to be checked against it: walked again."""
+    if resume is not None and len(resume.files) < len(files):
+        proved = resume.walk
+        unchanged = tuple(files[: len(resume.files)]) == resume.files
+        head_after = head is None or head[0] > proved.seq or head == (proved.seq, proved.digest)
+        if unchanged and head_after:
+            walk = proved.copy()
+            walk.head = head
+            return walk, len(resume.files)
+    return _Walk(head), 0
+
+
+def _walk_segment(walk: _Walk, number: int, path: Path) -> None:
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        raise _Broken(f"{path.name}: removed while it was being verified") from None
+    with handle:
+        for index, line in enumerate(segment_lines(handle), start=1):
+            where = f"{path.name} line {index}"
+            if line is None:
+                raise _Broken(f"{where}: not a valid record (far too long)")
+            if not line.endswith(b"\n"):  # only ever the last line
+                walk.torn.append(number)
+                break
+            walk.line(number, where, line[:-1])
 
 
 def read_records(directory: Path) -> Iterator[AuditRecord]:

@@ -589,7 +589,7 @@ def test_an_audit_directory_removed_while_serving_reads_as_broken(stack: Stack) 
     assert page.status_code == 200
     text = _text(page.text)
     assert "Broken: the audit directory cannot be read" in text
-    assert "0 of 0 records match" in text
+    assert "0 of the newest 0 records match" in text
 
 
 def test_the_audit_page_shows_invisible_characters_as_escapes_and_filters_on_them(
@@ -610,6 +610,30 @@ def test_the_audit_page_shows_invisible_characters_as_escapes_and_filters_on_the
         assert re.findall(r'<td data-label="Principal">(.*?)</td>', found) == [
             "operator:alice\\u3164"
         ]
+
+
+def test_a_view_searches_a_bounded_number_of_the_newest_records(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mymcp.console import audit as console_audit
+
+    stack.sign_in()
+    audit = stack.host.governance.audit
+    assert audit is not None
+    for index in range(30):
+        audit.append("auth_failure", principal=f"operator:p{index}", reason="x")
+    monkeypatch.setattr(console_audit, "MAX_SEARCHED", 10)
+    # The oldest record of all (the sign-in) is beyond the bound: not found, and said so.
+    old = _text(stack.client.get("/console/audit?event=console_sign_in").text)
+    assert "0 of the newest 10 records match" in old
+    assert "Older records were not searched: mymcp audit show reads the whole log." in old
+    # Enough matches among the newest: the search stops there, and nothing is missing.
+    recent = stack.client.get("/console/audit?event=auth_failure&limit=3").text
+    cells = re.findall(r'<td data-label="Principal">(.*?)</td>', recent)
+    assert cells == ["operator:p29", "operator:p28", "operator:p27"]
+    assert "Older records were not searched" not in recent
+    # The chain check still covers the whole log.
+    assert "Intact: " in _text(recent)
 
 
 def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:

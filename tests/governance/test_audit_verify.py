@@ -414,3 +414,76 @@ def test_an_unreadable_head_without_segments_is_no_fresh_log(tmp_path: Path) -> 
     assert verify_audit(tmp_path).problem == "HEAD is missing or unreadable"
     (tmp_path / "HEAD").unlink()
     assert verify_audit(tmp_path).ok  # nothing written yet: a fresh log
+
+
+# --- resuming from an earlier walk (what the console does on every view) -------------------
+
+
+def _walked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The segment numbers each later `verify_audit` reads, in order."""
+    seen: list[int] = []
+    walk_segment = audit_verify._walk_segment
+
+    def recording(walk: Any, number: int, path: Path) -> None:
+        seen.append(number)
+        walk_segment(walk, number, path)
+
+    monkeypatch.setattr(audit_verify, "_walk_segment", recording)
+    return seen
+
+
+def test_a_resumed_walk_reads_only_what_is_new_and_agrees_with_a_whole_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = write(tmp_path, 60, max_segment_bytes=2048)
+    first = verify_audit(tmp_path)
+    assert first.ok
+    assert first.prefix is not None
+    numbers = segment_numbers(tmp_path)
+    assert len(numbers) > 3
+    for index in range(40):  # more records: the newest segment grows, and new ones seal
+        log.append("tool_call", principal="anonymous", tool=f"later_{index}", decision="allowed")
+    log.commit()
+    walked = _walked(monkeypatch)
+    resumed = verify_audit(tmp_path, resume=first.prefix)
+    assert walked == [n for n in segment_numbers(tmp_path) if n >= numbers[-1]]
+    whole = verify_audit(tmp_path)
+    assert (resumed.ok, resumed.records, resumed.head_hash) == (True, 100, whole.head_hash)
+    log.close()
+
+
+@pytest.mark.parametrize("tamper", ["edit", "truncate", "remove"])
+def test_a_sealed_segment_changed_after_a_walk_is_read_again_and_found(
+    tmp_path: Path, tamper: str
+) -> None:
+    log = write(tmp_path, 60, max_segment_bytes=2048)
+    earlier = verify_audit(tmp_path)
+    assert earlier.ok
+    lines = segment_lines(tmp_path, 2)
+    if tamper == "edit":
+        # The same length, and the modification time put back: only the file's change
+        # time, which nobody can set, tells that it was touched.
+        before = os.stat(tmp_path / segment_name(2))
+        lines[1] = lines[1].replace(b'"allowed"', b'"allowex"')
+        rewrite(tmp_path, lines, 2)
+        os.utime(tmp_path / segment_name(2), ns=(before.st_atime_ns, before.st_mtime_ns))
+    elif tamper == "truncate":
+        rewrite(tmp_path, lines[:-1], 2)
+    else:
+        (tmp_path / segment_name(2)).unlink()
+    resumed = verify_audit(tmp_path, resume=earlier.prefix)
+    assert not resumed.ok
+    assert resumed.problem == verify_audit(tmp_path).problem
+    log.close()
+
+
+def test_a_head_pointed_into_the_proved_segments_is_checked_again(tmp_path: Path) -> None:
+    log = write(tmp_path, 60, max_segment_bytes=2048)
+    log.close()
+    earlier = verify_audit(tmp_path)
+    assert earlier.ok
+    # HEAD names an old record, with a hash that is not that record's.
+    (tmp_path / "HEAD").write_text(f"5 {'0' * 64}\n")
+    resumed = verify_audit(tmp_path, resume=earlier.prefix)
+    assert not resumed.ok
+    assert resumed.problem == verify_audit(tmp_path).problem
