@@ -15,6 +15,7 @@ then sessions and dispatch. A reply is encoded before anything is committed for 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,6 +32,7 @@ from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declar
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
+    IncompleteBody,
     RequestHeaders,
     read_body,
     send_empty,
@@ -78,6 +80,8 @@ __all__ = [
 _ALLOW = "GET, POST, DELETE"
 _ALLOW_STATELESS = "POST"
 _MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
+
+_log = logging.getLogger("mcp")
 
 
 class RequestAuthenticator(Protocol):
@@ -236,7 +240,11 @@ class McpEndpoint:
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
             return None
-        body = await read_body(headers, receive)
+        try:
+            body = await read_body(headers, receive)
+        except IncompleteBody:
+            _log.info("request_abandoned reason=incomplete_body")
+            return None  # nobody is left to answer
         if body is None:
             await send_json(send, 413, _transport_error("Request body too large"))
             return None

@@ -14,6 +14,7 @@ from mymcp._strictjson import holds_lone_surrogate
 __all__ = [
     "MALFORMED",
     "MAX_BODY_BYTES",
+    "IncompleteBody",
     "RequestHeaders",
     "encode_json",
     "is_visible_ascii",
@@ -107,8 +108,14 @@ def single_ascii(values: Sequence[str]) -> str | _Malformed | None:
     return values[0]
 
 
+class IncompleteBody(Exception):
+    """The client went away before its request's body was complete: no request at all,
+    so nothing of it may run (a prefix of a call is not the call)."""
+
+
 async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
-    """The whole body, or None as soon as it is known to exceed the bound."""
+    """The whole body, or None as soon as it is known to exceed the bound; raises
+    `IncompleteBody` when the client disconnects before the end of it."""
     for declared in headers.content_length:
         # ASCII digits only (`str.isdigit` also admits "²", which `int` refuses), and few
         # enough for `int` to read at all.
@@ -121,14 +128,14 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            raise IncompleteBody
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):
-            break
+            raise IncompleteBody
     return b"".join(chunks)
 
 

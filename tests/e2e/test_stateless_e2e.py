@@ -275,6 +275,29 @@ def test_a_retry_whose_client_hung_up_neither_runs_nor_spends_the_approval(
     assert stack.runs == [ARGUMENTS]
 
 
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_request_whose_body_never_ends_is_never_dispatched(
+    stack: Stack, server_log: LogLines, framing: str
+) -> None:
+    body, headers = _stateless_call(1, accept=False)
+    port = int(stack.url.rsplit(":", 1)[1].split("/")[0])
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    if framing == "chunked":  # the whole message in one chunk, but never the last chunk
+        head += "transfer-encoding: chunked\r\n"
+        payload = f"{len(body):x}\r\n".encode() + body + b"\r\n"
+    else:  # the message, short of what Content-Length promised
+        head += f"content-length: {len(body) + 50}\r\n"
+        payload = body
+    request = f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{head}\r\n".encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as leaving:
+        leaving.sendall(request + payload)
+    assert server_log.wait_for("request_abandoned reason=incomplete_body")
+    # Nothing of it ran: no decision, no approval asked for, no call.
+    assert stack.approvals.pending() == []
+    assert stack.runs == []
+    assert not server_log.wait_for("method=tools/call", timeout=0)
+
+
 # --- OAuth scopes on the stateless wire --------------------------------------------------
 
 
