@@ -84,6 +84,9 @@ _FINISHED: Final = ("args_digest", "call", "duration_ms", "outcome")
 # None of them needs escaping: digests and call ids are hex (or `unhashable`), outcomes
 # pass `_outcome_code`, durations are finite floats.
 _KINDS: Final = {"args_digest": WORD, "call": WORD, "duration_ms": NUMBER, "outcome": WORD}
+# The outcome of a call cancelled before its tool answered (a synchronous handler may
+# still finish its work on its thread; nobody receives its result).
+_CANCELLED: Final = "cancelled"
 _MAX_SHAPES: Final = 4096
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
@@ -614,7 +617,12 @@ class Dispatcher:
             digest = audit.digest(arguments)
         if tool.effects.read_only:
             started = time.perf_counter()
-            result = await self._run(tool, arguments, view)
+            try:
+                result = await self._run(tool, arguments, view)
+            except anyio.get_cancelled_exc_class():
+                cancelled = (digest, _milliseconds_since(started), _CANCELLED)
+                audit.append_shaped(self._shape(caller, tool.name, _RAN), cancelled)
+                raise
             elapsed = _milliseconds_since(started)
             outcome = (digest, elapsed, _outcome_code(result))
             audit.append_shaped(self._shape(caller, tool.name, _RAN), outcome)
@@ -638,7 +646,14 @@ class Dispatcher:
             audit.append_shaped(self._shape(caller, tool.name, _FINISHED), refused)
             return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
-        result = await self._run(tool, arguments, view)
+        try:
+            result = await self._run(tool, arguments, view)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled by its client or a stop: nobody hears the result, but the
+            # decision record above must not read as a call that never finished.
+            cancelled = (digest, call, _milliseconds_since(started), _CANCELLED)
+            audit.append_shaped(self._shape(caller, tool.name, _FINISHED), cancelled)
+            raise
         elapsed = _milliseconds_since(started)
         finished = (digest, call, elapsed, _outcome_code(result))
         audit.append_shaped(self._shape(caller, tool.name, _FINISHED), finished)

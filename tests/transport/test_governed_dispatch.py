@@ -7,17 +7,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from starlette.testclient import TestClient
 
 from mymcp.app import create_app
+from mymcp.auth import ANONYMOUS
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
 from mymcp.errors import AuditError
 from mymcp.governance import AuditLog, Governance, Policy, read_records, verify_audit
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
+from mymcp.transport._dispatch import Caller, Dispatcher
 from tests.config.helpers import to_toml
-from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
+from tests.synthetic import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    contribution,
+    external_bindings,
+    schema,
+    tool,
+)
 from tests.transport.conftest import BASE, NamedBearer, initialize, rpc, session_headers
 
 AUDIT_SEEN: list[list[dict[str, Any]]] = []
@@ -232,3 +242,41 @@ def test_a_result_no_client_could_read_is_audited_as_the_failure_the_client_saw(
     assert answer["structuredContent"]["code"] == "internal_error"
     records = [r for r in _records_after_close(client, directory) if r["event"] == "tool_call"]
     assert [(r["tool"], r["outcome"]) for r in records] == [("notes__ratio", "internal_error")]
+
+
+@pytest.mark.parametrize("effects", ["read_only", "destructive"])
+def test_a_call_cancelled_before_its_tool_answers_is_audited_as_cancelled(
+    tmp_path: Path, effects: str
+) -> None:
+    entered = anyio.Event()
+
+    async def never(arguments: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    kind = READ_ONLY if effects == "read_only" else DESTRUCTIVE
+    waits = contribution("waits", tool("waits", "never", never, effects=kind))
+    runtime = compose_runtime([waits], external_bindings(waits), server_version="0.1.0")
+    document = {"schema_version": 8, "policy": {"default": "allow"}}
+    configuration = parse_host_configuration(to_toml(document).encode())
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    dispatcher = Dispatcher(runtime, Governance(Policy(configuration.policy, runtime), audit))
+    bound = runtime.registry.get("waits__never")
+    assert bound is not None
+
+    async def cancelled_call() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(dispatcher.execute, Caller(ANONYMOUS), bound, {})
+            await entered.wait()
+            group.cancel_scope.cancel()
+
+    anyio.run(cancelled_call)
+    audit.close()
+    records = [r for r in read_records(directory) if r["event"] == "tool_call"]
+    assert records[-1]["outcome"] == "cancelled"
+    if effects == "destructive":  # the decision record, then its outcome, paired
+        decided, finished = records
+        assert (decided["decision"], finished["call"]) == ("allowed", decided["call"])
+    assert verify_audit(directory).ok
