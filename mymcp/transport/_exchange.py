@@ -135,7 +135,7 @@ async def read_body(headers: RequestHeaders, receive: Receive) -> bytes | None:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):
-            raise IncompleteBody
+            break
     return b"".join(chunks)
 
 

@@ -332,13 +332,20 @@ def _mirrors(header: _ParamHeader, value: object, text: str) -> bool:
     """Whether a decoded header value mirrors the argument value."""
     if isinstance(value, bool):
         return text == ("true" if value else "false")
-    if header.integer and isinstance(value, int | float):
-        # Integers compare as numbers: `42` and `42.0` are the same argument. (Decoded
-        # numbers are finite, and integers have at most as many digits as `str` writes.)
-        if isinstance(value, float):
-            if not value.is_integer():
-                return False
-            value = int(value)
+    if header.integer and isinstance(value, float):
+        # A whole number that arrived as a float (`42.0`, `1e23`) is the float nearest
+        # to what it writes; the header, as the client's language prints that float
+        # (`1e+23`), names the same one. Its exact integer (1e23 is 99999999999999991611392
+        # as a float) is written by nobody.
+        written = text.strip(" \t\r\n")
+        return (
+            value.is_integer()
+            and _DECIMAL.fullmatch(written) is not None
+            and float(written) == value
+        )
+    if header.integer and isinstance(value, int):
+        # Integers compare as numbers, however the header writes them (`42`, `4.2e1`).
+        # (Integers have at most as many digits as `str` writes.)
         return _canonical_integer(text) == str(value)
     if isinstance(value, str | int):
         return text == str(value)

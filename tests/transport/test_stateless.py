@@ -503,6 +503,13 @@ def _routed(client: TestClient, arguments: dict[str, Any], **params: str) -> Any
         # Numbers as clients print them: Python writes 1e20 as "1e+20"; a string with a
         # space travels base64-wrapped, and the tool is given the integer it decodes to.
         ({"shard": 1e20}, {"shard": "1e+20"}, 200),
+        # Past 2**53 a whole float is not the integer it prints as: 1e23 is stored as
+        # 99999999999999991611392. The header names the float as the client prints it.
+        ({"shard": 1e23}, {"shard": "1e+23"}, 200),
+        ({"shard": 1.2345678901234567e25}, {"shard": "1.2345678901234567e+25"}, 200),
+        ({"shard": 1e23}, {"shard": "1e+22"}, 400),
+        ({"shard": 42.0}, {"shard": "42"}, 200),
+        ({"shard": 42.0}, {"shard": "0x2a"}, 400),
         ({"shard": 420}, {"shard": "4.2e2"}, 200),
         ({"shard": 420}, {"shard": "4.2e1"}, 400),
         ({"shard": " 5"}, {"shard": "=?base64?IDU=?="}, 200),
