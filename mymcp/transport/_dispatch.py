@@ -651,8 +651,8 @@ class Dispatcher:
         except anyio.get_cancelled_exc_class():
             # Cancelled by its client or a stop: nobody hears the result, but the
             # decision record above must not read as a call that never finished.
-            cancelled = (digest, call, _milliseconds_since(started), _CANCELLED)
-            audit.append_shaped(self._shape(caller, tool.name, _FINISHED), cancelled)
+            unfinished = (digest, call, _milliseconds_since(started), _CANCELLED)
+            audit.append_shaped(self._shape(caller, tool.name, _FINISHED), unfinished)
             raise
         elapsed = _milliseconds_since(started)
         finished = (digest, call, elapsed, _outcome_code(result))
