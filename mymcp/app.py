@@ -261,7 +261,9 @@ class _ConsoleServer(uvicorn.Server):
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    # SIGHUP too: a closing terminal sends it, and it would otherwise end the process
+    # before the audit's queued records and the memory index snapshot are written.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for _ in signals:
             scope.cancel()
             return

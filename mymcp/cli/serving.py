@@ -7,6 +7,7 @@ import argparse
 import errno
 import logging
 import os
+import signal
 import socket
 import sys
 import tomllib
@@ -46,6 +47,13 @@ def _leave_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_OK)
 
 
+def _stop_on_sighup(signum: int, frame: object) -> None:
+    # A closing terminal sends SIGHUP, whose default ends the process at once: the
+    # audit's queued records and the memory index snapshot would be lost. Stop as on
+    # SIGTERM instead, which uvicorn answers with its graceful shutdown.
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def serve(
     limits: ConnectionLimits | None = None,
     args: argparse.Namespace | None = None,
@@ -53,9 +61,8 @@ def serve(
     """Build the host and serve it until interrupted or terminated (exit 0 either way);
     exit 1 with one diagnostic line when it cannot start, having written nothing when
     it cannot listen."""
-    import signal
-
     signal.signal(signal.SIGTERM, _leave_on_sigterm)
+    signal.signal(signal.SIGHUP, _stop_on_sighup)
 
     from mymcp.app import create_host_app
     from mymcp.config import load_host_configuration

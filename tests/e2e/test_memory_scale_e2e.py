@@ -108,8 +108,11 @@ def _snapshot_files(sandbox: Sandbox) -> list[Path]:
     return sorted((sandbox.home / ".cache" / "mymcp").glob("memory-index-*.bin"))
 
 
-# An interrupt, and what systemd and launchd send to stop a service.
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+# An interrupt, what systemd and launchd send to stop a service, and what a closing
+# terminal sends.
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
     tmp_path: Path, stop: signal.Signals
 ) -> None:
@@ -129,7 +132,7 @@ def test_a_restart_starts_from_the_snapshot_and_sees_edits_made_while_down(
         # directory (it also saves shortly after changes stop coming).
         server.process.send_signal(stop)
         returned = server.process.wait(timeout=60)
-    if stop is signal.SIGTERM:
+    if stop is not signal.SIGINT:
         assert returned == 0  # a graceful stop, exit handlers included
     assert any("Application shutdown complete" in line for line in server.output)
     assert any("index_snapshot outcome=saved" in line for line in server.output)

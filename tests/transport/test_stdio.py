@@ -593,7 +593,7 @@ def _handler(arguments):
 """
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_ends_the_process_while_a_handler_never_returns(
     sandbox: Sandbox, tmp_path: Path, stop: signal.Signals
 ) -> None:
