@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import select
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -270,5 +271,16 @@ class StdioServer:
 
 
 def _write_line(sink: BinaryIO, body: bytes) -> None:
-    sink.write(body + b"\n")
+    """Write one whole line. An unbuffered stream writes as much as the pipe takes at
+    once (a short count on a large reply, or None on a pipe another process made
+    non-blocking): the rest follows, so that no reply is cut short or run into the
+    next one."""
+    data = memoryview(body + b"\n")
+    while data:
+        # Typed as int, but a raw file on a non-blocking pipe answers None when full.
+        written: int | None = sink.write(data)
+        if written is None:  # the pipe is full and will not wait: wait for it here
+            select.select([], [sink], [])
+            continue
+        data = data[written:]
     sink.flush()

@@ -694,3 +694,27 @@ def test_a_handler_raising_a_cancellation_of_its_own_is_an_error_result(
     replies = {reply["id"]: reply for reply in map(json.loads, from_server.read().splitlines())}
     assert sorted(replies) == [1, 2, 3]
     assert replies[2]["result"]["structuredContent"]["code"] == "internal_error"
+
+
+def test_a_reply_larger_than_the_pipe_arrives_whole_even_on_a_non_blocking_pipe() -> None:
+    # The client may share a pipe it made non-blocking: each write then takes what the
+    # pipe holds (64 KiB) and answers None while it is full. Nothing may be lost.
+    from mymcp.transport._stdio import _write_line
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    replies = [json.dumps({"id": n, "text": "x" * 300_000}).encode() for n in range(2)]
+    received = bytearray()
+
+    def drain() -> None:
+        with os.fdopen(read_end, "rb") as source:
+            while chunk := source.read(4096):
+                received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with os.fdopen(write_end, "wb", buffering=0) as sink:
+        for reply in replies:
+            _write_line(sink, reply)
+    reader.join(timeout=60)
+    assert bytes(received).split(b"\n") == [*replies, b""]
