@@ -489,3 +489,28 @@ def test_a_misspelled_mnemosyne_variable_is_named_and_its_value_never_logged(
         "name=MNEMOSYNE_MEMORY_REMEMBER"
     )
     assert "secret-value-1234" not in checked.stderr + checked.stdout
+
+
+def test_a_scope_that_is_no_directory_is_named_by_both_checks(
+    sandbox: Sandbox, memory: dict[str, Any]
+) -> None:
+    scope = sandbox.memory_root / "project"
+    scope.mkdir(parents=True, exist_ok=True)
+    os.rename(scope, sandbox.memory_root / "project-moved")
+    scope.write_text("not a directory")
+    why = (
+        "a scope's place, but no directory that can be read: every read and write of the "
+        "scope fails until it is moved away"
+    )
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    assert "Traceback" not in checked.stderr
+    lines = checked.stdout.splitlines()
+    assert any(line.startswith(f"{scope}: {why} (reason=scope_unavailable") for line in lines)
+    whole = run_cli(["check"], sandbox.environ())
+    assert whole.returncode == 1
+    assert "Traceback" not in whole.stderr
+    assert (
+        f"mymcp: error: {scope}: Mnemosyne cannot read a scope: {why} "
+        "(code=memory_scope_unavailable)"
+    ) in whole.stderr.splitlines()

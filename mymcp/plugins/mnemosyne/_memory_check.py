@@ -32,6 +32,7 @@ from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
     MAX_RECORD_BYTES,
     MemoryIndex,
+    MemoryOperationError,
     Problem,
     Scope,
     file_id,
@@ -51,6 +52,9 @@ __all__ = [
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 
+# A scope's entry under the root that is no readable directory (a file, a FIFO): unlike
+# a skipped file, it makes the whole scope unavailable.
+_SCOPE_BLOCKED: Final = "scope_unavailable"
 PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "symlink": "a symbolic link; links are never followed",
     "too_deep": "nested deeper than four directories below its scope",
@@ -63,6 +67,8 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "collection or id",
     "duplicate_id": "a legacy record whose id another file in the scope also has",
     "unsafe_permissions": "writable by group or others, or owned by another user",
+    _SCOPE_BLOCKED: "a scope's place, but no directory that can be read: every read and "
+    "write of the scope fails until it is moved away",
 }
 
 _RAISE_LIMIT: Final = (
@@ -182,7 +188,14 @@ def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:
     store_log.setLevel(logging.ERROR)
     try:
         for scope in Scope:
-            selection = index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
+            try:
+                selection = index.refresh(
+                    scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX
+                )
+            except MemoryOperationError:
+                sizes[scope] = 0
+                problems.add(Problem((scope.value,), _SCOPE_BLOCKED))
+                continue
             sizes[scope] = selection.candidates
             problems.update(index.problems(scope))
     finally:
@@ -229,6 +242,16 @@ def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnosti
         )
     ]
     findings.extend(_over_limit(root, sizes, limit))
+    for problem in [problem for problem in problems if problem.reason == _SCOPE_BLOCKED]:
+        findings.append(
+            Diagnostic(
+                "memory_scope_unavailable",
+                "Mnemosyne cannot read a scope",
+                Location(source=str(root.joinpath(*problem.parts))),
+                PROBLEM_TEXT[_SCOPE_BLOCKED],
+            )
+        )
+    problems = [problem for problem in problems if problem.reason != _SCOPE_BLOCKED]
     if problems:
         findings.append(
             Diagnostic(
