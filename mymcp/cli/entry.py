@@ -68,17 +68,32 @@ def _run(argv: Sequence[str] | None) -> int:
 def _until_the_reader_leaves(command: Callable[[argparse.Namespace], int], args: Any) -> int:
     """Run a command whose output may be piped into a reader that stops early
     (`mymcp memory list project | head -1`): then it stops quietly, with the status of a
-    writer ended by SIGPIPE, instead of a traceback."""
+    writer ended by SIGPIPE, instead of a traceback. Output that cannot be written at
+    all (a full disk, a closed stdout) ends it with one line saying so."""
+    if sys.stdout is None:  # started with its standard output closed
+        print("mymcp: error: standard output is closed; nothing can be shown", file=sys.stderr)
+        return EXIT_FAILURE
     try:
         status = command(args)
         sys.stdout.flush()
     except BrokenPipeError:
-        # The interpreter flushes stdout once more at exit; let that go nowhere.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.filename is not None:  # a file the command read or wrote: its own fault
+            raise
+        _discard_stdout()
+        reason = exc.strerror or type(exc).__name__
+        print(f"mymcp: error: the output could not be written: {reason}", file=sys.stderr)
+        return EXIT_FAILURE
     return status
+
+
+def _discard_stdout() -> None:
+    # The interpreter flushes stdout once more at exit; let that go nowhere.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def selftest_main(argv: Sequence[str] | None = None) -> int:

@@ -386,6 +386,32 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(
     assert "BrokenPipeError" not in ended.stderr
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("output", ["full", "closed"])
+def test_output_that_cannot_be_written_ends_the_command_with_one_line(
+    sandbox: Sandbox, memory: dict[str, Any], output: str
+) -> None:
+    with open("/dev/full", "wb") as full:  # every write fails: no space left on device
+        ended = subprocess.run(
+            [MYMCP, "memory", "export", "project"],
+            env=sandbox.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=full if output == "full" else None,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+            preexec_fn=(lambda: os.close(1)) if output == "closed" else None,
+        )
+    assert ended.returncode == 1
+    assert ended.stderr.splitlines()[-1] == (
+        "mymcp: error: the output could not be written: No space left on device"
+        if output == "full"
+        else "mymcp: error: standard output is closed; nothing can be shown"
+    )
+    assert "Traceback" not in ended.stderr
+
+
 def test_import_reports_a_line_that_is_not_utf8_with_its_number(
     sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
 ) -> None:
