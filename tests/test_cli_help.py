@@ -105,3 +105,24 @@ def _required_placeholders(command: argparse.ArgumentParser) -> list[str]:
         elif action.required:
             values += [action.option_strings[0], "operator:x"]
     return values
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["memory", "list", "project", "\x1b]0;pwned\x07\u202e"],  # unrecognized argument
+        ["memory", "\x1b[31mX"],  # invalid choice
+        ["audit", "show", "--limit", "\x1b[2J"],  # invalid value
+    ],
+)
+def test_a_usage_error_shows_what_was_typed_with_controls_escaped(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(arguments)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "\x1b" not in error
+    assert "\x07" not in error
+    assert "\u202e" not in error
+    assert "mymcp" in error.splitlines()[-1]

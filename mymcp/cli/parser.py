@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mymcp import __version__
+from mymcp._escaping import escape_invisible
 from mymcp.logs import LOG_FORMATS, LOG_LEVELS
 
 _DESCRIPTION = (
@@ -58,8 +59,17 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors show the words they quote with invisible and
+    control characters escaped (it quotes unknown arguments as they were typed, and a
+    terminal would act on an escape sequence among them). Subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(escape_invisible(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mymcp", description=_DESCRIPTION, parents=[logging_options(top_level=True)]
     )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")

@@ -481,6 +481,8 @@ def _json_fault(exc: StrictJsonError) -> str:
     """Why a line is no strict JSON document, in a few words (never the line itself)."""
     detail, where = exc.diagnostic.detail, exc.diagnostic.location
     if exc.reason is StrictJsonReason.INVALID_JSON and detail:
+        # The standard library words one complaint "Invalid control character at".
+        detail = detail.removesuffix(" at")
         return f"{detail} at column {where.column}" if where.column else detail
     return _JSON_FAULTS.get(exc.reason, exc.reason.value)
 

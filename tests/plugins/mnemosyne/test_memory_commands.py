@@ -85,6 +85,7 @@ def test_import_reports_each_line_the_strict_decoder_refuses(
         '{"title": "a", "title": "b"}',
         '{"title": "\\ud800"}',
         '{"title": }',
+        '{"title": "a\tb"}',  # a raw tab inside a string
         exported.rstrip("\n"),
     ]
     dump.write_text("\n".join(lines) + "\n")
@@ -101,14 +102,15 @@ def test_import_reports_each_line_the_strict_decoder_refuses(
         f"{dump}:6: not JSON (repeats a key)",
         f"{dump}:7: not JSON (an unpaired surrogate, which is no Unicode text)",
         f"{dump}:8: not JSON (Expecting value at column 11)",
-        f"{dump}:9: would_remember: project/mymcp/<new id>.json",
-        "would remember 1, already present 0, left out 0, invalid 8 "
+        f"{dump}:9: not JSON (Invalid control character at column 13)",
+        f"{dump}:10: would_remember: project/mymcp/<new id>.json",
+        "would remember 1, already present 0, left out 0, invalid 9 "
         "(dry run: add --apply to write)",
     ]
     applied = run_cli(["memory", "import", str(dump), "--apply"], env)
     assert applied.returncode == 1
     assert applied.stdout.splitlines()[-1] == (
-        "remembered 1, already present 0, left out 0, invalid 8"
+        "remembered 1, already present 0, left out 0, invalid 9"
     )
     assert len(list(other.rglob("*.json"))) == 1
 
