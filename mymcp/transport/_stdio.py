@@ -204,13 +204,18 @@ class StdioServer:
 
     async def _run(self, request: Request, scope: anyio.CancelScope) -> None:
         started = self._dispatcher.log_request(request)
+        reply: dict[str, Any] | None = None
         try:
-            with scope:
+            with scope:  # what the client's cancellation of this request ends
                 reply = await self._answer(request)
-                log_response(request, reply, started)
-                await self._write(encode_reply(request, reply)[0])
         finally:
             del self._running[request.id]
+        if reply is None:  # cancelled by the client: never answered
+            return
+        log_response(request, reply, started)
+        # Written outside the request's own scope: a cancellation arriving now would
+        # otherwise have to abandon a half-written line.
+        await self._write(encode_reply(request, reply)[0])
 
     async def _answer(self, request: Request) -> dict[str, Any]:
         if carries_stateless_envelope(request.params):
@@ -259,15 +264,24 @@ class StdioServer:
         await self._write(encode_json(error_response(request_id, code, message)))
 
     async def _write(self, body: bytes) -> None:
-        """Write one line; a reader that went away is not an error of this request."""
-        sink = self._sink
-        if sink is None:
-            return
+        """Write one line; a reader that went away is not an error of this request.
+
+        A client that stops reading its replies fills the pipe, and the write waits for
+        it. Stopping (a signal, or the drain after end of input) must not wait with it:
+        the write is abandoned on its thread, and as that thread may still put the rest
+        of the line in the pipe, nothing else is written after it.
+        """
         async with self._write_lock:
+            sink = self._sink
+            if sink is None:
+                return
             try:
-                await to_thread.run_sync(_write_line, sink, body)
+                await to_thread.run_sync(_write_line, sink, body, abandon_on_cancel=True)
             except (OSError, ValueError):
                 self._sink = None
+            except anyio.get_cancelled_exc_class():
+                self._sink = None
+                raise
 
 
 def _write_line(sink: BinaryIO, body: bytes) -> None:

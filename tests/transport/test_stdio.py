@@ -718,3 +718,36 @@ def test_a_reply_larger_than_the_pipe_arrives_whole_even_on_a_non_blocking_pipe(
             _write_line(sink, reply)
     reader.join(timeout=60)
     assert bytes(received).split(b"\n") == [*replies, b""]
+
+
+def test_a_signal_ends_the_process_while_its_client_reads_no_replies(sandbox: Sandbox) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # never read: the replies fill the pipe, then writes wait
+        stderr=subprocess.PIPE,
+        env=sandbox.environ(),
+    )
+    assert process.stdin is not None
+    assert process.stderr is not None
+    try:
+        process.stdin.write(_line(INITIALIZE))
+        listing = {"jsonrpc": "2.0", "method": "tools/list"}
+        for number in range(2, 40):  # each list is kilobytes: far more than a pipe holds
+            process.stdin.write(_line({**listing, "id": number}))
+        process.stdin.flush()
+        log = b""
+        while b"response id=39 " not in log:  # every reply is made; most wait to be written
+            line = process.stderr.readline()
+            assert line, log.decode()
+            log += line
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=60)
+        log += process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()
+    text = log.decode()
+    assert status == 0, text
+    assert "Traceback" not in text
+    assert "outcome=threads_left_running count=1" in text  # the abandoned write
