@@ -24,6 +24,12 @@ is the only one, those lines skip the record and the logging module's dispatch a
 (`direct_handler`, `StderrLines.write_line`): that halves what logging costs a request.
 Every other line is written at once, after any pending ones: warnings, startup, and the
 shutdown lines, which uvicorn writes just before it re-raises the signal that stopped it.
+
+The event loop never waits for stderr: a batch is written by a writer thread, so a
+client that starts the server and never reads its stderr pipe cannot stop it answering
+or stopping once the pipe is full. While stderr takes nothing, at most a megabyte of
+lines waits; later ones are dropped, and a `log outcome=lines_dropped count=N` line says
+so once stderr takes text again.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,6 +73,10 @@ LOG_FORMATS: Final = ("text", "json")
 # ready signal) follow the chosen level; every other library stays at WARNING or above.
 _OWN_LOGGERS: Final = ("mymcp", "mcp", "uvicorn.error")
 _BATCH_SECONDS: Final = 0.02
+# Per-request text held for a stderr that takes none (a client not reading its pipe),
+# and how long an ending process waits for the rest to be written.
+_MAX_BACKLOG_CHARS: Final = 1 << 20
+_CLOSE_SECONDS: Final = 2.0
 _MILLISECONDS: Final = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))
 
 
@@ -139,6 +150,13 @@ class StderrLines(logging.Handler):
         self._json = False
         self._tracebacks = False
         self._pending: list[str] = []
+        # Text for the writer thread, which alone may wait for stderr (see `_hand_over`).
+        self._backlog: list[str] = []
+        self._backlog_chars = 0
+        self._dropped = 0
+        self._busy = False
+        self._writer: threading.Thread | None = None
+        self._wake = threading.Condition(self.lock)
         self._held: list[logging.LogRecord] | None = [] if held else None
         self._traceback_formatter = logging.Formatter()
         self.apply(settings)
@@ -229,16 +247,66 @@ class StderrLines(logging.Handler):
         self._pending.append(line)
 
     def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
+        with self._wake:
             if not self._pending:
                 return
             text = "".join(self._pending)
             self._pending = []
-            try:
-                sys.stderr.write(text)
-                sys.stderr.flush()
-            except (OSError, ValueError):  # stderr closed or gone: nothing to report to
-                pass
+            # Only the main thread outside the event loop (a command, startup, the end of
+            # the process) writes itself: the loop must never wait for stderr, and neither
+            # may a worker thread holding this lock, which the loop's lines need. Anything
+            # written after what the writer thread holds goes to it too, to keep the order.
+            alone = threading.current_thread() is threading.main_thread()
+            if alone and _running_loop() is None and not (self._busy or self._backlog):
+                _write_stderr(text)
+            else:
+                self._hand_over(text)
+
+    def _hand_over(self, text: str) -> None:
+        """Give `text` to the writer thread (the lock is held). Past a bound, while
+        stderr takes nothing, lines are dropped and counted, and the count is written
+        once it takes text again."""
+        if self._backlog_chars + len(text) > _MAX_BACKLOG_CHARS:
+            self._dropped += text.count("\n")
+            return
+        self._backlog.append(text)
+        self._backlog_chars += len(text)
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._write_backlog, name="mymcp-log", daemon=True
+            )
+            self._writer.start()
+        self._wake.notify_all()
+
+    def _write_backlog(self) -> None:
+        while True:
+            with self._wake:
+                self._busy = False
+                self._wake.notify_all()
+                self._wake.wait_for(lambda: bool(self._backlog or self._dropped))
+                self._busy = True
+                text = "".join(self._backlog)
+                self._backlog, self._backlog_chars = [], 0
+                if self._dropped:
+                    note = f"log outcome=lines_dropped count={self._dropped}"
+                    text += self._line(time.time(), "WARNING", "mymcp", note)
+                    self._dropped = 0
+            _write_stderr(text)
+
+    def close(self) -> None:
+        """Give the writer thread a moment to write what it holds (the process is ending:
+        a stderr that takes nothing must not keep it from ending)."""
+        with self._wake:
+            self._wake.wait_for(lambda: not (self._busy or self._backlog), _CLOSE_SECONDS)
+        super().close()
+
+
+def _write_stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or gone: nothing to report to
+        pass
 
 
 def _batched(logger: str, level: int) -> bool:

@@ -751,3 +751,40 @@ def test_a_signal_ends_the_process_while_its_client_reads_no_replies(sandbox: Sa
     assert status == 0, text
     assert "Traceback" not in text
     assert "outcome=threads_left_running count=1" in text  # the abandoned write
+
+
+def test_a_client_that_never_reads_stderr_is_still_answered_and_can_stop_it(
+    sandbox: Sandbox,
+) -> None:
+    # Two log lines per request: a thousand requests write far more than a pipe holds.
+    count = 1000
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,  # never read
+        env=sandbox.environ(),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    watchdog = threading.Timer(60, process.kill)  # a server stuck on stderr fails, not hangs
+    watchdog.start()
+    try:
+        process.stdin.write(_line(INITIALIZE))
+        pings = b"".join(
+            _line({"jsonrpc": "2.0", "id": n, "method": "ping"}) for n in range(2, count + 2)
+        )
+        feeding = threading.Thread(
+            target=lambda: (process.stdin.write(pings), process.stdin.flush())
+        )
+        feeding.start()
+        answered = {json.loads(process.stdout.readline())["id"] for _ in range(count + 1)}
+        feeding.join(timeout=60)
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=60)
+    finally:
+        watchdog.cancel()
+        process.kill()
+        process.wait()
+    assert answered == set(range(1, count + 2))
+    assert status == 0
