@@ -451,7 +451,15 @@ def test_every_memory_command_names_an_unusable_root_and_why(
         1,
         [f"memory root: {a_file}", fault, "memory check: 1 problem(s)"],
     )
-    for command in (["memory", "stats"], ["memory", "list", "project"]):
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("{}\n")
+    for command in (
+        ["memory", "stats"],
+        ["memory", "list", "project"],
+        ["memory", "export", "project"],
+        ["memory", "search", "project", "anything"],
+        ["memory", "import", str(dump)],
+    ):
         failed = run_cli(command, env)
         assert (failed.returncode, failed.stderr) == (1, f"mymcp: error: {fault}\n"), command
     whole = run_cli(["check"], env)

@@ -148,9 +148,14 @@ def _operation_failure(exc: MemoryOperationError) -> str:
     text = f"{exc.message} (code={exc.code.value})"
     if exc.code is not ErrorCode.MEMORY_SOURCE_UNAVAILABLE:
         return text
-    checked = check_root()
-    faults = [finding for finding in checked.findings if finding.severity == "error"]
-    return faults[0].render() if faults else f"{checked.root}: {text}"
+    return _root_fault() or f"{check_root().root}: {text}"
+
+
+def _root_fault() -> str | None:
+    """What is wrong with the memory root, naming it, or None when it can be used (or
+    is absent, to be created by the first remember)."""
+    faults = [finding for finding in check_root().findings if finding.severity == "error"]
+    return faults[0].render() if faults else None
 
 
 def _error(text: str) -> int:
@@ -288,6 +293,11 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         arguments["namespace_id"] = args.namespace
     if args.tags:
         arguments["tags"] = list(args.tags)
+    # Recall answers a fault of the root as a result, which names no path: the terminal
+    # names the root and the fault, as the other commands do.
+    fault = _root_fault()
+    if fault is not None:
+        return _error(fault)
     outcome = memory.service.recall(arguments)
     answer = outcome.payload
     if args.json or outcome.is_error:
@@ -429,6 +439,9 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     """Remember each record of a JSON-lines file (as `memory export` writes them), with
     `memory_remember`'s checks; a dry run unless ``apply``. Archived records are left
     out, an identical memory is reported and kept, and nothing is ever overwritten."""
+    fault = _root_fault()  # or every valid line would read as invalid
+    if fault is not None:
+        return _error(fault)
     mutations = MutationService(memory.service, memory.settings.candidate_limit)
     counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0}
     name = _echoed(str(file))
