@@ -23,7 +23,7 @@ import re
 import unicodedata
 from typing import Any, Final
 
-__all__ = ["escape_invisible", "json_for_terminal"]
+__all__ = ["draws_nothing", "escape_invisible", "json_for_terminal"]
 
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # The default-ignorable code points (Unicode's DerivedCoreProperties) outside those
@@ -40,6 +40,12 @@ _BEYOND_PRINTABLE_ASCII_OR_LAYOUT: Final = re.compile(r"[^\x20-\x7e\n\t]")
 
 def _is_invisible(char: str) -> bool:
     return unicodedata.category(char) in _INVISIBLE_CATEGORIES or bool(_IGNORABLE.match(char))
+
+
+def draws_nothing(text: str) -> bool:
+    """Whether `text` shows nothing at all: only whitespace and invisible characters
+    (stops at the first visible one, usually the first)."""
+    return all(char.isspace() or _is_invisible(char) for char in text)
 
 
 def _readable_escape(match: re.Match[str]) -> str:

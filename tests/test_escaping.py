@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp._escaping import escape_invisible, json_for_terminal
+from mymcp._escaping import draws_nothing, escape_invisible, json_for_terminal
 
 ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # Default-ignorable code points in other categories (marks and letters that draw nothing).
@@ -113,3 +113,10 @@ def test_json_for_terminal_keeps_readable_text_and_escapes_the_rest() -> None:
     assert "caf\u00e9 \u65e5\u672c \U0001f600" in text
     assert '"abc\\u202eevil\\u007f\\udb40\\udc41"' in text
     assert json.loads(text) == value
+
+
+@given(st.text())
+def test_text_draws_nothing_exactly_when_escaping_leaves_no_visible_character(text: str) -> None:
+    # Every character escaping leaves as it is, except whitespace, is one a reader sees.
+    shown = [char for char in text if not char.isspace() and escape_invisible(char) == char]
+    assert draws_nothing(text) is (not shown)

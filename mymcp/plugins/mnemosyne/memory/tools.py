@@ -29,6 +29,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, Generic, NoReturn, TypeVar
 
+from mymcp._escaping import draws_nothing
+
 from .model import (
     CONTENT_MAX,
     LABEL_MAX,
@@ -407,7 +409,7 @@ def _text_reader(maximum: int, *, nullable: bool = False) -> Reader:
         if has_surrogates(value):
             raise _Rejected("malformed", _text_rule(maximum, nullable))
         text = normalize_text(value)
-        if not text:
+        if draws_nothing(text):  # empty, or only zero-width and other invisible marks
             raise _Rejected("blank", _text_rule(maximum, nullable))
         if len(text) > maximum:
             raise _Rejected("too_long", _text_rule(maximum, nullable))
@@ -526,6 +528,8 @@ def _tags_reader(minimum: int) -> Reader:
             if type(item) is not str:
                 raise _Rejected("wrong_type", rule)
             tag = normalize_tag(item)
+            if tag is not None and draws_nothing(tag):
+                raise _Rejected("blank", rule)
             if tag is None:
                 collapsed = "" if has_surrogates(item) else " ".join(item.split())
                 if has_surrogates(item):

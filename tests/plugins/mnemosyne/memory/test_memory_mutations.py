@@ -353,6 +353,16 @@ INVALID_REMEMBER = [
     ("title-long", remember_args(title="t" * 201), "invalid_record", "title", "too_long"),
     ("title-blank", remember_args(title="  "), "invalid_record", "title", "blank"),
     ("content-blank", remember_args(content=" \r\n "), "invalid_record", "content", "blank"),
+    # Text that draws nothing is blank too: zero-width, joiners, a Hangul filler, a BOM.
+    (
+        "content-invisible",
+        remember_args(content="\u200b \u2060\ufeff"),
+        "invalid_record",
+        "content",
+        "blank",
+    ),
+    ("title-invisible", remember_args(title="\u3164"), "invalid_record", "title", "blank"),
+    ("tag-invisible", remember_args(tags=["ok", "\u200b"]), "invalid_record", "tags", "blank"),
     ("content-long", remember_args(content="c" * 4001), "invalid_record", "content", "too_long"),
     ("content-null", remember_args(content=None), "invalid_record", "content", "wrong_type"),
     ("tags-duplicate", remember_args(tags=["Tea", "tea"]), "invalid_record", "tags", "duplicate"),
