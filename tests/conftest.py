@@ -8,6 +8,12 @@ import pwd
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Properties are judged on what the code answers, never on how long it took: a busy
+# machine must not fail an example for being slow (hypothesis's default deadline).
+settings.register_profile("mymcp", deadline=None)
+settings.load_profile("mymcp")
 
 # The loggers whose levels the launchers set (`mymcp.logs`), plus the root.
 _LAUNCHER_LOGGERS = ("", "mymcp", "mcp", "uvicorn.error")

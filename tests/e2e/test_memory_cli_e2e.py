@@ -548,3 +548,18 @@ def test_a_scope_that_is_no_directory_is_named_by_both_checks(
         f"mymcp: error: {scope}: Mnemosyne cannot read a scope: {why} "
         "(code=memory_scope_unavailable)"
     ) in whole.stderr.splitlines()
+
+
+def test_a_file_where_a_namespace_would_be_is_named_by_memory_check(
+    sandbox: Sandbox, memory: dict[str, Any]
+) -> None:
+    stray = sandbox.memory_root / "project" / "alpha"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_text("not a directory")
+    (sandbox.memory_root / "project" / "notes.txt").write_text("not an id: harmless")
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    named = [line for line in checked.stdout.splitlines() if line.startswith(f"{stray}: ")]
+    assert len(named) == 1
+    assert "(reason=not_a_directory," in named[0]
+    assert "notes.txt" not in checked.stdout

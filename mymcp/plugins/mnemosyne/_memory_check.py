@@ -67,6 +67,8 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "collection or id",
     "duplicate_id": "a legacy record whose id another file in the scope also has",
     "unsafe_permissions": "writable by group or others, or owned by another user",
+    "not_a_directory": "a file where the namespace or collection directory of that id "
+    "would be: that container cannot be read or written while it is there",
     _SCOPE_BLOCKED: "a scope's place, but no directory that can be read: every read and "
     "write of the scope fails until it is moved away",
 }

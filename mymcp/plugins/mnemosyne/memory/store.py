@@ -105,6 +105,7 @@ class SkipReason(StrEnum):
     INVALID_RECORD = "invalid_record"
     PATH_MISMATCH = "path_mismatch"
     UNSAFE_PERMISSIONS = "unsafe_permissions"
+    NOT_A_DIRECTORY = "not_a_directory"  # a file where a namespace or collection would be
 
 
 class RecordRejected(ValueError):
@@ -580,6 +581,10 @@ def _walk(
                 _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
         elif is_temp_name(name):
             stats.temps.append((prefix, name))
+        elif recursive and len(prefix) <= 2 and is_identifier(name):
+            # Where a namespace (or a collection) directory of that id would be: while it
+            # is there, that container can be neither read nor written.
+            stats.skip((*prefix, name), SkipReason.NOT_A_DIRECTORY)
 
 
 def _descend(

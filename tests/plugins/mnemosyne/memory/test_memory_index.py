@@ -303,7 +303,7 @@ def test_reasons_enum_is_the_bounded_vocabulary() -> None:
     assert {r.value for r in SkipReason} == {
         "symlink", "too_deep", "unreadable", "oversized",
         "invalid_encoding", "invalid_json", "invalid_record", "path_mismatch",
-        "unsafe_permissions",
+        "unsafe_permissions", "not_a_directory",
     }  # fmt: skip
 
 
