@@ -444,6 +444,7 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
         return _error(fault)
     mutations = MutationService(memory.service, memory.settings.candidate_limit)
     counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0}
+    rehearsed: set[int] = set()  # a dry run's memories so far: a repeat is no new one
     name = _echoed(str(file))
     try:
         handle = open(file, "rb")  # noqa: SIM115 - closed below
@@ -455,7 +456,7 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
             if text is not None:
                 if not text.strip():
                     continue
-                verdict = _import_line(mutations, text, apply)
+                verdict = _import_line(mutations, text, apply, rehearsed)
             counts[verdict[0]] += 1
             print(escape_invisible(f"{name}:{number}: {verdict[1]}"), file=out)
     action = "remembered" if apply else "would remember"
@@ -519,7 +520,9 @@ def _lifecycle_fault(document: Mapping[str, Any]) -> str | None:
     return f"{code} (lifecycle.state): lifecycle.state must be {states}; got {shown(state)}"
 
 
-def _import_line(mutations: MutationService, line: str, apply: bool) -> tuple[str, str]:
+def _import_line(
+    mutations: MutationService, line: str, apply: bool, rehearsed: set[int]
+) -> tuple[str, str]:
     try:
         # Strict, as every record file is read: no NaN, repeated key, deep nesting or
         # integer too long to read gets further than this line's report.
@@ -554,4 +557,8 @@ def _import_line(mutations: MutationService, line: str, apply: bool) -> tuple[st
     if status == "would_remember" and isinstance(reference, V2Reference):
         # The id is drawn when the record is written; a dry run's would be a different one.
         where = _display((*reference_parts(reference)[:-1], "<new id>.json"))
+        identity = answer["identity"]
+        if identity in rehearsed:
+            return "existing", f"already_exists: {where} (an earlier line of this file)"
+        rehearsed.add(identity)
     return "new", f"{status}: {where}"

@@ -116,6 +116,25 @@ def test_import_reports_each_line_the_strict_decoder_refuses(
 
 
 @pytest.mark.slow
+def test_a_dry_run_predicts_what_apply_does_with_repeats_inside_the_file(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    _remember(sandbox, title="Loopback only", content="The server binds to loopback only.")
+    record = json.loads(run_cli(["memory", "export", "project"], sandbox.environ()).stdout)
+    other_id = "mem_" + "c" * 32
+    dump = tmp_path / "repeats.jsonl"
+    dump.write_text(json.dumps(record) + "\n" + json.dumps({**record, "id": other_id}) + "\n")
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(tmp_path / "other-root")})
+    rehearsed = run_cli(["memory", "import", str(dump)], env)
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    assert rehearsed.stdout.splitlines()[-1] == (
+        "would remember 1, already present 1, left out 0, invalid 0 (dry run: add --apply to write)"
+    )
+    assert applied.stdout.splitlines()[-1] == (
+        "remembered 1, already present 1, left out 0, invalid 0"
+    )
+
+
 def test_import_refuses_a_lifecycle_state_it_does_not_know(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

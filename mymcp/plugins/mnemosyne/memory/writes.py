@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Protocol
 
-from .index import IndexedRecord, MemoryIndex
+from .index import IndexedRecord, MemoryIndex, duplicate_hash
 from .model import (
     ErrorCode,
     Lifecycle,
@@ -386,6 +386,11 @@ class MutationService:
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
         if dry_run:
-            return _result("would_remember", record)
+            # A rehearsal of many (an import) must know when two would be the same memory:
+            # only the first would be remembered, the second found.
+            return {
+                **_result("would_remember", record),
+                "identity": duplicate_hash((request.scope.value, *container), record),
+            }
         RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
         return _result("remembered", record)
