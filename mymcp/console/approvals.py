@@ -32,7 +32,10 @@ STATE_TEXT: Final[Mapping[ApprovalState, str]] = {
         "Denied. When the client repeats this call it is told that you denied it."
     ),
     ApprovalState.SPENT: "Approved and used: the call ran once.",
-    ApprovalState.EXPIRED: "Expired: nobody decided in time, or the approval was not used.",
+    ApprovalState.EXPIRED: (
+        "Expired: nobody decided in time, the approval was not used, or the caller's newer "
+        "requests (only so many wait at once) pushed it out."
+    ),
 }
 
 

@@ -399,7 +399,10 @@ class ConsolePages:
             self._approvals.decide(approval_id, approve=decision == "approve")
         except ApprovalError as exc:
             reason = {
-                "expired": "This approval expired before your decision; nothing was decided.",
+                "expired": (
+                    "This approval expired before your decision, or newer requests of the "
+                    "same caller pushed it out; nothing was decided."
+                ),
                 "decided": "This approval was already decided; your decision changed nothing.",
             }.get(exc.code, "This approval cannot be decided.")
             return await self._approval(request, session, error=reason)
