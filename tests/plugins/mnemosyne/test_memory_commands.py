@@ -478,10 +478,18 @@ def test_import_reports_every_line_and_nothing_else(lines: list[str]) -> None:
     assert counts is not None
     assert sum(int(count) for count in counts.groups()) == len(reported)
     assert status == (1 if int(counts.group(4)) else 0)
+    rehearsed = False  # every active line here is the same memory: only its first is new
     for line, said in zip([line for line in lines if line.strip()], output[:-1], strict=True):
         state = _state_of(line)
         if state == "active":
-            assert said.endswith(": would_remember: project/mymcp/<new id>.json"), said
+            where = "project/mymcp/<new id>.json"
+            expected = (
+                f": already_exists: {where} (an earlier line of this file)"
+                if rehearsed
+                else f": would_remember: {where}"
+            )
+            assert said.endswith(expected), said
+            rehearsed = True
         elif state == "archived":
             assert said.endswith(": archived: left out (import brings in active memories only)")
         elif state is not None:
