@@ -42,10 +42,20 @@ def _is_invisible(char: str) -> bool:
     return unicodedata.category(char) in _INVISIBLE_CATEGORIES or bool(_IGNORABLE.match(char))
 
 
+# What draws nothing for certain. Unassigned code points (a newer Unicode's emoji) and
+# private-use ones (a font's glyphs) are escaped for safety, but may well show.
+_BLANK_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
 def draws_nothing(text: str) -> bool:
-    """Whether `text` shows nothing at all: only whitespace and invisible characters
-    (stops at the first visible one, usually the first)."""
-    return all(char.isspace() or _is_invisible(char) for char in text)
+    """Whether `text` shows nothing at all: only whitespace, controls, format characters
+    and the default-ignorable ones (stops at the first other one, usually the first)."""
+    return all(
+        char.isspace()
+        or unicodedata.category(char) in _BLANK_CATEGORIES
+        or _IGNORABLE.match(char) is not None
+        for char in text
+    )
 
 
 def _readable_escape(match: re.Match[str]) -> str:

@@ -252,12 +252,13 @@ class StderrLines(logging.Handler):
                 return
             text = "".join(self._pending)
             self._pending = []
-            # Only the main thread outside the event loop (a command, startup, the end of
-            # the process) writes itself: the loop must never wait for stderr, and neither
-            # may a worker thread holding this lock, which the loop's lines need. Anything
-            # written after what the writer thread holds goes to it too, to keep the order.
+            # Only the main thread of a process that never served (a command, a start
+            # that failed) writes itself: the loop must never wait for stderr, nor may a
+            # worker thread holding this lock, which the loop's lines need. Once a writer
+            # thread exists, every line goes through it, in order, and an ending process
+            # waits for it only so long (`close`).
             alone = threading.current_thread() is threading.main_thread()
-            if alone and _running_loop() is None and not (self._busy or self._backlog):
+            if alone and self._writer is None and _running_loop() is None:
                 _write_stderr(text)
             else:
                 self._hand_over(text)
@@ -302,10 +303,13 @@ class StderrLines(logging.Handler):
 
 
 def _write_stderr(text: str) -> None:
+    stream = sys.stderr
+    if stream is None:  # started with stderr closed: nothing to report to
+        return
     try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except (OSError, ValueError):  # stderr closed or gone: nothing to report to
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):  # closed or gone meanwhile
         pass
 
 

@@ -96,7 +96,7 @@ class AuditView:
 
     Both halves of a view would otherwise cost as much as the whole log, on every view:
     the chain check resumes after the segments the last check proved, as long as those
-    files are unchanged (their bytes cannot change without their change time), and the
+    files still hold the same bytes (compared by a digest, a tenth of the cost), and the
     records are searched from the newest back, until enough match or `MAX_SEARCHED`
     were read.
     """

@@ -31,26 +31,29 @@ from mymcp.governance.audit_format import (
 __all__ = ["VerifiedPrefix", "VerifyResult", "read_records", "verify_audit"]
 
 
-# A segment file as it is on disk: device, inode, size, and the times of its last change
-# of content and of anything at all. Nothing can change a file without changing the
-# last (not even resetting its modification time), so an unchanged identity means
-# unchanged bytes.
-_Identity = tuple[int, int, int, int, int]
+# A segment file's bytes, by a digest of them. Not its stat fields: a write through a
+# shared memory mapping can change bytes without changing any time. A fast digest is a
+# tenth of what checking every record's hash and link costs.
+_Identity = bytes
+_CHUNK = 1 << 20
 
 
 def _identity(path: Path) -> _Identity | None:
+    digest = hashlib.blake2b(digest_size=16)
     try:
-        found = os.stat(path, follow_symlinks=False)
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
     except OSError:
         return None
-    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+    return digest.digest()
 
 
 @dataclass(frozen=True, slots=True)
 class VerifiedPrefix:
     """How far one walk proved the chain: through its sealed segments (every one but
-    the newest, which the writer still appends to), as they were on disk then. A later
-    walk of the same directory starts after them while none has changed."""
+    the newest, which the writer still appends to), by a digest of their bytes then. A
+    later walk of the same directory starts after them while each still has them."""
 
     files: tuple[tuple[int, _Identity], ...]
     walk: _Walk
@@ -182,8 +185,9 @@ def verify_audit(directory: Path, *, resume: VerifiedPrefix | None = None) -> Ve
     a record whose hash matches), each `prev` and `seq`, the start, and `HEAD`.
 
     With `resume`, an earlier result's `prefix`, the walk starts after the segments it
-    proved, if each is still the same file with the same bytes and `HEAD` names no
-    record inside them; otherwise everything is walked again.
+    proved, if each still holds the same bytes (compared by digest, which costs far less
+    than checking every record) and `HEAD` names no record inside them; otherwise
+    everything is walked again.
     """
     with shared_lock(directory):
         try:

@@ -4,6 +4,7 @@ HOME and XDG configuration."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import Sandbox, log_and_errors, run_cli
+from tests.e2e.server import MYMCP, Sandbox, log_and_errors, run_cli
 from tests.e2e.test_external_plugins import _WORKING_MODULE, _synthetic_plugin
 
 pytestmark = pytest.mark.slow
@@ -336,3 +337,18 @@ def test_a_plugin_configuration_error_names_its_line_and_column(sandbox: Sandbox
     # `plugin check --import` reads the same entry and says the same.
     imported = run_cli(["plugin", "check", str(manifest), "--import", "ok_plugin"], environment)
     assert (imported.returncode, log_and_errors(imported.stderr)[1]) == (1, [expected])
+
+
+def test_check_with_stderr_closed_still_reports_on_stdout(sandbox: Sandbox) -> None:
+    finished = subprocess.run(
+        [MYMCP, "check"],
+        env=sandbox.environ(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert finished.returncode == 0
+    assert finished.stdout.splitlines()[-1] == "mymcp: check OK"
