@@ -25,10 +25,11 @@ def reaches_clients(tool: BoundTool, outcome: object) -> bool:
     """Whether a handler's answer is a tool result clients accept from this tool.
 
     An external plugin's result must also encode as JSON text: one holding NaN, a value
-    JSON has no type for, or a string that is no Unicode (a file name decoded with
-    `surrogateescape`) is refused here rather than when the reply is encoded, so that the
-    call's audit outcome says it failed. The bundled memory tools build their results
-    from records already read as strict JSON, and are spared the second encoding.
+    JSON has no type for, an object key that is no string, or a string that is no
+    Unicode (a file name decoded with `surrogateescape`) is refused here rather than
+    when the reply is encoded, so that the call's audit outcome says it failed. The
+    bundled memory tools build their results from records already read as strict JSON,
+    and are spared the second encoding.
     """
     return (
         _is_call_result(outcome)
@@ -47,6 +48,22 @@ def _encodes(outcome: Mapping[str, Any]) -> bool:
         encode_json(dict(outcome))
     except (TypeError, ValueError, RecursionError):
         return False
+    return _keys_are_text(outcome)
+
+
+def _keys_are_text(outcome: Mapping[str, Any]) -> bool:
+    """Whether every object in the result is keyed by strings, as JSON objects are. The
+    encoder writes a number, boolean or None key as text, so `{1: …, "1": …}` would
+    reach the client as one object naming the same member twice."""
+    pending: list[object] = [outcome]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Mapping):
+            if not all(type(key) is str for key in value):
+                return False
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
     return True
 
 

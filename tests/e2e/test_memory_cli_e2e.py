@@ -550,6 +550,33 @@ def test_a_scope_that_is_no_directory_is_named_by_both_checks(
     ) in whole.stderr.splitlines()
 
 
+def test_a_linked_scope_is_named_as_unusable_by_both_checks(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+) -> None:
+    # Links are never followed: the scope reads as empty and every write to it fails,
+    # so `mymcp check` must not pass it as one more skipped file.
+    scope = sandbox.memory_root / "project"
+    if scope.exists():
+        os.rename(scope, sandbox.memory_root / "project-moved")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    scope.symlink_to(elsewhere, target_is_directory=True)
+    why = (
+        "a symbolic link in a scope's place: links are never followed, so the scope reads "
+        "as empty and every write to it fails until a directory replaces the link"
+    )
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    assert f"{scope}: {why} (reason=symlink," in checked.stdout
+    whole = run_cli(["check"], sandbox.environ())
+    assert whole.returncode == 1
+    assert (
+        f"mymcp: error: {scope}: Mnemosyne cannot read a scope: {why} "
+        "(code=memory_scope_unavailable)"
+    ) in whole.stderr.splitlines()
+    assert "memory_files_skipped" not in whole.stderr
+
+
 def test_a_file_where_a_namespace_would_be_is_named_by_memory_check(
     sandbox: Sandbox, memory: dict[str, Any]
 ) -> None:

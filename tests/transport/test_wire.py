@@ -168,9 +168,15 @@ UNENCODABLE_RESULTS = [
     # Its escape is JSON syntax, but no text: clients refuse the whole reply for it.
     {"content": [{"type": "text", "text": "name-\udcff"}]},
 ]
+# Encodable, but not as the JSON the plugin meant: these keys become text, so the first
+# object would name member "1" twice.
+NON_TEXT_KEY_RESULTS = [
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {1: "a", "1": "b"}},
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": {"l": [{None: 0}]}},
+]
 
 
-@pytest.mark.parametrize("result", UNENCODABLE_RESULTS)
+@pytest.mark.parametrize("result", UNENCODABLE_RESULTS + NON_TEXT_KEY_RESULTS)
 def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
     result_client, result: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -84,11 +84,31 @@ def is_unsafe_mode(mode: int) -> bool:
     return os.name == "posix" and bool(mode & 0o022)
 
 
+_SCOPE_LINK: Final = (
+    "a symbolic link in a scope's place: links are never followed, so the scope reads as "
+    "empty and every write to it fails until a directory replaces the link"
+)
+
+
+def _blocks_scope(problem: Problem) -> bool:
+    """Whether the problem is the scope's own entry, which leaves the whole scope
+    unusable (a link is skipped like any linked file, but here it is the directory)."""
+    return problem.reason == _SCOPE_BLOCKED or (
+        problem.reason == "symlink" and len(problem.parts) == 1
+    )
+
+
+def _problem_text(problem: Problem) -> str:
+    if problem.reason == "symlink" and _blocks_scope(problem):
+        return _SCOPE_LINK
+    return PROBLEM_TEXT.get(problem.reason, problem.reason)
+
+
 def problem_line(root: Path, problem: Problem) -> str:
     """`<path>: <why> (reason=<reason>, file=<file id>)`; the file id is what the server
     logs, so a log line can be matched with the file."""
     path = root.joinpath(*problem.parts)
-    text = PROBLEM_TEXT.get(problem.reason, problem.reason)
+    text = _problem_text(problem)
     return f"{path}: {text} (reason={problem.reason}, file={file_id(problem.parts)})"
 
 
@@ -244,16 +264,17 @@ def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnosti
         )
     ]
     findings.extend(_over_limit(root, sizes, limit))
-    for problem in [problem for problem in problems if problem.reason == _SCOPE_BLOCKED]:
+    blocked = [problem for problem in problems if _blocks_scope(problem)]
+    for problem in blocked:
         findings.append(
             Diagnostic(
                 "memory_scope_unavailable",
                 "Mnemosyne cannot read a scope",
                 Location(source=str(root.joinpath(*problem.parts))),
-                PROBLEM_TEXT[_SCOPE_BLOCKED],
+                _problem_text(problem),
             )
         )
-    problems = [problem for problem in problems if problem.reason != _SCOPE_BLOCKED]
+    problems = [problem for problem in problems if problem not in blocked]
     if problems:
         findings.append(
             Diagnostic(
