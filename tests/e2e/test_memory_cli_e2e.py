@@ -229,6 +229,29 @@ def test_export_then_import_is_a_dry_run_until_applied_and_never_overwrites(
     assert {path: path.read_bytes() for path in sorted(other.rglob("*.json"))} == before
 
 
+def test_an_import_rehearsal_fails_where_the_write_would(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+) -> None:
+    exported = run_cli(["memory", "export", "project"], sandbox.environ())
+    dump = tmp_path / "project.jsonl"
+    dump.write_text(exported.stdout)
+    first = json.loads(exported.stdout.splitlines()[0])
+    other = tmp_path / "other-root"
+    other.mkdir(mode=0o700)
+    (other / "project").mkdir(mode=0o700)
+    # A file where the records' namespace directory would be: no write can go there.
+    (other / "project" / first["namespace"]["id"]).write_text("in the way")
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(other)})
+    rehearsed = run_cli(["memory", "import", str(dump)], env)
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    assert rehearsed.returncode == applied.returncode == 1
+    failure = f"{dump}:1: memory_source_unavailable: the memory source is unavailable"
+    assert failure in rehearsed.stdout.splitlines()
+    # Line for line the same report, but for the closing summary's wording.
+    assert rehearsed.stdout.splitlines()[:-1] == applied.stdout.splitlines()[:-1]
+    assert not list(other.rglob("*.json"))
+
+
 async def _list_twice(url: str) -> None:
     async with Client(url) as client:
         for _ in range(2):

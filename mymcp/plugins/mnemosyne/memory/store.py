@@ -762,6 +762,26 @@ def _open_directories(root: Path, names: RelativePath, *, create: bool) -> int:
     return fd
 
 
+def probe_directories(root: Path, names: RelativePath) -> None:
+    """Raise as `_open_directories` would when creating ``root/names...``, without
+    creating or changing anything: a rehearsed write must fail where the write would (a
+    file, link or unreadable entry in its way), and pass where only steps are missing."""
+    fd = open_root(root)
+    if fd is None:
+        return  # the write would create the root and everything below it
+    try:
+        for name in names:
+            state, child = open_child_directory(fd, name)
+            if state is ChildState.MISSING:
+                return
+            if child is None:
+                raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+            os.close(fd)
+            fd = child
+    finally:
+        close_quietly(fd)
+
+
 def _unlink_quietly(dir_fd: int, name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)

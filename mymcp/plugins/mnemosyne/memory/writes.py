@@ -33,7 +33,14 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
-from .store import LOCK_TIMEOUT_SECONDS, RecordWriter, ensure_root, root_lock, serialize_record
+from .store import (
+    LOCK_TIMEOUT_SECONDS,
+    RecordWriter,
+    ensure_root,
+    probe_directories,
+    root_lock,
+    serialize_record,
+)
 from .tools import (
     ARCHIVE,
     FORGET,
@@ -385,12 +392,14 @@ class MutationService:
             raise candidate_limit_exceeded(self._candidate_limit, adding=True)
         if not is_memory_id(record.id):
             raise MemoryOperationError(ErrorCode.INTERNAL_ERROR)
+        parts = reference_parts(_reference(record))
         if dry_run:
+            probe_directories(index.root, parts[:-1])
             # A rehearsal of many (an import) must know when two would be the same memory:
             # only the first would be remembered, the second found.
             return {
                 **_result("would_remember", record),
                 "identity": duplicate_hash((request.scope.value, *container), record),
             }
-        RecordWriter(index).create(reference_parts(_reference(record)), serialize_record(record))
+        RecordWriter(index).create(parts, serialize_record(record))
         return _result("remembered", record)
