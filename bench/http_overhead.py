@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,24 +113,34 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class _NotStarted(SystemExit):
+    """The server ended, or never said it was ready; carries what it printed."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(f"server did not start:\n{output}")
+        self.output = output
+
+
 @contextmanager
 def _server(command: list[str], env: dict[str, str]) -> Iterator[int]:
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    ready = threading.Event()
+    ready, printed, started = threading.Event(), [], [False]
 
     def pump() -> None:
         assert process.stdout is not None
         for line in process.stdout:
+            printed.append(line)
             if READY_MARKER in line:
+                started[0] = True
                 ready.set()
-        ready.set()
+        ready.set()  # the output ended: the server is gone
 
     threading.Thread(target=pump, daemon=True).start()
     try:
-        if not ready.wait(30) or process.poll() is not None:
-            raise SystemExit("server did not start")
+        if not ready.wait(30) or not started[0] or process.poll() is not None:
+            raise _NotStarted("".join(printed[-20:]))
         yield process.pid
     finally:
         process.terminate()
@@ -309,14 +319,23 @@ def plain_config(port: int, _audit: Path) -> str:
 def _mymcp(config: Callable[[int, Path], str]) -> Iterator[tuple[int, int]]:
     """A `mymcp` server on a free port in a temporary HOME, configured by
     `config(port, audit directory)`: its port and process id."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp, "xdg", "mymcp")
-        directory.mkdir(parents=True)
-        (directory / "config.toml").write_text(config(port, Path(tmp, "audit")))
-        env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
-        with _server([sys.executable, "-m", "mymcp.cli"], env) as pid:
-            yield port, pid
+    for attempt in range(3):
+        # A free port can be taken by another program before the server binds it.
+        port = free_port()
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp, "xdg", "mymcp")
+            directory.mkdir(parents=True)
+            (directory / "config.toml").write_text(config(port, Path(tmp, "audit")))
+            env = {**os.environ, "HOME": tmp, "XDG_CONFIG_HOME": str(Path(tmp, "xdg"))}
+            with ExitStack() as stack:
+                try:
+                    pid = stack.enter_context(_server([sys.executable, "-m", "mymcp.cli"], env))
+                except _NotStarted as failure:
+                    if "address_in_use" in failure.output and attempt < 2:
+                        continue
+                    raise
+                yield port, pid
+                return
 
 
 def bench_mymcp(count: int, mode: str, flip: bool = False) -> dict[str, dict[str, float]]:

@@ -135,14 +135,14 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
             f"{shown(text)} is not '*', 'anonymous', 'local', 'operator:<subject>', "
             "'oauth:<subject>' or 'scope:<scope>'",
         )
-    prefix = value.endswith("*")
-    stem = value[:-1] if prefix else value
-    if "*" in stem or (not prefix and not stem) or (stem and not _is_clean_text(stem)):
+    read = _read_selector_value(value)
+    stem, prefix = read if read is not None else ("", False)
+    if read is None or (not prefix and not stem) or (stem and not _is_clean_text(stem)):
         raise ConfigurationError.at(
             "policy_invalid_principal",
             where,
             f"{shown(text)}: the value after '{kind}:' must be printable text, with '*' "
-            "only as a trailing glob",
+            "only as a trailing glob (write a '*' that is part of the value as '\\*')",
         )
     if kind != "scope" and not _may_name_a_subject(stem, prefix):
         raise ConfigurationError.at(
@@ -162,6 +162,27 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
             "printable ASCII characters other than space, '\"' and '\\'",
         )
     return PrincipalSelector(text, kind, stem, prefix)  # type: ignore[arg-type]
+
+
+def _read_selector_value(value: str) -> tuple[str, bool] | None:
+    """The value a selector names and whether a trailing `*` makes it a prefix, or None
+    for a `*` anywhere else. Subjects and scopes may hold `*` themselves, so `\\*` names
+    one and `\\\\` a backslash before one; any other backslash is itself."""
+    chars: list[str] = []
+    index, end = 0, len(value)
+    while index < end:
+        char = value[index]
+        if char == "\\" and index + 1 < end and value[index + 1] in "*\\":
+            chars.append(value[index + 1])
+            index += 2
+            continue
+        if char == "*":
+            if index != end - 1:
+                return None
+            return "".join(chars), True
+        chars.append(char)
+        index += 1
+    return "".join(chars), False
 
 
 def _may_name_a_subject(stem: str, prefix: bool) -> bool:

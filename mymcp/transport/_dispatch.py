@@ -87,6 +87,9 @@ _KINDS: Final = {"args_digest": WORD, "call": WORD, "duration_ms": NUMBER, "outc
 # The outcome of a call cancelled before its tool answered (a synchronous handler may
 # still finish its work on its thread; nobody receives its result).
 _CANCELLED: Final = "cancelled"
+# The decision on a `tools/call` whose params are no call at all (no name, arguments
+# that are no object).
+_INVALID_PARAMS: Final = "invalid_params"
 _MAX_SHAPES: Final = 4096
 _AUDIT_UNAVAILABLE = {
     "status": "internal_error",
@@ -538,12 +541,19 @@ class Dispatcher:
         """The governed `tools/call`: policy, argument validation, approval, then the
         audited execution."""
         if not isinstance(params, dict):
+            self._record(caller, None, decision=_INVALID_PARAMS)
             return CallRefused()
         name = params.get("name")
         arguments = params.get("arguments", {})
         if arguments is None:
             arguments = {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
+            # Refused before policy, but still a decision the audit must show. Only a
+            # name that is a tool's is recorded: a client's free-form text never is.
+            named = self._runtime.registry.get(name) if isinstance(name, str) else None
+            known = named.name if named is not None else None
+            digest = self._audit.digest(arguments) if self._audit is not None else None
+            self._record(caller, known, args_digest=digest, decision=_INVALID_PARAMS)
             return CallRefused()
         tool = self._runtime.registry.get(name)
         view = self._view(caller)

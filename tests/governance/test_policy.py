@@ -451,6 +451,33 @@ def test_an_exact_subject_selector_no_subject_can_meet_is_refused(kind: str, sub
         assert code == "policy_invalid_principal"
 
 
+SUBJECTS = st.text(min_size=1, max_size=30).filter(
+    lambda text: is_valid_subject(text) and text.strip() == text and text.isprintable()
+)
+
+
+@given(st.sampled_from(["operator", "oauth"]), SUBJECTS)
+def test_an_escaped_selector_names_exactly_its_subject(kind: str, subject: str) -> None:
+    # Subjects may hold '*' and '\': written with '\*' and '\\', a selector names
+    # such a subject and no other, where a bare '*' would have made it a prefix.
+    escaped = subject.replace("\\", "\\\\").replace("*", "\\*")
+    selector = parse_principal_selector(f"{kind}:{escaped}")
+    assert (selector.value, selector.prefix) == (subject, False)
+    allow = {"default": "deny", "rules": [{"principals": [selector.text], "allow": [NAMES[0]]}]}
+    policy = policy_of({"policy": allow})
+    assert policy.view(f"{kind}:{subject}").allows(NAMES[0])
+    assert not policy.view(f"{kind}:{subject}x").allows(NAMES[0])
+
+
+def test_a_star_inside_a_selector_must_be_escaped() -> None:
+    assert parse_principal_selector("operator:bob\\*").value == "bob*"
+    assert parse_principal_selector("operator:bob\\*").prefix is False
+    assert parse_principal_selector("operator:bob\\**").prefix is True
+    assert parse_principal_selector("operator:a\\b").value == "a\\b"  # a lone backslash
+    for text in ("operator:b*b", "operator:**", "oauth:\\\\**"):
+        assert _code_of(parse_principal_selector, text) == "policy_invalid_principal"
+
+
 @pytest.mark.parametrize(
     ("text", "accepted"),
     [

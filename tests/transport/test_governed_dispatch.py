@@ -192,6 +192,10 @@ def test_every_decision_and_outcome_is_recorded_without_content(
     _call(client, headers, "notes__conflict")
     _call(client, headers, "notes__wipe")
     _call(client, headers, "no_such_tool")
+    # Params that are no call are refused before policy, and recorded all the same.
+    for malformed in ({"name": 5}, {"name": "notes__read", "arguments": [1]}, ["x"]):
+        answer = client.post("/mcp", json=rpc("tools/call", malformed), headers=headers).json()
+        assert answer["error"]["code"] == -32602
     client.delete("/mcp", headers=headers)
     initialize(client)  # an anonymous session left open until the server stops
     client.post("/mcp", json=rpc("ping"), headers={"authorization": "Basic nope"})
@@ -206,10 +210,15 @@ def test_every_decision_and_outcome_is_recorded_without_content(
         ("notes__conflict", "allowed", "revision_conflict"),
         ("notes__wipe", "denied", None),
         (None, "unknown_tool", None),
+        (None, "invalid_params", None),
+        ("notes__read", "invalid_params", None),
+        (None, "invalid_params", None),
     ]
     assert calls[1]["call"] == calls[2]["call"]
     assert "call" not in calls[0]  # a read-only call is one record
-    assert all(len(r["args_digest"]) == 64 for r in calls)  # refusals carry it too
+    # Refusals carry the digest too, unless no arguments could be read at all.
+    assert all(len(r["args_digest"]) == 64 for r in calls[:-1])
+    assert "args_digest" not in calls[-1]
     assert calls[0]["args_digest"] == calls[1]["args_digest"]  # same arguments, same digest
     assert {r["principal"] for r in calls} == {"operator:alice"}
     assert len({r["session"] for r in calls}) == 1
