@@ -121,7 +121,7 @@ def _call_entrypoint(
         if takes_configuration:
             return entrypoint(_plain(configuration))
         return entrypoint()
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:  # as at import: see `import_external_plugin`
         raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
             location=where,
@@ -158,7 +158,10 @@ def import_external_plugin(
     where = Location(source=plugin_label(definition.plugin_id, module_name))
     try:
         module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        # Whatever a plugin raises while it loads (sys.exit, GeneratorExit, a class of
+        # its own; even KeyboardInterrupt, which stops the start as well) is that
+        # plugin's failure to load, told in one line, never a traceback.
         raise ExternalPluginLoadError(
             "external_plugin_import_failed", location=where, detail=f"{type(exc).__name__}: {exc}"
         ) from None

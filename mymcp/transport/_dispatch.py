@@ -240,6 +240,13 @@ class _WorkerLimits:
                 phase[0] = "running"
             try:
                 return tool.handler(arguments)
+            except Exception:
+                raise
+            except BaseException as exc:
+                # GeneratorExit, SystemExit, KeyboardInterrupt or a class of the
+                # plugin's own must not cross into the event loop as they are: a
+                # GeneratorExit thrown into the awaiting coroutine breaks it for good.
+                raise _RaisedBase(exc) from None
             finally:
                 with lock:
                     abandoned, phase[0] = phase[0] == "abandoned", "returned"
@@ -260,6 +267,15 @@ class _WorkerLimits:
             raise
         give_back()
         return outcome
+
+
+class _RaisedBase(Exception):
+    """A synchronous handler raised a BaseException that is no Exception; carried back
+    from its thread wrapped, as a failure of that call."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(type(raised).__name__)
+        self.raised = raised
 
 
 def _being_cancelled() -> bool:
@@ -719,6 +735,8 @@ class Dispatcher:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
             else:
                 outcome = await self._workers.run(tool, arguments)
+        except _RaisedBase as exc:
+            return self._failure(tool, _type_name(exc.raised), exc)
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
             return self._failure(tool, _type_name(exc), exc)

@@ -410,8 +410,19 @@ def test_duplicate_module_names(workspace: Workspace) -> None:
         "def broken(:\n",
         "import no_such_dependency_for_mymcp_tests\n",
         "raise SystemExit(3)\n",
+        "raise GeneratorExit('x')\n",
+        "class Stop(BaseException):\n    pass\nraise Stop()\n",
+        "raise KeyboardInterrupt\n",
     ],
-    ids=["raises", "syntax-error", "missing-dependency", "system-exit"],
+    ids=[
+        "raises",
+        "syntax-error",
+        "missing-dependency",
+        "system-exit",
+        "generator-exit",
+        "own-base-exception",
+        "keyboard-interrupt",
+    ],
 )
 def test_import_failed(workspace: Workspace, source: str) -> None:
     assert _code([workspace.plugin(source=source)]) == "external_plugin_import_failed"
@@ -430,8 +441,9 @@ def test_missing_module_is_an_import_failure(workspace: Workspace) -> None:
         "mymcp_plugin_v1 = 3\n",
         "def mymcp_plugin_v1():\n    raise ValueError('boom')\n",
         "def mymcp_plugin_v1(configuration, more):\n    return None\n",
+        "class Stop(BaseException):\n    pass\ndef mymcp_plugin_v1():\n    raise Stop()\n",
     ],
-    ids=["missing", "not-callable", "raises", "needs-two-arguments"],
+    ids=["missing", "not-callable", "raises", "needs-two-arguments", "raises-base-exception"],
 )
 def test_entrypoint_invalid(workspace: Workspace, source: str) -> None:
     assert _code([workspace.plugin(source=source)]) == "external_plugin_entrypoint_invalid"

@@ -401,6 +401,8 @@ MISBEHAVING = {
     "exit": (_raising(SystemExit("secret exit")), "SystemExit"),
     "interrupt": (_raising(KeyboardInterrupt("secret interrupt")), "KeyboardInterrupt"),
     "own_base": (_raising(_Unwelcome("secret base")), "_Unwelcome"),
+    # Thrown into the coroutine awaiting the thread, it would break that coroutine.
+    "generator_exit": (_raising(GeneratorExit("secret close")), "GeneratorExit"),
     "cancel": (_cancelling, "CancelledError"),
     "items": (lambda arguments: {"content": [1, None, "x"]}, "invalid_result"),
     "untyped_item": (lambda arguments: {"content": [{"text": "x"}]}, "invalid_result"),
