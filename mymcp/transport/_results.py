@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeGuard
 
+from mymcp._strictjson import DEFAULT_MAX_DEPTH
 from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.plugin import QualifiedCapabilityId
 from mymcp.runtime import BoundTool
@@ -25,11 +26,11 @@ def reaches_clients(tool: BoundTool, outcome: object) -> bool:
     """Whether a handler's answer is a tool result clients accept from this tool.
 
     An external plugin's result must also encode as JSON text: one holding NaN, a value
-    JSON has no type for, an object key that is no string, or a string that is no
-    Unicode (a file name decoded with `surrogateescape`) is refused here rather than
-    when the reply is encoded, so that the call's audit outcome says it failed. The
-    bundled memory tools build their results from records already read as strict JSON,
-    and are spared the second encoding.
+    JSON has no type for, an object key that is no string, nesting deeper than a request
+    may (64 levels), or a string that is no Unicode (a file name decoded with
+    `surrogateescape`) is refused here rather than when the reply is encoded, so that
+    the call's audit outcome says it failed. The bundled memory tools build their
+    results from records already read as strict JSON, and are spared these checks.
     """
     return (
         _is_call_result(outcome)
@@ -48,22 +49,26 @@ def _encodes(outcome: Mapping[str, Any]) -> bool:
         encode_json(dict(outcome))
     except (TypeError, ValueError, RecursionError):
         return False
-    return _keys_are_text(outcome)
+    return _is_json_tree(outcome)
 
 
-def _keys_are_text(outcome: Mapping[str, Any]) -> bool:
-    """Whether every object in the result is keyed by strings, as JSON objects are. The
-    encoder writes a number, boolean or None key as text, so `{1: …, "1": …}` would
-    reach the client as one object naming the same member twice."""
-    pending: list[object] = [outcome]
+def _is_json_tree(outcome: Mapping[str, Any]) -> bool:
+    """Whether every object in the result is keyed by strings, as JSON objects are, and
+    the result nests no deeper than a request may. The encoder writes a number, boolean
+    or None key as text, so `{1: …, "1": …}` would reach the client as one object
+    naming a member twice; and clients stop reading at some depth (the Python SDK's
+    parser near 200 levels), so a deeper result would be a reply nobody can read."""
+    pending: list[tuple[object, int]] = [(outcome, 1)]
     while pending:
-        value = pending.pop()
+        value, depth = pending.pop()
         if isinstance(value, Mapping):
-            if not all(type(key) is str for key in value):
+            if depth > DEFAULT_MAX_DEPTH or not all(type(key) is str for key in value):
                 return False
-            pending.extend(value.values())
+            pending.extend((child, depth + 1) for child in value.values())
         elif isinstance(value, list | tuple):
-            pending.extend(value)
+            if depth > DEFAULT_MAX_DEPTH:
+                return False
+            pending.extend((child, depth + 1) for child in value)
     return True
 
 
@@ -105,8 +110,26 @@ def _is_object(value: object) -> bool:
     return isinstance(value, Mapping)
 
 
-def _is_list(value: object) -> bool:
-    return isinstance(value, list)
+def _is_icons(value: object) -> bool:
+    """Icons of a resource link: each a `src`, with an optional MIME type, a list of
+    sizes and a `light` or `dark` theme."""
+    return isinstance(value, list) and all(
+        isinstance(icon, Mapping)
+        and _members_keep(
+            icon,
+            {"src": _is_text},
+            {"mimeType": _is_text, "sizes": _is_text_list, "theme": _is_theme},
+        )
+        for icon in value
+    )
+
+
+def _is_text_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_theme(value: object) -> bool:
+    return value in ("light", "dark")
 
 
 def _is_size(value: object) -> bool:
@@ -151,7 +174,7 @@ _BLOCK_KINDS: Final[Mapping[str, tuple[_Members, _Members]]] = {
             "description": _is_text,
             "mimeType": _is_text,
             "size": _is_size,
-            "icons": _is_list,
+            "icons": _is_icons,
         },
     ),
     "resource": ({"resource": _is_embedded}, {}),

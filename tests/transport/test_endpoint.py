@@ -442,6 +442,25 @@ MISBEHAVING = {
         },
         "invalid_result",
     ),
+    "link_icon_without_text_src": (
+        lambda arguments: {
+            "content": [{"type": "resource_link", "uri": "x:1", "name": "x", "icons": [{"src": 5}]}]
+        },
+        "invalid_result",
+    ),
+    "link_icon_theme": (
+        lambda arguments: {
+            "content": [
+                {
+                    "type": "resource_link",
+                    "uri": "x:1",
+                    "name": "x",
+                    "icons": [{"src": "x", "theme": "blue"}],
+                }
+            ]
+        },
+        "invalid_result",
+    ),
     "result_meta_not_object": (
         lambda arguments: {"content": [], "_meta": "nope"},
         "invalid_result",
@@ -475,6 +494,10 @@ WELL_FORMED_BLOCKS = [
         "description": "an x",
         "mimeType": "text/plain",
         "size": 3,
+        "icons": [
+            {"src": "https://example.com/x.png"},
+            {"src": "data:,x", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark"},
+        ],
     },
     {"type": "image", "data": "aGk=", "mimeType": "image/png"},
     {"type": "audio", "data": "aGk=", "mimeType": "audio/wav"},

@@ -176,7 +176,20 @@ NON_TEXT_KEY_RESULTS = [
 ]
 
 
-@pytest.mark.parametrize("result", UNENCODABLE_RESULTS + NON_TEXT_KEY_RESULTS)
+def _nested(levels: int) -> dict[str, Any]:
+    """A result whose structured content makes it `levels` deep in all."""
+    inner: dict[str, Any] = {}
+    for _ in range(levels - 2):
+        inner = {"a": inner}
+    return {"content": [{"type": "text", "text": "x"}], "structuredContent": inner}
+
+
+# Encodable, but deeper than clients read (the Python SDK stops near 200 levels): the
+# host allows what it allows a request, 64 levels.
+TOO_DEEP_RESULTS = [_nested(65), _nested(200)]
+
+
+@pytest.mark.parametrize("result", UNENCODABLE_RESULTS + NON_TEXT_KEY_RESULTS + TOO_DEEP_RESULTS)
 def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
     result_client, result: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
