@@ -35,6 +35,7 @@ __all__ = [
     "MnemosyneSettingsError",
     "NOWHERE",
     "MyMCPError",
+    "StopRequested",
     "VerifierSourceError",
     "found",
     "kind",
@@ -257,6 +258,12 @@ class ApprovalError(MyMCPError):
 
 class ListenError(MyMCPError):
     """The server cannot listen on its configured address and port; `code` says why."""
+
+
+class StopRequested(SystemExit):
+    """The process was asked to stop (SIGTERM, from a service manager): raised by its
+    own signal handler, so it is no error, and never a plugin's failure even when it
+    interrupts a plugin's import."""
 
 
 _NONE: Final[Mapping[str, str]] = MappingProxyType({})

@@ -17,6 +17,7 @@ from mymcp.cli.serving import serve, stdio
 from mymcp.cli.terminal import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     end_process,
     refused_log_environment,
 )
@@ -43,7 +44,13 @@ _COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`: the command's exit status, even when a plugin left a
     thread behind that would keep the process from ending."""
-    return end_process(_run(argv))
+    try:
+        status = _run(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before a server serves (a plugin still importing, say) stops the
+        # command as it stops any other, with the shell's status and no traceback.
+        status = EXIT_INTERRUPTED
+    return end_process(status)
 
 
 def _run(argv: Sequence[str] | None) -> int:

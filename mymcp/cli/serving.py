@@ -26,7 +26,7 @@ from mymcp.cli.terminal import (
     refused_log_environment,
     settle_logging,
 )
-from mymcp.errors import ListenError, Location, MyMCPError
+from mymcp.errors import ListenError, Location, MyMCPError, StopRequested
 from mymcp.logs import LogSettings, log_settings, uvicorn_log_config
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _leave_on_sigterm(signum: int, frame: object) -> None:
     # uvicorn shuts down gracefully on SIGTERM (what systemd and launchd send), then
     # raises it again for the handler it found: the default one would end the process
     # before its exit handlers (the memory index snapshot) run. Leave as an interrupt does.
-    raise SystemExit(EXIT_OK)
+    raise StopRequested(EXIT_OK)
 
 
 def _stop_on_sighup(signum: int, frame: object) -> None:

@@ -22,7 +22,13 @@ from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp.config import PluginDeclaration, locate_in_configuration
-from mymcp.errors import Diagnostic, ExternalPluginLoadError, Location, ManifestError
+from mymcp.errors import (
+    Diagnostic,
+    ExternalPluginLoadError,
+    Location,
+    ManifestError,
+    StopRequested,
+)
 from mymcp.plugin import (
     HOST_API_VERSION,
     MAX_MANIFEST_BYTES,
@@ -121,6 +127,8 @@ def _call_entrypoint(
         if takes_configuration:
             return entrypoint(_plain(configuration))
         return entrypoint()
+    except (KeyboardInterrupt, StopRequested):
+        raise  # the person or the service manager stopping the process
     except BaseException as exc:  # as at import: see `import_external_plugin`
         raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
@@ -158,10 +166,13 @@ def import_external_plugin(
     where = Location(source=plugin_label(definition.plugin_id, module_name))
     try:
         module = importlib.import_module(module_name)
+    except (KeyboardInterrupt, StopRequested):
+        # Ctrl-C or SIGTERM while a slow plugin imports: the process is being stopped,
+        # and the plugin did nothing wrong.
+        raise
     except BaseException as exc:
-        # Whatever a plugin raises while it loads (sys.exit, GeneratorExit, a class of
-        # its own; even KeyboardInterrupt, which stops the start as well) is that
-        # plugin's failure to load, told in one line, never a traceback.
+        # Whatever else a plugin raises while it loads (sys.exit, GeneratorExit, a class
+        # of its own) is that plugin's failure to load, told in one line.
         raise ExternalPluginLoadError(
             "external_plugin_import_failed", location=where, detail=f"{type(exc).__name__}: {exc}"
         ) from None

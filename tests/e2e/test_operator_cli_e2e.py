@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,58 @@ def test_a_plugins_own_thread_never_keeps_a_command_from_ending(
     ended = run_cli(argv, environment, timeout=30)  # it used to wait for the thread for good
     assert ended.returncode == status, ended.stderr
     assert "outcome=threads_left_running count=1" in ended.stderr
+
+
+# A plugin whose import takes long (a large dependency): it says so, then waits.
+_SLOW_MODULE = (
+    "import sys, threading\n"
+    "print('slow import started', file=sys.stderr, flush=True)\n"
+    "threading.Event().wait(60)\n" + _WORKING_MODULE
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "stop", "status"),
+    [
+        (["check"], signal.SIGINT, 130),
+        (["serve"], signal.SIGINT, 130),
+        (["stdio"], signal.SIGINT, 130),
+        # `serve` leaves on SIGTERM as it does once serving; the others end by the signal.
+        (["serve"], signal.SIGTERM, 0),
+    ],
+    ids=["check-ctrl-c", "serve-ctrl-c", "stdio-ctrl-c", "serve-sigterm"],
+)
+def test_a_stop_while_a_plugin_imports_is_neither_a_traceback_nor_the_plugins_fault(
+    sandbox: Sandbox, command: list[str], stop: signal.Signals, status: int
+) -> None:
+    folder = _synthetic_plugin(sandbox, "slow", "slow_plugin", _SLOW_MODULE)
+    config = sandbox.plugin_config("slow", folder / "manifest.json", "slow_plugin")
+    sandbox.write_config(config.replace("schema_version = 2", "schema_version = 8"))
+    process = subprocess.Popen(
+        [MYMCP, *command],
+        env=sandbox.environ({"PYTHONPATH": str(folder)}),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    try:
+        seen = []
+        for line in process.stderr:  # the import has begun once the plugin says so
+            seen.append(line)
+            if "slow import started" in line:
+                break
+        process.send_signal(stop)
+        rest = process.stderr.read()
+        assert process.wait(timeout=30) == status
+    finally:
+        process.kill()
+        process.wait()
+    output = "".join(seen) + rest
+    assert "Traceback" not in output
+    assert "could not be imported" not in output
+    assert "external_plugin" not in output
 
 
 def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 import mymcp._safefile as safefile
 from mymcp.config import PluginDeclaration, load_host_configuration, validate_semantics
-from mymcp.errors import ExternalPluginLoadError
+from mymcp.errors import ExternalPluginLoadError, StopRequested
 from mymcp.plugin import PluginAdapter
 from mymcp.runtime._external import load_external_plugins
 
@@ -412,7 +412,6 @@ def test_duplicate_module_names(workspace: Workspace) -> None:
         "raise SystemExit(3)\n",
         "raise GeneratorExit('x')\n",
         "class Stop(BaseException):\n    pass\nraise Stop()\n",
-        "raise KeyboardInterrupt\n",
     ],
     ids=[
         "raises",
@@ -421,11 +420,22 @@ def test_duplicate_module_names(workspace: Workspace) -> None:
         "system-exit",
         "generator-exit",
         "own-base-exception",
-        "keyboard-interrupt",
     ],
 )
 def test_import_failed(workspace: Workspace, source: str) -> None:
     assert _code([workspace.plugin(source=source)]) == "external_plugin_import_failed"
+
+
+@pytest.mark.parametrize("stop", ["KeyboardInterrupt()", "StopRequested(0)"])
+def test_a_stop_during_the_import_is_no_failure_of_the_plugin(
+    workspace: Workspace, stop: str
+) -> None:
+    # Ctrl-C, or the SIGTERM handler, while a slow plugin imports: the process is being
+    # stopped, which must not be reported as the plugin's fault.
+    source = f"from mymcp.errors import StopRequested\nraise {stop}\n"
+    expected = KeyboardInterrupt if stop.startswith("Keyboard") else StopRequested
+    with pytest.raises(expected):
+        load_external_plugins([workspace.plugin(source=source)])
 
 
 def test_missing_module_is_an_import_failure(workspace: Workspace) -> None:
