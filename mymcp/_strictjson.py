@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 DEFAULT_MAX_DEPTH = 64
+# Some editors save one; the decoder would only say it expected a value.
+_BOM_COMPLAINT = (
+    "the text starts with a byte-order mark (U+FEFF), which JSON does not allow here: "
+    "save it as UTF-8 without one"
+)
 
 
 class StrictJsonReason(enum.StrEnum):
@@ -239,7 +244,8 @@ def load_strict_json(
         _fail(StrictJsonReason.TOO_DEEP)
     except json.JSONDecodeError as exc:
         position = Location(line=exc.lineno, column=exc.colno)
-        raise StrictJsonError(StrictJsonReason.INVALID_JSON, exc.msg, position) from None
+        complaint = _BOM_COMPLAINT if text.startswith("\ufeff") else exc.msg
+        raise StrictJsonError(StrictJsonReason.INVALID_JSON, complaint, position) from None
     except ValueError:  # an integer beyond the digit limit
         _refuse_number(text, StrictJsonReason.INVALID_JSON)
     if _could_exceed_depth(text, max_depth) and nests_deeper_than(document, max_depth):

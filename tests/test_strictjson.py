@@ -239,3 +239,14 @@ def test_message_bodies_only_the_exact_decoder_reads_are_read() -> None:
     assert load_message_json(str(number).encode()) == number
     assert load_message_json(b'{"a":1,"a":2}') == {"a": 2}  # the last value, as the stdlib does
     assert load_message_json(b"[" * 64 + b"]" * 64) is not None
+
+
+@given(st.recursive(st.none() | st.integers() | st.text(), st.lists, max_leaves=5))
+def test_a_byte_order_mark_before_a_document_is_named(value: object) -> None:
+    data = b"\xef\xbb\xbf" + json.dumps(value).encode()
+    with pytest.raises(StrictJsonError) as caught:
+        load_strict_json(data)
+    assert caught.value.reason is StrictJsonReason.INVALID_JSON
+    assert caught.value.detail is not None
+    assert "byte-order mark" in caught.value.detail
+    assert (caught.value.location.line, caught.value.location.column) == (1, 1)

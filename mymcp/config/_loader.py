@@ -199,6 +199,14 @@ def parse_host_configuration(data: bytes, source: Path | None = None) -> HostCon
             location=Location(where.source, line=line),
             detail=f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
         ) from None
+    if text.startswith("\ufeff"):
+        # Some editors save one; the TOML parser's own complaint would not name it.
+        raise ConfigurationError(
+            "invalid_toml",
+            location=Location(where.source, line=1, column=1),
+            detail="the file starts with a byte-order mark (U+FEFF), which TOML does not "
+            "allow: save it as UTF-8 without one",
+        )
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

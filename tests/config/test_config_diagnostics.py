@@ -63,6 +63,15 @@ def test_invalid_utf8_names_the_line_and_byte() -> None:
     assert caught.value.detail == "byte 0xff at offset 21 is not UTF-8"
 
 
+def test_a_byte_order_mark_is_named_as_such() -> None:
+    # Some editors save one; "invalid statement" would not tell the operator what to fix.
+    error = _error("\ufeffschema_version = 8\n")
+    assert error.code == "invalid_toml"
+    assert (error.location.line, error.location.column) == (1, 1)
+    assert error.detail is not None
+    assert "byte-order mark (U+FEFF)" in error.detail
+
+
 def test_a_governance_table_under_an_older_schema_says_which_schema() -> None:
     error = _error('schema_version = 7\n[policy]\ndefault = "deny"\n')
     assert (error.location.key, error.location.line) == ("policy", 2)
