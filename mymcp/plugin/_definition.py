@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -160,6 +161,9 @@ def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, 
     # bool is an int in Python, never in JSON Schema.
     if isinstance(value, bool) != (kind == "boolean") or not isinstance(value, _JSON_TYPES[kind]):
         return here, f"expected {_KIND_WORDS[kind]}, got {found(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        # TOML writes `nan` and `inf`; JSON, which the plugin's schema speaks, has neither.
+        return here, f"expected a finite number, got {value}"
     return None
 
 

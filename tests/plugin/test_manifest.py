@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import string
 from pathlib import Path
@@ -646,6 +647,7 @@ _GREETER_SCHEMA = {
             "properties": {"max_items": {"type": "integer"}},
         },
         "tags": {"type": "array", "items": {"type": "string"}},
+        "ratio": {"type": "number"},
     },
 }
 
@@ -662,6 +664,9 @@ _GREETER_SCHEMA = {
         ),
         ({"tags": {"a": 1}}, ("tags", "expected an array, got {'a': 1} (a table)")),
         ({"tags": ["a", None]}, ("tags[1]", "expected a string, got None (null)")),
+        # TOML writes `nan` and `inf`; a JSON Schema number is neither.
+        ({"ratio": math.nan}, ("ratio", "expected a finite number, got nan")),
+        ({"ratio": -math.inf}, ("ratio", "expected a finite number, got -inf")),
     ],
 )
 def test_a_configuration_value_of_the_wrong_type_is_worded_like_every_other_fault(
