@@ -1508,6 +1508,14 @@ class MemoryIndex:
         """Another process forgot a record since these rows were last checked: walk
         every scope they hold again, so no forgotten text is saved (the caller holds the
         lock). False when a walk fails; nothing is saved then."""
+        if not self._reread_held_scopes():
+            return False
+        self._forget_mark = mark
+        return True
+
+    def _reread_held_scopes(self) -> bool:
+        """Walk every scope the rows hold again (the caller holds the lock); False, and a
+        warning, when a walk fails."""
         scopes = {d.parts[0] for d in self._directories if d is not None and d.parts}
         try:
             for value in sorted(scopes):
@@ -1516,8 +1524,22 @@ class MemoryIndex:
         except Exception:
             _log.warning("index_snapshot outcome=not_saved reason=reread_failed")
             return False
-        self._forget_mark = mark
         return True
+
+    def catch_up(self) -> bool:
+        """Apply the changes the watcher saw since the rows were last used: a process
+        that served nothing since another one deleted a record (forgot it, with its own
+        cache directory) still holds that record's row, and must not save it. False
+        when the rows could not be brought up to date; they must not be saved then."""
+        with self._lock:
+            if not self._started or self._watcher is None:
+                return True
+            epoch = self._epoch
+            self._proven(((), True))  # drains the queued events and applies what it can
+            if self._epoch == epoch:
+                return True
+            # Events that cannot be applied one by one: read the held scopes again.
+            return self._reread_held_scopes()
 
     def drop_snapshot(self) -> None:
         """Delete the saved snapshot now; a fresh one follows shortly.
@@ -1749,6 +1771,8 @@ def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
     # wait for it, then save whatever it did not cover.
     with snapshot.SAVES:
         pass
-    if index._unsaved:
-        with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
+    with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
+        if not index.catch_up():
+            index.drop_snapshot()  # it may hold a record deleted meanwhile
+        elif index._unsaved:
             index.save()

@@ -520,6 +520,39 @@ def test_a_record_forgotten_by_another_process_is_never_saved_again(
     assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
 
 
+def test_a_server_with_its_own_cache_drops_a_record_forgotten_meanwhile_when_it_leaves(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    # Two servers share the root but not the cache. B read the record, saved, and then
+    # served nothing while A forgot it: when B leaves, its snapshot must not keep it.
+    _fill(write, v1, v2)
+    caches = tmp_path / "cache-a", tmp_path / "cache-b"
+
+    def server(cache: Path) -> tuple[MemoryService, MutationService]:
+        reads = MemoryService(
+            lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+        )
+        return reads, MutationService(reads, 10_000)
+
+    (_, writes_a), (reads_b, _) = server(caches[0]), server(caches[1])
+    remembered = _remember(writes_a, "Zanzibarquux title", "zqxforgotten quokkas")
+    recalled = reads_b.recall({"query": "zanzibarquux", "scope": "project"}).payload
+    assert [m["title"] for m in recalled["memories"]] == ["Zanzibarquux title"]
+    index_b = reads_b.current_index()
+    assert index_b.save()
+    path_b = snapshot_module.snapshot_path(caches[1], root)
+    assert b"zanzibarquux" in path_b.read_bytes().lower()
+    reference = remembered["reference"]
+    archived = writes_a.archive({"reference": reference, "expected_revision": 1}).payload
+    forgotten = writes_a.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+    index_module._save_at_exit(weakref.ref(index_b))
+    assert not path_b.exists() or b"zanzibarquux" not in path_b.read_bytes().lower()
+    assert _state(MemoryIndex(root, snapshot_directory=caches[1])) == _state(MemoryIndex(root))
+
+
 def test_every_spelling_of_the_root_keeps_one_snapshot(
     root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, tmp_path: Path
 ) -> None:
