@@ -600,6 +600,29 @@ def test_a_linked_scope_is_named_as_unusable_by_both_checks(
     assert "memory_files_skipped" not in whole.stderr
 
 
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+def test_a_lock_file_that_is_no_file_is_named_by_both_checks(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path, kind: str
+) -> None:
+    # Every write takes the root's lock: with anything but a file there, every write
+    # fails, and the checks are where the operator learns why.
+    lock = sandbox.memory_root / ".mnemosyne.lock"
+    lock.unlink(missing_ok=True)
+    if kind == "directory":
+        lock.mkdir()
+    elif kind == "symlink":
+        lock.symlink_to(tmp_path / "elsewhere")
+    else:
+        os.mkfifo(lock)
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    whole = run_cli(["check"], sandbox.environ())
+    assert whole.returncode == 1
+    for output in (checked.stdout, whole.stderr):
+        assert f"{lock}: Mnemosyne cannot take the memory root's write lock: " in output
+        assert "(code=memory_lock_unusable)" in output
+
+
 def test_a_file_where_a_namespace_would_be_is_named_by_memory_check(
     sandbox: Sandbox, memory: dict[str, Any]
 ) -> None:

@@ -30,6 +30,7 @@ from mymcp.plugins.mnemosyne._settings import (
 )
 from mymcp.plugins.mnemosyne.memory import (
     CANDIDATE_LIMIT_MAX,
+    LOCK_FILE_NAME,
     MAX_RECORD_BYTES,
     MemoryIndex,
     MemoryOperationError,
@@ -193,7 +194,45 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
                 f"mode {mode:04o}; run: chmod go-w {root}",
             )
         )
+    findings.extend(_lock_file_findings(root))
     return RootCheck(root, True, tuple(findings))
+
+
+def _lock_file_findings(root: Path) -> list[Diagnostic]:
+    """The root's lock file, which every write takes: anything but a regular file there
+    (or nothing, which the first write creates) refuses every write."""
+    lock = root / LOCK_FILE_NAME
+    try:
+        info = os.lstat(lock)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        what = f"cannot be examined ({exc.strerror or type(exc).__name__})"
+    else:
+        if stat.S_ISREG(info.st_mode):
+            return []
+        what = f"is {_file_kind(info.st_mode)}, not a regular file"
+    return [
+        Diagnostic(
+            "memory_lock_unusable",
+            "Mnemosyne cannot take the memory root's write lock",
+            Location(source=str(lock)),
+            f"the lock file {what}: every write fails (memory_source_unavailable) until "
+            "it is removed; the next write creates it again",
+        )
+    ]
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device or other special file"
 
 
 def memory_problems(root: Path) -> tuple[list[Problem], dict[Scope, int]]:

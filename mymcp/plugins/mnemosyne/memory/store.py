@@ -644,16 +644,24 @@ def _open_lock_file(root: Path) -> int:
         fd = os.open(LOCK_FILE_NAME, _LOCK_FLAGS, 0o600, dir_fd=root_fd)
     except OSError:
         # ELOOP (a planted symlink) included: the lock must be our own regular file.
+        _log_unusable_lock()
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
     finally:
         os.close(root_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _log_unusable_lock()
             raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _log_unusable_lock() -> None:
+    # The write's own log line says only that the source is unavailable; this one says
+    # where to look (the checks name the file and what is there).
+    _store_log.warning("root_lock outcome=unusable file=%s", LOCK_FILE_NAME)
 
 
 LOCK_TIMEOUT_SECONDS: Final = 5.0
