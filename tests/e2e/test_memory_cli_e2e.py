@@ -229,6 +229,35 @@ def test_export_then_import_is_a_dry_run_until_applied_and_never_overwrites(
     assert {path: path.read_bytes() for path in sorted(other.rglob("*.json"))} == before
 
 
+def test_an_import_keeps_every_origin_a_record_may_have_and_says_it_was_imported(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+) -> None:
+    # A memory written by hand is `manual`: a backup made with export must bring it
+    # back too, though no agent may claim that origin through memory_remember.
+    exported = run_cli(["memory", "export", "project"], sandbox.environ())
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    origins = ["manual", "import", "explicit_user_statement"][: len(lines)]
+    for line, origin in zip(lines, origins, strict=False):
+        line["provenance"] = {"origin": origin, "recorded_via": "filesystem"}
+    dump = tmp_path / "project.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    other = tmp_path / "other-root"
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(other)})
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    assert applied.returncode == 0, applied.stdout
+    written = [json.loads(path.read_text()) for path in sorted(other.rglob("*.json"))]
+    assert sorted(record["provenance"]["origin"] for record in written) == sorted(
+        origins[: len(lines)]
+    )
+    assert {record["provenance"]["recorded_via"] for record in written} == {"import"}
+    # An origin the record format does not have is still refused, line by line.
+    lines[0]["provenance"] = {"origin": "agent_guess", "recorded_via": "filesystem"}
+    dump.write_text(json.dumps(lines[0]) + "\n")
+    refused = run_cli(["memory", "import", str(dump)], env)
+    assert refused.returncode == 1
+    assert ":1: invalid_origin (origin): " in refused.stdout
+
+
 def test_an_import_rehearsal_fails_where_the_write_would(
     sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -544,7 +544,7 @@ def _import_line(
         arguments["occurred_at"] = document["occurred_at"]
     if isinstance(arguments["namespace"], dict):
         arguments["namespace"] = dict(arguments["namespace"])
-    outcome = mutations.remember(arguments, dry_run=not apply)
+    outcome = mutations.import_record(arguments, dry_run=not apply)
     answer = outcome.payload
     if outcome.is_error:
         field = f" ({answer['field']})" if "field" in answer else ""

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from .index import IndexedRecord, MemoryIndex, duplicate_hash
 from .model import (
+    ORIGINS,
+    PUBLIC_ORIGINS,
     ErrorCode,
     Lifecycle,
     MemoryOperationError,
@@ -142,6 +144,21 @@ class MutationService:
             return run_tool(REMEMBER, arguments, self._rehearse)
         return run_tool(REMEMBER, arguments, partial(self._remember, deadline=deadline))
 
+    def import_record(self, arguments: Mapping[str, Any], *, dry_run: bool = False) -> ToolOutcome:
+        """Remember one record of an export, as `remember` does, except for where it came
+        from: it keeps the origin it was exported with, whichever of the four (a memory
+        written by hand is `manual`), and is recorded as imported."""
+        origin = arguments.get("origin")
+        checked = arguments
+        if origin in ORIGINS and origin not in PUBLIC_ORIGINS:
+            # The argument check admits only the origins an agent may claim; here the
+            # origin is the record's own, and any the record format allows is kept.
+            checked = {**arguments, "origin": PUBLIC_ORIGINS[0]}
+        provenance = Provenance(origin, "import") if origin in ORIGINS else None
+        return run_tool(
+            REMEMBER, checked, partial(self._remember, dry_run=dry_run, provenance=provenance)
+        )
+
     def revise(self, arguments: Mapping[str, Any], *, deadline: float | None = None) -> ToolOutcome:
         """Replace the mutable text of one record as a whole (revision + 1)."""
         return run_tool(REVISE, arguments, partial(self._revise, deadline=deadline))
@@ -176,14 +193,16 @@ class MutationService:
         fields: LogFields,
         dry_run: bool = False,
         deadline: float | None = None,
+        provenance: Provenance | None = None,
     ) -> dict[str, Any]:
+        provenance = provenance or Provenance(request.origin, "memory_remember")
         fields.update(
             scope=request.scope.value,
             schema_version=2,
             namespace_kind=request.namespace.kind,
             memory_kind=request.kind,
             collection_present=request.collection is not None,
-            origin=request.origin,
+            origin=provenance.origin,
         )
         ns, col = request.namespace, request.collection
         enforce_content_policy(
@@ -199,11 +218,11 @@ class MutationService:
         )
         index = self._indexes.current_index()
         if dry_run:
-            payload = self._remember_locked(index, request, dry_run=True)
+            payload = self._remember_locked(index, request, provenance, dry_run=True)
         else:
             ensure_root(index.root)
             with root_lock(index.root, self._wait(deadline)):
-                payload = self._remember_locked(index, request)
+                payload = self._remember_locked(index, request, provenance)
         fields["memory_id"] = payload["reference"]["id"]
         return payload
 
@@ -350,7 +369,12 @@ class MutationService:
         return _result(statuses[0], updated)
 
     def _remember_locked(
-        self, index: MemoryIndex, request: RememberRequest, *, dry_run: bool = False
+        self,
+        index: MemoryIndex,
+        request: RememberRequest,
+        provenance: Provenance,
+        *,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         container: tuple[str, ...] = (request.namespace.id,)
         if request.collection is not None:
@@ -370,7 +394,7 @@ class MutationService:
             title=request.title,
             content=request.content,
             tags=request.tags,
-            provenance=Provenance(request.origin, "memory_remember"),
+            provenance=provenance,
             lifecycle=Lifecycle("active", 1),
             created_at=now,
             updated_at=now,
