@@ -232,8 +232,13 @@ def decode(data: bytes, root: Path, versions: Mapping[str, int]) -> dict[str, An
     or ``corrupt``). The values are only as trustworthy as their checksum: the caller
     checks that they fit together."""
     try:
-        header, payload = parse_container(data)
         identity = _identity(root, versions)
+    except OSError:
+        # No root (removed, or not created yet): whatever the file holds is no
+        # snapshot of this one, and nothing about the file itself is wrong.
+        raise SnapshotUnusable("foreign") from None
+    try:
+        header, payload = parse_container(data)
         if any(header.get(key) != value for key, value in identity.items()):
             raise SnapshotUnusable("foreign")
         if zlib.crc32(payload) != header.get("checksum"):

@@ -249,6 +249,19 @@ def test_a_snapshot_of_a_recreated_root_is_ignored(
     shutil.rmtree(moved)
 
 
+def test_the_snapshot_of_a_removed_root_is_foreign_not_corrupt(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory, caplog: Any
+) -> None:
+    _fill(write, v1, v2)
+    _saved(root, cache)
+    shutil.rmtree(root)
+    caplog.set_level("INFO")
+    assert not scan(MemoryIndex(root, snapshot_directory=cache)).ids
+    outcomes = [r.getMessage() for r in caplog.records if "index_snapshot" in r.getMessage()]
+    assert "index_snapshot outcome=ignored reason=corrupt" not in outcomes
+    assert all(r.levelname != "WARNING" for r in caplog.records if "index_snapshot" in r.msg)
+
+
 @pytest.mark.parametrize("section", ["row_dir", "orders/project", "terms/term_ids", "states"])
 def test_a_snapshot_that_disagrees_with_itself_is_ignored(
     root: Path, expected: State, cache: Path, section: str
