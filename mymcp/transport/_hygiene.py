@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 
 __all__ = ["accepts_mcp_post", "accepts_event_stream", "is_json_content_type", "loopback_origins"]
@@ -19,24 +20,39 @@ def loopback_origins(address: str, port: int) -> tuple[frozenset[str], frozenset
     return origins, frozenset(hosts)
 
 
-def _media_ranges(values: Iterable[str]) -> set[str]:
-    ranges: set[str] = set()
+# A quality value as RFC 9110 writes one: 0 to 1, at most three decimals.
+_QUALITY = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")
+
+
+def _media_ranges(values: Iterable[str]) -> dict[str, float]:
+    """Each media range the Accept values name, with its quality (the highest, where a
+    range is named twice). A malformed quality is read as none, which means 1."""
+    ranges: dict[str, float] = {}
     for value in values:
         for item in value.split(","):
-            media, _, params = item.partition(";")
+            media, *params = item.split(";")
             media = media.strip().lower()
-            # A quality of zero means "not acceptable" (RFC 9110).
-            quality = [p.strip() for p in params.split(";") if p.strip().startswith("q=")]
-            if quality and quality[0][2:].strip() in {"0", "0.0", "0.00", "0.000"}:
+            if not media:
                 continue
-            if media:
-                ranges.add(media)
+            quality = 1.0
+            for param in params:
+                name, _, text = param.partition("=")
+                # Parameter names are case-insensitive: `Q=0` refuses as `q=0` does.
+                if name.strip().lower() == "q" and _QUALITY.fullmatch(text.strip()):
+                    quality = float(text)
+                    break
+            ranges[media] = max(quality, ranges.get(media, 0.0))
     return ranges
 
 
-def _admits(ranges: set[str], media_type: str) -> bool:
+def _admits(ranges: dict[str, float], media_type: str) -> bool:
+    """Whether the most specific range naming `media_type` accepts it: a type refused by
+    name (quality 0) stays refused whatever wildcard also names it."""
     major = media_type.split("/", 1)[0]
-    return bool({"*/*", f"{major}/*", media_type} & ranges)
+    for candidate in (media_type, f"{major}/*", "*/*"):
+        if candidate in ranges:
+            return ranges[candidate] > 0
+    return False
 
 
 def accepts_mcp_post(accept_values: Iterable[str]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,6 +86,42 @@ def test_strings_are_left_alone_where_the_schema_allows_them(value) -> None:
 def test_accept_is_order_free(parts) -> None:
     assert accepts_mcp_post([", ".join(parts)])
     assert accepts_mcp_post(parts)
+
+
+@pytest.mark.parametrize(
+    ("accept", "admitted"),
+    [
+        ("application/json, text/event-stream", True),
+        ("*/*", True),
+        ("application/*;q=0.5, text/*", True),
+        ("application/json;q=0, text/event-stream", False),
+        # Parameter names are case-insensitive, and "0." is a quality of zero too.
+        ("application/json;Q=0, text/event-stream", False),
+        ("application/json;q=0., text/event-stream", False),
+        ("application/json;q=0.000, text/event-stream", False),
+        ("application/json;q=0.001, text/event-stream", True),
+        # A type refused by name stays refused whatever wildcard also names it.
+        ("*/*, application/json;q=0", False),
+        ("text/event-stream;q=0, */*", False),
+        ("text/*;q=0, text/event-stream, application/json", True),
+        # A quality that is no quality is read as none.
+        ("application/json;q=high, text/event-stream", True),
+        ("application/json;charset=utf-8;q=1, text/event-stream;q=1.000", True),
+    ],
+)
+def test_accept_qualities_follow_http(accept: str, admitted: bool) -> None:
+    assert accepts_mcp_post([accept]) is admitted
+
+
+@given(
+    st.lists(st.sampled_from(["*/*", "application/*", "text/*", "text/event-stream"])),
+    st.sampled_from(["q=0", "Q=0", "q=0.", "q=0.0", "q = 0"]),
+)
+def test_json_refused_by_name_is_refused_whatever_else_is_accepted(
+    others: list[str], refusal: str
+) -> None:
+    accept = ", ".join([*others, f"application/json;{refusal}", "text/event-stream"])
+    assert not accepts_mcp_post([accept])
 
 
 _LOGGABLE = re.compile(r"[A-Za-z0-9/_.-]{0,64}")
