@@ -510,9 +510,10 @@ class StatelessEra:
         mirrored: MirroredHeaders,
     ) -> str | None:
         """Why the mirrored headers do not match the body, or None when they do."""
-        if len(mirrored.version) != 1 or mirrored.version[0] != version:
+        # Either may come base64-wrapped, as any mirrored value may.
+        if len(mirrored.version) != 1 or not _mirrors_text(mirrored.version[0], version):
             return "MCP-Protocol-Version does not match the request's protocol version"
-        if len(mirrored.method) != 1 or mirrored.method[0] != request.method:
+        if len(mirrored.method) != 1 or not _mirrors_text(mirrored.method[0], request.method):
             return "Mcp-Method does not match the request's method"
         key = _NAME_BEARING.get(request.method)
         value = params.get(key) if key is not None else None

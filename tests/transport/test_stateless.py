@@ -295,6 +295,26 @@ def test_mcp_name_must_mirror_the_tool_name(
 
 
 @pytest.mark.parametrize(
+    ("mirrored", "status"),
+    [
+        ({"mcp-method": "=?base64?dG9vbHMvbGlzdA==?="}, 200),  # "tools/list", wrapped
+        ({"mcp-method": "=?base64?dG9vbHMvY2FsbA==?="}, 400),  # "tools/call": another
+        ({"mcp-method": "=?base64?dG9vbHMvbGlzdA?="}, 400),  # not canonical
+        ({"mcp-protocol-version": "=?base64?MjAyNi0wNy0yOA==?="}, 200),  # "2026-07-28"
+    ],
+)
+def test_a_wrapped_method_or_version_is_decoded_before_it_is_compared(
+    client: TestClient, mirrored: dict[str, str], status: int
+) -> None:
+    # Any mirrored value may travel base64-wrapped; clients wrap only unsafe text, but a
+    # wrapped value that decodes to the body's must be accepted.
+    response = modern(client, "tools/list", headers=mirrored)
+    assert response.status_code == status
+    if status == 400:
+        assert response.json()["error"]["code"] == -32020
+
+
+@pytest.mark.parametrize(
     "method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "nothing/here"]
 )
 def test_removed_and_unknown_methods_are_404_method_not_found(
