@@ -468,11 +468,17 @@ class StatelessEra:
         """Whether the mirrored headers are the body's values as they are (a published
         tool's name needs no encoding): the common case, decided by comparisons alone.
         Otherwise `_envelope_refusal` looks closer."""
-        if mirrored.version != (version,) or mirrored.method != (method,):
+        # Indexing, not tuple comparison: no tuple is built for the comparison.
+        sent_version, sent_method, sent_name = mirrored.version, mirrored.method, mirrored.name
+        if len(sent_version) != 1 or len(sent_method) != 1:
+            return False
+        if sent_version[0] != version or sent_method[0] != method:
             return False
         key = _NAME_BEARING.get(method)
         value = params.get(key) if key is not None else None
-        return value is None or (mirrored.name == (value,) and value in self._plain_names)
+        if value is None:
+            return True
+        return len(sent_name) == 1 and sent_name[0] == value and value in self._plain_names
 
     def _envelope_refusal(
         self,
