@@ -97,7 +97,10 @@ def _check_permissions(st: os.stat_result, path: Path, *, private: bool) -> None
             detail = f"the directory is writable by group or others (mode {mode:04o}); "
             detail += f"run: chmod go-w {path}"
         elif private:
-            detail = f"the file must be private (mode {mode:04o}); run: chmod 600 {path}"
+            detail = (
+                f"the file must be private, but group or others have access (mode "
+                f"{mode:04o}); run: chmod 600 {path}"
+            )
         else:
             detail = f"the file is writable by group or others (mode {mode:04o}); "
             detail += f"run: chmod go-w {path}"

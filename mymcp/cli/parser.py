@@ -309,5 +309,6 @@ def _governance_parsers(commands: Any) -> None:
         sub.add_argument(
             "--directory",
             type=Path,
-            help="audit directory (default: [audit] directory, or ~/.local/state/mymcp/audit)",
+            help="audit directory (default: [audit] directory, or "
+            "$XDG_STATE_HOME/mymcp/audit, ~/.local/state/mymcp/audit without it)",
         )

@@ -199,9 +199,14 @@ def build_host(
         _log.error("policy_composition outcome=error code=%s", exc.code)
         locate_in_configuration(exc, configuration.source)
         raise
-    authenticator = build_authenticator(
-        configuration.authentication, configuration.server
-    ).with_scopes_supported(policy.step_up_scopes)
+    try:
+        authenticator = build_authenticator(
+            configuration.authentication, configuration.server
+        ).with_scopes_supported(policy.step_up_scopes)
+    except MyMCPError as exc:
+        if exc.location.source is None:  # a verifier file's own fault names that file
+            locate_in_configuration(exc, configuration.source)
+        raise
     try:
         audit = open_audit(configuration, environ, home) if with_audit else None
     except MyMCPError as exc:

@@ -7,6 +7,7 @@ code, bind nothing and never print a path from the sandbox.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +19,7 @@ from tests.e2e.auth_sandbox import (
     create_token,
     verifier_location,
 )
-from tests.e2e.server import Sandbox, log_and_errors, port_is_bound, run_cli
+from tests.e2e.server import ERROR_PREFIX, Sandbox, log_and_errors, port_is_bound, run_cli
 
 
 def _oauth_with_anonymous(sandbox: Sandbox) -> None:
@@ -78,6 +79,10 @@ def test_composition_failure_stops_startup(sandbox: Sandbox, case: str) -> None:
         log, errors = log_and_errors(result.stderr)
         assert len(errors) == 1, (command, output)
         assert errors[0].endswith(f"(code={code})"), (command, output)
+        if code != "verifier_source":  # a verifier file's fault names that file instead
+            # Where in the configuration: the file, the line and column, the key.
+            where = re.escape(f"{ERROR_PREFIX}{sandbox.config_file}:")
+            assert re.match(where + r"[0-9]+:[0-9]+: authentication", errors[0]), errors[0]
         assert "Uvicorn running on" not in output
         assert str(sandbox.root) not in "\n".join(log) + result.stdout
         assert not port_is_bound(sandbox.port)
