@@ -144,7 +144,8 @@ def _jwks_uri_from(body: bytes, issuer: str, url: str) -> str:
     try:
         document = load_strict_json(body, max_bytes=MAX_METADATA_BYTES)
     except StrictJsonError as exc:
-        raise _refused("metadata", url, f"not strict JSON ({exc.code})") from None
+        why = f"{exc.code}: {exc.detail}" if exc.detail else exc.code
+        raise _refused("metadata", url, f"not strict JSON ({why})") from None
     if not isinstance(document, dict) or document.get("issuer") != issuer:
         raise _refused("metadata", url, f"its issuer is not exactly {issuer!r}")
     jwks_uri = document.get("jwks_uri")

@@ -99,7 +99,9 @@ def parse_verifier(data: bytes) -> tuple[Credential, ...]:
     try:
         document = load_strict_json(data, max_bytes=MAX_VERIFIER_BYTES)
     except StrictJsonError as exc:
-        raise _invalid(f"not strict JSON ({exc.code})", exc.location) from None
+        # The decoder's complaint names no content (a byte-order mark, a missing comma).
+        why = f"{exc.code}: {exc.detail}" if exc.detail else exc.code
+        raise _invalid(f"not strict JSON ({why})", exc.location) from None
     if not isinstance(document, dict) or set(document) != {"format_version", "credentials"}:
         raise _invalid("expected an object of exactly format_version and credentials")
     version, records = document["format_version"], document["credentials"]

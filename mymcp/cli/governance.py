@@ -73,9 +73,10 @@ def policy_command(args: argparse.Namespace) -> int:
 
     name: str = args.principal
     kind, _, subject = name.partition(":")
-    # Only principals a caller can be: a subject is checked as authentication checks it,
-    # and a `*` would be a rule's pattern, not a principal.
-    valid = _PRINCIPAL_NAME.fullmatch(name) and "*" not in name
+    # Only principals a caller can be: a subject is checked as authentication checks it.
+    # A subject may hold `*` (a rule names such a subject with `\*`): here it is the
+    # principal's own name, never a pattern.
+    valid = _PRINCIPAL_NAME.fullmatch(name)
     if not valid or (subject and not is_valid_subject(subject)):
         print(
             "mymcp: error: --principal must be anonymous, local, operator:<subject> or "

@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +109,41 @@ def _plain(value: Any) -> Any:
     return copy.copy(value)
 
 
+class _CtrlC:
+    """Notes whether a real SIGINT arrived while plugin code ran: a plugin may raise
+    KeyboardInterrupt itself, which is its own failure, not a person stopping the
+    process. Where the handler cannot be replaced (not the main thread, or a handler of
+    someone else's), every KeyboardInterrupt is taken as the person's."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._note)
+        else:
+            self.pressed = True
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _stops_the_process(exc: BaseException, ctrl_c: _CtrlC) -> bool:
+    """Whether `exc`, raised while plugin code ran, is the process being stopped (the
+    SIGTERM handler's `StopRequested`, or Ctrl-C) rather than the plugin failing."""
+    if isinstance(exc, StopRequested):
+        return True
+    return isinstance(exc, KeyboardInterrupt) and ctrl_c.pressed
+
+
 def _call_entrypoint(
     entrypoint: Callable[..., object], configuration: Mapping[str, Any], where: Location
 ) -> object:
@@ -123,13 +160,15 @@ def _call_entrypoint(
             detail=f"the [[plugins]] entry gives configuration, but {ENTRYPOINT_NAME}() takes no "
             "parameter to receive it",
         ) from None
+    ctrl_c = _CtrlC()
     try:
-        if takes_configuration:
-            return entrypoint(_plain(configuration))
-        return entrypoint()
-    except (KeyboardInterrupt, StopRequested):
-        raise  # the person or the service manager stopping the process
+        with ctrl_c:
+            if takes_configuration:
+                return entrypoint(_plain(configuration))
+            return entrypoint()
     except BaseException as exc:  # as at import: see `import_external_plugin`
+        if _stops_the_process(exc, ctrl_c):
+            raise
         raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
             location=where,
@@ -164,15 +203,17 @@ def import_external_plugin(
 ) -> PluginAdapter:
     """Import `module_name` and call its entrypoint; parity is not checked here."""
     where = Location(source=plugin_label(definition.plugin_id, module_name))
+    ctrl_c = _CtrlC()
     try:
-        module = importlib.import_module(module_name)
-    except (KeyboardInterrupt, StopRequested):
-        # Ctrl-C or SIGTERM while a slow plugin imports: the process is being stopped,
-        # and the plugin did nothing wrong.
-        raise
+        with ctrl_c:
+            module = importlib.import_module(module_name)
     except BaseException as exc:
-        # Whatever else a plugin raises while it loads (sys.exit, GeneratorExit, a class
-        # of its own) is that plugin's failure to load, told in one line.
+        # Ctrl-C or SIGTERM while a slow plugin imports stops the process, and the plugin
+        # did nothing wrong. Whatever else it raises while it loads (sys.exit,
+        # GeneratorExit, a KeyboardInterrupt of its own, a class of its own) is that
+        # plugin's failure to load, told in one line.
+        if _stops_the_process(exc, ctrl_c):
+            raise
         raise ExternalPluginLoadError(
             "external_plugin_import_failed", location=where, detail=f"{type(exc).__name__}: {exc}"
         ) from None

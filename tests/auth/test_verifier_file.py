@@ -84,6 +84,14 @@ def test_invalid_format(data: bytes) -> None:
     assert code_of(lambda: parse_verifier(data)) == "invalid_format"
 
 
+def test_a_byte_order_mark_is_named() -> None:
+    # Some editors save one; the operator must learn that it is what is wrong.
+    with pytest.raises(VerifierSourceError) as caught:
+        parse_verifier(b"\xef\xbb\xbf" + document())
+    assert caught.value.detail is not None
+    assert "byte-order mark (U+FEFF)" in caught.value.detail
+
+
 def test_invalid_utf8() -> None:
     assert code_of(lambda: parse_verifier(b'{"x": "\xff"}')) == "invalid_utf8"
 

@@ -257,6 +257,28 @@ def test_policy_explain_reports_each_tool_and_its_rule(governed: Governed) -> No
     assert "memory_remember  policy default (deny)" in text.stdout
 
 
+def test_policy_explain_takes_a_subject_that_holds_a_star(sandbox: Sandbox) -> None:
+    # A subject may hold `*`: a rule names it with `\*`, and explain takes it as it is.
+    sandbox.write_config(
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + '[policy]\ndefault = "deny"\n[[policy.rules]]\n'
+        + "principals = ['operator:bob\\*']\nallow = [\"memory_recall\"]\n"
+    )
+    rows = {}
+    for principal in ("operator:bob*", "operator:bobby"):
+        explained = run_cli(
+            ["policy", "explain", "--principal", principal, "--json"],
+            sandbox.environ(),
+            timeout=CLI_TIMEOUT,
+        )
+        assert explained.returncode == 0, explained.stderr
+        tools = json.loads(explained.stdout)["tools"]
+        rows[principal] = {row["name"]: row["allowed"] for row in tools}
+    assert rows["operator:bob*"]["memory_recall"] is True
+    assert rows["operator:bobby"]["memory_recall"] is False
+
+
 def test_a_typo_in_the_policy_stops_startup_and_names_rule_and_value(sandbox: Sandbox) -> None:
     verifier = verifier_location(sandbox)
     sandbox.write_config(

@@ -426,16 +426,35 @@ def test_import_failed(workspace: Workspace, source: str) -> None:
     assert _code([workspace.plugin(source=source)]) == "external_plugin_import_failed"
 
 
-@pytest.mark.parametrize("stop", ["KeyboardInterrupt()", "StopRequested(0)"])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # What a real Ctrl-C does while the plugin imports.
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n", KeyboardInterrupt),
+        # What the SIGTERM handler raises.
+        ("from mymcp.errors import StopRequested\nraise StopRequested(0)\n", StopRequested),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_a_stop_during_the_import_is_no_failure_of_the_plugin(
-    workspace: Workspace, stop: str
+    workspace: Workspace, source: str, expected: type[BaseException]
 ) -> None:
-    # Ctrl-C, or the SIGTERM handler, while a slow plugin imports: the process is being
-    # stopped, which must not be reported as the plugin's fault.
-    source = f"from mymcp.errors import StopRequested\nraise {stop}\n"
-    expected = KeyboardInterrupt if stop.startswith("Keyboard") else StopRequested
+    # The process is being stopped, which must not be reported as the plugin's fault.
     with pytest.raises(expected):
         load_external_plugins([workspace.plugin(source=source)])
+
+
+@pytest.mark.parametrize("where", ["import", "entrypoint"])
+def test_a_keyboard_interrupt_the_plugin_raises_itself_is_its_failure(
+    workspace: Workspace, where: str
+) -> None:
+    # Nobody pressed Ctrl-C: a plugin raising KeyboardInterrupt is a plugin that failed.
+    raising = "raise KeyboardInterrupt('plugin bug')\n"
+    if where == "import":
+        assert _code([workspace.plugin(source=raising)]) == "external_plugin_import_failed"
+    else:
+        source = "def mymcp_plugin_v1():\n    " + raising
+        assert _code([workspace.plugin(source=source)]) == "external_plugin_entrypoint_invalid"
 
 
 def test_missing_module_is_an_import_failure(workspace: Workspace) -> None:
