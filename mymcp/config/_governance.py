@@ -279,18 +279,38 @@ def _rule(index: int, entry: object) -> PolicyRule:
         )
     return PolicyRule(
         index=index,
-        principals=tuple(
-            parse_principal_selector(item, f"{where}.principals[{position}]")
-            for position, item in enumerate(principals)
-        ),
+        principals=_principal_list(principals, where),
         allow=_tool_list(entry, "allow", where),
         deny=_tool_list(entry, "deny", where),
     )
 
 
-def _rule_key(rule: PolicyRule) -> tuple[frozenset[str], ...]:
+def _principal_list(items: list[Any], where: str) -> tuple[PrincipalSelector, ...]:
+    """The rule's principal selectors; two spellings of one selector (`a\\b` and `a\\\\b`
+    name the same subject) repeat it as surely as the same text twice."""
+    selectors: dict[tuple[str, str, bool], str] = {}
+    parsed = []
+    for position, item in enumerate(items):
+        selector = parse_principal_selector(item, f"{where}.principals[{position}]")
+        key = _selector_key(selector)
+        if key in selectors:
+            raise ConfigurationError.at(
+                "policy_duplicate_selector",
+                f"{where}.principals[{position}]",
+                f"{shown(item)} names the principals {shown(selectors[key])} already names",
+            )
+        selectors[key] = item
+        parsed.append(selector)
+    return tuple(parsed)
+
+
+def _selector_key(selector: PrincipalSelector) -> tuple[str, str, bool]:
+    return (selector.kind, selector.value, selector.prefix)
+
+
+def _rule_key(rule: PolicyRule) -> tuple[frozenset[object], ...]:
     return (
-        frozenset(s.text for s in rule.principals),
+        frozenset(_selector_key(s) for s in rule.principals),
         frozenset(s.text for s in rule.allow),
         frozenset(s.text for s in rule.deny),
     )
@@ -320,7 +340,7 @@ def policy_settings(value: object) -> PolicySettings:
             "policy_too_large", "policy.rules", f"at most {MAX_POLICY_RULES} rules"
         )
     rules = tuple(_rule(index, entry) for index, entry in enumerate(entries))
-    seen: dict[tuple[frozenset[str], ...], int] = {}
+    seen: dict[tuple[frozenset[object], ...], int] = {}
     for rule in rules:
         earlier = seen.setdefault(_rule_key(rule), rule.index)
         if earlier != rule.index:

@@ -401,6 +401,24 @@ def failure(document: dict[str, Any]) -> ConfigurationError:
             "policy.rules[0].principals[1]",
             None,
         ),
+        # Two spellings of one subject (a backslash before `b` is itself).
+        (
+            {"rules": [{"principals": ["operator:a\\b", "operator:a\\\\b"], "allow": ["*"]}]},
+            "policy_duplicate_selector",
+            "policy.rules[0].principals[1]",
+            "'operator:a\\\\\\\\b' names the principals 'operator:a\\\\b' already names",
+        ),
+        (
+            {
+                "rules": [
+                    {"principals": ["operator:a\\b"], "allow": ["notes__read"]},
+                    {"principals": ["operator:a\\\\b"], "allow": ["notes__read"]},
+                ]
+            },
+            "policy_duplicate_rule",
+            "policy.rules[1]",
+            None,
+        ),
         ({"rules": {"principals": ["*"]}}, "policy_invalid", "policy.rules", None),
     ],
 )
