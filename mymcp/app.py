@@ -180,7 +180,9 @@ def create_host_app(host: Host) -> HostApplication:
         protected_resource_metadata=host.authenticator.protected_resource_metadata,
         governance=host.governance,
         on_startup=() if host.mnemosyne is None else (host.mnemosyne.start_index_build,),
-        on_shutdown=() if host.mnemosyne is None else (host.mnemosyne.stop_index_build,),
+        on_shutdown=()
+        if host.mnemosyne is None
+        else (host.mnemosyne.stop_index_build, host.mnemosyne.close),
     )
 
 
@@ -247,6 +249,7 @@ async def serve_stdio(host: Host, source: BinaryIO, sink: BinaryIO) -> None:
     finally:
         if host.mnemosyne is not None:
             host.mnemosyne.stop_index_build()
+            host.mnemosyne.close()
         if audit is not None:
             audit.close()
 

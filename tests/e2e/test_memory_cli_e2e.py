@@ -255,7 +255,10 @@ def test_an_import_keeps_every_origin_a_record_may_have_and_says_it_was_imported
     dump.write_text(json.dumps(lines[0]) + "\n")
     refused = run_cli(["memory", "import", str(dump)], env)
     assert refused.returncode == 1
-    assert ":1: invalid_origin (origin): " in refused.stdout
+    assert (
+        ":1: invalid_origin (origin): origin must be one of explicit_user_statement, "
+        "user_approved_proposal, manual, import"
+    ) in refused.stdout
 
 
 def test_an_import_rehearsal_fails_where_the_write_would(
@@ -279,6 +282,28 @@ def test_an_import_rehearsal_fails_where_the_write_would(
     # Line for line the same report, but for the closing summary's wording.
     assert rehearsed.stdout.splitlines()[:-1] == applied.stdout.splitlines()[:-1]
     assert not list(other.rglob("*.json"))
+
+
+def test_a_root_that_links_to_nothing_is_named_and_no_rehearsal_passes_it(
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+) -> None:
+    # No directory can be made where a dangling link is: both checks must say so, and a
+    # rehearsed import must fail as the applied one does.
+    exported = run_cli(["memory", "export", "project"], sandbox.environ())
+    dump = tmp_path / "project.jsonl"
+    dump.write_text(exported.stdout)
+    link = tmp_path / "root-link"
+    link.symlink_to(tmp_path / "nowhere")
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(link)})
+    for command in (["check"], ["memory", "check"]):
+        checked = run_cli(command, env)
+        assert checked.returncode == 1, checked.stdout + checked.stderr
+        assert "symbolic link to a path that does not exist" in checked.stdout + checked.stderr
+    rehearsed = run_cli(["memory", "import", str(dump)], env)
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    assert rehearsed.returncode == applied.returncode == 1
+    assert rehearsed.stdout.splitlines()[:-1] == applied.stdout.splitlines()[:-1]
+    assert not (tmp_path / "nowhere").exists()
 
 
 async def _list_twice(url: str) -> None:

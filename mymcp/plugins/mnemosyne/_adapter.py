@@ -271,6 +271,11 @@ class Mnemosyne:
         """Ask a running build to end at its next progress report (a server's shutdown)."""
         self._stop.set()
 
+    def close(self) -> None:
+        """A stopping server's last word to the memory: every index saves what it knows,
+        with the changes other processes made applied first (see `MemoryIndex.settle`)."""
+        self.service.close()
+
     def build_index(self, clock: Callable[[], float] = time.monotonic) -> None:
         """Make every scope of the memory root current, logging progress at least every
         two seconds while it takes long, then a summary; broken files are logged once."""

@@ -43,6 +43,7 @@ from mymcp.plugins.mnemosyne.memory import (
     LIFECYCLE_STATES,
     MAX_DIRECTORY_DEPTH,
     MAX_RECORD_BYTES,
+    ORIGINS,
     RECORD_SUFFIX,
     CursorCodec,
     ErrorCode,
@@ -548,7 +549,12 @@ def _import_line(
     answer = outcome.payload
     if outcome.is_error:
         field = f" ({answer['field']})" if "field" in answer else ""
-        return "invalid", f"{answer['code']}{field}: {answer['message']}"
+        message = answer["message"]
+        if answer["code"] == "invalid_origin":
+            # Import keeps any origin a record may have, not only the two an agent may
+            # claim, which is what the tool's own message lists.
+            message = f"origin must be one of {', '.join(ORIGINS)}"
+        return "invalid", f"{answer['code']}{field}: {message}"
     reference = parse_reference(answer["reference"])
     where = _display(reference_parts(reference)) if isinstance(reference, V2Reference) else "?"
     status = answer["status"]

@@ -155,6 +155,17 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
     root = Path(os.path.abspath(configured))
     where = Location(source=str(root))
     findings = list(_unknown_variable_warnings(env))
+    if not root.exists() and os.path.lexists(root):
+        findings.append(
+            Diagnostic(
+                "memory_root_unavailable",
+                "Mnemosyne memory root cannot be created",
+                where,
+                "it is a symbolic link to a path that does not exist, so no directory can "
+                f"be made there; create its target, or set {MEMORY_ROOT_ENV} to a directory",
+            )
+        )
+        return RootCheck(root, False, tuple(findings))
     if not root.exists():
         ancestor = next((path for path in root.parents if path.exists()), None)
         problem = None

@@ -418,9 +418,28 @@ class MemoryIndex:
         return len(self._states) - len(self._free)
 
     def close(self) -> None:
-        """Release the change watcher; later calls walk every time."""
+        """Settle the snapshot (see `settle`), then release the change watcher; later
+        calls walk every time."""
+        self.settle()
         with self._lock:
             self._drop_watcher()
+
+    def settle(self) -> None:
+        """Leave the snapshot true to the files, as a stopping server must: wait for a
+        save running in the background (the process may end right after), apply what
+        the watcher saw meanwhile (another process may have forgotten a record these
+        rows hold), then save what is unsaved, or remove the snapshot when the rows
+        cannot be brought up to date. A cache is never a reason to fail."""
+        saving = self._saving
+        if saving is not None:
+            saving.cancel()
+        with snapshot.SAVES:
+            pass
+        with contextlib.suppress(Exception):
+            if not self.catch_up():
+                self.drop_snapshot()  # it may hold a record deleted meanwhile
+            elif self._unsaved:
+                self.save()
 
     # -- making a selection current -------------------------------------------------------
 
@@ -1762,17 +1781,5 @@ def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:
 
 def _save_at_exit(reference: weakref.ReferenceType[MemoryIndex]) -> None:
     index = reference()
-    if index is None:
-        return
-    saving = index._saving
-    if saving is not None:
-        saving.cancel()
-    # A save running in a background thread would be cut off when the process ends:
-    # wait for it, then save whatever it did not cover.
-    with snapshot.SAVES:
-        pass
-    with contextlib.suppress(Exception):  # leaving the process must never fail on a cache
-        if not index.catch_up():
-            index.drop_snapshot()  # it may hold a record deleted meanwhile
-        elif index._unsaved:
-            index.save()
+    if index is not None:
+        index.settle()

@@ -117,6 +117,14 @@ class MemoryService:
                 self._indexes.move_to_end(key)
             return index
 
+    def close(self) -> None:
+        """Settle and close every index this service opened (a stopping server: the
+        process's last references to them may go before its exit handlers run)."""
+        with self._indexes_lock:
+            indexes = list(self._indexes.values())
+        for index in indexes:
+            index.close()
+
     def recall(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Rank up to five active records in one scope (optionally one namespace)."""
         return run_tool(RECALL, arguments, self._recall)

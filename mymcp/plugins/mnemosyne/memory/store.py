@@ -776,6 +776,8 @@ def probe_directories(root: Path, names: RelativePath) -> None:
     file, link or unreadable entry in its way), and pass where only steps are missing."""
     fd = open_root(root)
     if fd is None:
+        if os.path.lexists(root):  # a link to nothing: no directory can be made there
+            raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
         return  # the write would create the root and everything below it
     try:
         for name in names:
