@@ -71,7 +71,12 @@ class ActivatedTool:
             raise TypeError("effects must be ToolEffects")
         if not isinstance(self.consent, Consent):
             raise TypeError("consent must be a Consent")
-        object.__setattr__(self, "tool", copy.deepcopy(dict(self.tool)))
+        try:
+            tool = copy.deepcopy(dict(self.tool))
+        except RecursionError:
+            # Say what is wrong with the definition, not where Python ran out of stack.
+            raise ValueError("the tool definition nests too deeply to be copied") from None
+        object.__setattr__(self, "tool", tool)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
 
     def definition(self) -> dict[str, Any]:

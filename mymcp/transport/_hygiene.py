@@ -22,6 +22,11 @@ def loopback_origins(address: str, port: int) -> tuple[frozenset[str], frozenset
 
 # A quality value as RFC 9110 writes one: 0 to 1, at most three decimals.
 _QUALITY = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")
+# One media range of a field: up to the next comma outside a quoted string (a parameter
+# value may quote a comma), and each of its parameters, quoted values kept whole. The
+# alternatives start with different characters, so matching stays linear.
+_RANGE = re.compile(r'(?:[^,"]|"(?:[^"\\]|\\.)*(?:"|$))+')
+_PARAMETER = re.compile(r';[ \t]*([^=;\s]*)[ \t]*(?:=[ \t]*("(?:[^"\\]|\\.)*"?|[^;]*))?')
 
 
 def _media_ranges(values: Iterable[str]) -> dict[str, float]:
@@ -29,16 +34,15 @@ def _media_ranges(values: Iterable[str]) -> dict[str, float]:
     range is named twice). A malformed quality is read as none, which means 1."""
     ranges: dict[str, float] = {}
     for value in values:
-        for item in value.split(","):
-            media, *params = item.split(";")
+        for item in _RANGE.findall(value):
+            media, semicolon, parameters = item.partition(";")
             media = media.strip().lower()
             if not media:
                 continue
             quality = 1.0
-            for param in params:
-                name, _, text = param.partition("=")
+            for name, text in _PARAMETER.findall(semicolon + parameters):
                 # Parameter names are case-insensitive: `Q=0` refuses as `q=0` does.
-                if name.strip().lower() == "q" and _QUALITY.fullmatch(text.strip()):
+                if name.lower() == "q" and _QUALITY.fullmatch(text.strip()):
                     quality = float(text)
                     break
             ranges[media] = max(quality, ranges.get(media, 0.0))

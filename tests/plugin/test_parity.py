@@ -120,3 +120,13 @@ def test_capability_order_mismatch() -> None:
 def test_non_adapter_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         validate_plugin_contract(object(), MANIFEST)  # type: ignore[arg-type]
+
+
+def test_a_tool_definition_too_deep_to_copy_says_so() -> None:
+    # A plugin's schema nested thousands deep: the error names the definition, not a
+    # RecursionError deep in the copy.
+    schema: dict[str, object] = {"type": "object"}
+    for _ in range(5000):
+        schema = {"type": "object", "properties": {"a": schema}}
+    with pytest.raises(ValueError, match="the tool definition nests too deeply"):
+        activated(MANIFEST, "first", tool={"description": "x", "inputSchema": schema})

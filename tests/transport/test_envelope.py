@@ -107,6 +107,10 @@ def test_accept_is_order_free(parts) -> None:
         # A quality that is no quality is read as none.
         ("application/json;q=high, text/event-stream", True),
         ("application/json;charset=utf-8;q=1, text/event-stream;q=1.000", True),
+        # A quoted parameter value may hold a comma or a semicolon: it is one value.
+        ('application/json;foo="a,b";q=0, text/event-stream', False),
+        ('application/json;foo="a;q=0", text/event-stream', True),
+        ('application/json;foo="unterminated, text/event-stream', False),
     ],
 )
 def test_accept_qualities_follow_http(accept: str, admitted: bool) -> None:
@@ -122,6 +126,11 @@ def test_json_refused_by_name_is_refused_whatever_else_is_accepted(
 ) -> None:
     accept = ", ".join([*others, f"application/json;{refusal}", "text/event-stream"])
     assert not accepts_mcp_post([accept])
+
+
+@given(st.lists(st.text(max_size=60), max_size=3))
+def test_any_accept_header_is_answered_yes_or_no(values: list[str]) -> None:
+    assert accepts_mcp_post(values) in (True, False)
 
 
 _LOGGABLE = re.compile(r"[A-Za-z0-9/_.-]{0,64}")
