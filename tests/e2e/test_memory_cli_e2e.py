@@ -229,17 +229,23 @@ def test_export_then_import_is_a_dry_run_until_applied_and_never_overwrites(
     assert {path: path.read_bytes() for path in sorted(other.rglob("*.json"))} == before
 
 
+def _exported_project(sandbox: Sandbox, tmp_path: Path) -> Path:
+    """The project scope as `memory export` writes it, in a file to import."""
+    dump = tmp_path / "project.jsonl"
+    dump.write_text(run_cli(["memory", "export", "project"], sandbox.environ()).stdout)
+    return dump
+
+
 def test_an_import_keeps_every_origin_a_record_may_have_and_says_it_was_imported(
     sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
 ) -> None:
     # A memory written by hand is `manual`: a backup made with export must bring it
     # back too, though no agent may claim that origin through memory_remember.
-    exported = run_cli(["memory", "export", "project"], sandbox.environ())
-    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    dump = _exported_project(sandbox, tmp_path)
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
     origins = ["manual", "import", "explicit_user_statement"][: len(lines)]
     for line, origin in zip(lines, origins, strict=False):
         line["provenance"] = {"origin": origin, "recorded_via": "filesystem"}
-    dump = tmp_path / "project.jsonl"
     dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
     other = tmp_path / "other-root"
     env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(other)})
@@ -264,10 +270,8 @@ def test_an_import_keeps_every_origin_a_record_may_have_and_says_it_was_imported
 def test_an_import_rehearsal_fails_where_the_write_would(
     sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
 ) -> None:
-    exported = run_cli(["memory", "export", "project"], sandbox.environ())
-    dump = tmp_path / "project.jsonl"
-    dump.write_text(exported.stdout)
-    first = json.loads(exported.stdout.splitlines()[0])
+    dump = _exported_project(sandbox, tmp_path)
+    first = json.loads(dump.read_text().splitlines()[0])
     other = tmp_path / "other-root"
     other.mkdir(mode=0o700)
     (other / "project").mkdir(mode=0o700)
@@ -289,9 +293,7 @@ def test_a_root_that_links_to_nothing_is_named_and_no_rehearsal_passes_it(
 ) -> None:
     # No directory can be made where a dangling link is: both checks must say so, and a
     # rehearsed import must fail as the applied one does.
-    exported = run_cli(["memory", "export", "project"], sandbox.environ())
-    dump = tmp_path / "project.jsonl"
-    dump.write_text(exported.stdout)
+    dump = _exported_project(sandbox, tmp_path)
     link = tmp_path / "root-link"
     link.symlink_to(tmp_path / "nowhere")
     env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(link)})

@@ -415,12 +415,7 @@ def test_forget_leaves_no_copy_of_the_record_in_the_cache(
     # A name whose "pid" `str.isdigit` admits but `int` refuses is no temp of a save.
     odd = path.with_name(f".{path.name}.\u00b2.1.tmp")
     odd.write_bytes(b"not a snapshot")
-    reference = remembered["reference"]
-    archived = writes.archive({"reference": reference, "expected_revision": 1}).payload
-    forgotten = writes.forget(
-        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
-    ).payload
-    assert forgotten["status"] == "forgotten", forgotten
+    _forget(writes, remembered["reference"])
 
     def holding() -> list[str]:
         return [
@@ -458,6 +453,23 @@ def _remember(writes: MutationService, title: str, content: str, scope: str = "p
     ).payload
     assert remembered["status"] == "remembered", remembered
     return remembered
+
+
+def _forget(writes: MutationService, reference: Any) -> None:
+    """Archive, then forget, a memory just remembered (revision 1)."""
+    archived = writes.archive({"reference": reference, "expected_revision": 1}).payload
+    forgotten = writes.forget(
+        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
+    ).payload
+    assert forgotten["status"] == "forgotten", forgotten
+
+
+def _server(root: Path, cache: Path) -> tuple[MemoryService, MutationService]:
+    """One server's reads and writes on `root`, keeping its snapshot in `cache`."""
+    reads = MemoryService(
+        lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
+    )
+    return reads, MutationService(reads, 10_000)
 
 
 def test_a_forget_on_a_full_cache_disk_still_removes_the_copy(
@@ -504,14 +516,7 @@ def test_a_record_forgotten_by_another_process_is_never_saved_again(
     # Two servers share the root and the cache, as two processes on one machine do; the
     # second one knows the record, and saves after the first one forgot it.
     _fill(write, v1, v2)
-
-    def server() -> tuple[MemoryService, MutationService]:
-        reads = MemoryService(
-            lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
-        )
-        return reads, MutationService(reads, 10_000)
-
-    (reads_a, writes_a), (reads_b, writes_b) = server(), server()
+    (reads_a, writes_a), (reads_b, writes_b) = _server(root, cache), _server(root, cache)
     for reads in (reads_a, reads_b):
         if not watch:
             reads.current_index()._drop_watcher()
@@ -541,14 +546,7 @@ def test_a_server_with_its_own_cache_drops_a_record_forgotten_meanwhile_when_it_
     # served nothing while A forgot it: when B leaves, its snapshot must not keep it.
     _fill(write, v1, v2)
     caches = tmp_path / "cache-a", tmp_path / "cache-b"
-
-    def server(cache: Path) -> tuple[MemoryService, MutationService]:
-        reads = MemoryService(
-            lambda: root, 10_000, CursorCodec.generate(), snapshot_directory=lambda: cache
-        )
-        return reads, MutationService(reads, 10_000)
-
-    (_, writes_a), (reads_b, _) = server(caches[0]), server(caches[1])
+    (_, writes_a), (reads_b, _) = _server(root, caches[0]), _server(root, caches[1])
     remembered = _remember(writes_a, "Zanzibarquux title", "zqxforgotten quokkas")
     recalled = reads_b.recall({"query": "zanzibarquux", "scope": "project"}).payload
     assert [m["title"] for m in recalled["memories"]] == ["Zanzibarquux title"]
@@ -556,12 +554,7 @@ def test_a_server_with_its_own_cache_drops_a_record_forgotten_meanwhile_when_it_
     assert index_b.save()
     path_b = snapshot_module.snapshot_path(caches[1], root)
     assert b"zanzibarquux" in path_b.read_bytes().lower()
-    reference = remembered["reference"]
-    archived = writes_a.archive({"reference": reference, "expected_revision": 1}).payload
-    forgotten = writes_a.forget(
-        {"reference": reference, "expected_revision": archived["lifecycle"]["revision"]}
-    ).payload
-    assert forgotten["status"] == "forgotten", forgotten
+    _forget(writes_a, remembered["reference"])
     if leaving == "exit_handler":
         index_module._save_at_exit(weakref.ref(index_b))
     else:  # a stopping server closes its service: its index may be gone before exit
