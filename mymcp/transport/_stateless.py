@@ -409,7 +409,7 @@ class StatelessEra:
         params = request.params
         # Decoded JSON: objects are dicts.
         if not isinstance(params, dict) or not isinstance(meta := params.get("_meta"), dict):
-            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
+            return self._envelope_missing(request, mirrored)
         version = meta.get(PROTOCOL_VERSION_KEY)
         capabilities: Any = meta.get(CLIENT_CAPABILITIES_KEY)  # an object, checked next
         if not (
@@ -492,7 +492,7 @@ class StatelessEra:
         version = meta.get(PROTOCOL_VERSION_KEY, _ABSENT)
         capabilities = meta.get(CLIENT_CAPABILITIES_KEY, _ABSENT)
         if version is _ABSENT or capabilities is _ABSENT:
-            return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
+            return self._envelope_missing(request, mirrored)
         if mirrored is not None:
             mismatch = self._header_mismatch(request, params, version, mirrored)
             if mismatch is not None:
@@ -507,6 +507,20 @@ class StatelessEra:
             problem = "The client capabilities are no object"
             return self._error(request, ErrorCode.INVALID_PARAMS, problem)
         return None
+
+    def _envelope_missing(
+        self, request: Request, mirrored: MirroredHeaders | None
+    ) -> dict[str, Any]:
+        """The error for a request without the envelope's two required fields. When its
+        `MCP-Protocol-Version` header names a revision this server does not serve, that
+        is said first: the envelope is this revision's, and one the server cannot read
+        may not carry it at all. The client learns which revisions to use instead."""
+        stated = mirrored.version if mirrored is not None else ()
+        requested = decode_mirrored_value(stated[0]) if len(stated) == 1 else None
+        if requested is not None and requested not in MODERN_PROTOCOL_VERSIONS:
+            data = {"supported": list(ADVERTISED_VERSIONS), "requested": requested}
+            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+        return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
 
     def _header_mismatch(
         self,

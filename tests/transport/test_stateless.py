@@ -226,6 +226,24 @@ def test_an_unsupported_version_names_the_supported_ones(client: TestClient) -> 
 
 
 @pytest.mark.parametrize(
+    "stated", ["2099-01-01", "=?base64?" + base64.b64encode(b"2099-01-01").decode() + "?="]
+)
+def test_a_revision_not_served_is_named_before_the_missing_envelope(
+    client: TestClient, stated: str
+) -> None:
+    # A request in a revision the server cannot read need not carry this one's envelope:
+    # the client is told which revisions to use, not that its `_meta` is incomplete.
+    headers = {**HEADERS, "mcp-protocol-version": stated, "mcp-method": "tools/list"}
+    for params in (None, {}, {"_meta": {"io.modelcontextprotocol/protocolVersion": "x"}}):
+        response = client.post("/mcp", json=rpc("tools/list", params), headers=headers)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == -32022
+        assert error["data"]["requested"] == "2099-01-01"
+        assert VERSION in error["data"]["supported"]
+
+
+@pytest.mark.parametrize(
     ("overrides", "meta_version"),
     [
         ({"mcp-protocol-version": VERSION}, "2099-01-01"),  # header and body disagree
@@ -815,6 +833,8 @@ def _expected_refusal(
     version = meta.get("io.modelcontextprotocol/protocolVersion", _ABSENT_FIELD)
     capabilities = meta.get("io.modelcontextprotocol/clientCapabilities", _ABSENT_FIELD)
     if version is _ABSENT_FIELD or capabilities is _ABSENT_FIELD:
+        if versions != [VERSION]:
+            return (400, -32022, None)  # a revision the server cannot read is named first
         return (400, -32602, None)  # the message names both required fields
     if versions != [version]:
         return (400, -32020, "MCP-Protocol-Version does not match the request's protocol version")
