@@ -86,13 +86,15 @@ APPROVAL_WAIT_SECONDS: Final = 45.0
 """How long a retry that says the person went to the approval page waits for their
 decision before asking again. Below the 60 s request timeout of common clients."""
 _APPROVAL_POLL_SECONDS: Final = 0.2
-MAX_WAITS_PER_PRINCIPAL: Final = 4
+MAX_WAITS_PER_PRINCIPAL: Final = 8
 MAX_WAITS: Final = 32
 """How many retries may wait for a person's decision at once, per principal and in all.
 A waiting retry holds one of the server's places for requests being answered; without
 a bound, one client retrying a call many times over would hold them all, and every
 other caller would be told the server is busy. A retry beyond the bound is answered at
-once with the same input request, and its client simply asks again."""
+once with the tool result that asks the agent to repeat the call once the person has
+decided: asking the same question again would make the client ask its user again at
+once, round after round, until it gives up on the call."""
 _log = logging.getLogger("mcp")
 
 ClientGone = Callable[[], Awaitable[None]]
@@ -590,13 +592,13 @@ class StatelessEra:
         waiting for (or retried after) a person's approval."""
         dispatcher = self._dispatcher
         action = _approval_action(params)
-        if (
-            isinstance(outcome, AwaitingApproval)
-            and action == "accept"
-            and caller.url_elicitation
-            and self._may_wait(caller.principal.principal_id)
-        ):
-            # The client says the person went to the approval page: wait for their decision.
+        # The client says the person went to the approval page.
+        visited = (
+            isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation
+        )
+        crowded = visited and not self._may_wait(caller.principal.principal_id)
+        if isinstance(outcome, AwaitingApproval) and visited and not crowded:
+            # Wait for their decision.
             waited = await self._await_decision(
                 outcome.approval_id, caller.principal.principal_id, client_gone
             )
@@ -617,7 +619,7 @@ class StatelessEra:
                 result = structured_result(
                     {**_APPROVAL_DECLINED, "approval_url": outcome.url}, is_error=True
                 )
-            elif caller.url_elicitation:
+            elif caller.url_elicitation and not crowded:
                 ask = {"method": "elicitation/create", "params": outcome.elicitation()}
                 pending = {
                     "resultType": "input_required",

@@ -238,9 +238,23 @@ def test_of_two_concurrent_accepted_retries_exactly_one_runs() -> None:
     assert stage.runs == [ARGUMENTS]
 
 
-def test_retries_beyond_the_waiting_bound_are_asked_again_at_once() -> None:
+def _sent_to_the_page(result: dict[str, Any], approval_id: str) -> bool:
+    """Whether `result` is the final tool result that asks the agent to have its user
+    decide at the approval page and repeat the call (not a question to ask the user)."""
+    content = result.get("structuredContent") or {}
+    return (
+        result["resultType"] == "complete"
+        and result.get("isError") is True
+        and content.get("code") == "approval_required"
+        and str(content.get("approval_url", "")).endswith("/" + approval_id)
+    )
+
+
+def test_retries_beyond_the_waiting_bound_are_told_to_repeat_the_call_later() -> None:
     # Each waiting retry holds one of the server's places for requests being answered:
-    # one principal retrying many times over may hold only a few of them.
+    # one principal retrying many times over may hold only a few of them. Asking the
+    # others the same question again would have their client ask its user again at
+    # once, round after round; they are told to repeat the call once decided instead.
     stage = _stage(wait=30.0)
     _result(stage, _call(URL_CAPABLE))
     (pending,) = stage.approvals.pending()
@@ -252,15 +266,19 @@ def test_retries_beyond_the_waiting_bound_are_asked_again_at_once() -> None:
 
     async def scenario() -> list[dict[str, Any]]:
         async with _retrying(stage, retries) as (answered, _):
-            # Only the bound waits; the others were answered with the same question.
-            assert [result["resultType"] for result in answered] == ["input_required"] * extra
+            # Only the bound waits; the others were answered at once.
+            assert len(answered) == extra
+            assert all(_sent_to_the_page(result, pending.id) for result in answered)
             # Another principal still gets to wait.
             assert stage.era._may_wait(BOB.principal_id)
             stage.approvals.decide(pending.id, approve=True)
         return answered
 
     answered = anyio.run(scenario)
-    assert sorted(result["resultType"] for result in answered).count("complete") == 1
+    ran = [
+        result for result in answered if result.get("structuredContent") == {"status": "written"}
+    ]
+    assert len(ran) == 1
     assert stage.runs == [ARGUMENTS]
     assert stage.era._waiting == {}  # every wait gave its place back
 
@@ -278,7 +296,8 @@ def test_all_principals_together_wait_no_more_than_the_global_bound() -> None:
     async def retry(principal: Principal, request_id: int) -> None:
         request = _call(URL_CAPABLE, action="accept", request_id=request_id)
         answer = await stage.era.answer(request, principal, None)
-        answered.append(stage.era.reply_of(request, answer)["result"]["resultType"])
+        result = stage.era.reply_of(request, answer)["result"]
+        answered.append(result["structuredContent"]["code"])
 
     async def scenario() -> None:
         async with anyio.create_task_group() as group:
@@ -291,7 +310,7 @@ def test_all_principals_together_wait_no_more_than_the_global_bound() -> None:
             group.cancel_scope.cancel()
 
     anyio.run(scenario)
-    assert answered == ["input_required"] * MAX_WAITS_PER_PRINCIPAL
+    assert answered == ["approval_required"] * MAX_WAITS_PER_PRINCIPAL
     assert stage.era._waiting == {}
 
 
