@@ -142,15 +142,20 @@ class Authenticator:
     def challenge_headers(self, failure: AuthFailure, *, token_presented: bool) -> dict[str, str]:
         """Headers for the empty 401 that answers `failure`.
 
-        Only an enabled OAuth adapter has a challenge: `WWW-Authenticate: Bearer` naming
-        the protected-resource metadata URL, plus `error="invalid_token"` when the client
+        With an enabled OAuth adapter: `WWW-Authenticate: Bearer` naming the
+        protected-resource metadata URL, plus `error="invalid_token"` when the client
         actually sent a bearer token (`offers_bearer_token`), well formed or not. A
         credential in a scheme we do not take (`Basic`, `DPoP`), malformed or not,
         is no bearer token to call invalid: RFC 6750 answers it, like a request with no
         credential, with the bare challenge that tells the client how to authenticate.
+
+        With operator bearer tokens, the bare `Bearer` challenge: a 401 must say which
+        scheme it takes, and there is no authorization server whose metadata could be
+        named (nor a token a client could fetch by itself, so no error code either).
+        Without any adapter no credential can succeed, so nothing is offered.
         """
         if self._oauth is None:
-            return {}
+            return {} if self._adapter is None else {"WWW-Authenticate": "Bearer"}
         value = f'Bearer resource_metadata="{self._oauth.metadata_url}"'
         if token_presented and failure not in _NO_ERROR_CODE:
             value += ', error="invalid_token"'

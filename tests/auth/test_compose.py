@@ -78,7 +78,9 @@ def test_operator_bearer_loads(caplog: pytest.LogCaptureFixture, verifier: Path)
     caplog.set_level(logging.INFO, logger=LOGGER)
     auth = build_authenticator(settings(bearer(), path=verifier), SERVER)
     assert auth._adapter is not None
-    assert auth.challenge_headers(AuthFailure.REJECTED, token_presented=True) == {}
+    assert auth.challenge_headers(AuthFailure.REJECTED, token_presented=True) == {
+        "WWW-Authenticate": "Bearer"
+    }
     assert caplog.messages == ["authentication_composition outcome=loaded enabled=1"]
 
 

@@ -200,10 +200,19 @@ def test_authenticator_is_immutable() -> None:
     )
 
 
-def test_no_challenge_without_oauth() -> None:
+@pytest.mark.parametrize("failure", list(AuthFailure))
+def test_operator_tokens_get_the_bare_bearer_challenge(failure: AuthFailure) -> None:
+    # A 401 names the scheme it takes; without OAuth there is no metadata to point at.
     auth = authenticator(Recorder())
-    assert auth.challenge_headers(AuthFailure.REJECTED, token_presented=True) == {}
+    for presented in (True, False):
+        challenge = auth.challenge_headers(failure, token_presented=presented)
+        assert challenge == {"WWW-Authenticate": "Bearer"}
     assert auth.protected_resource_metadata is None
+
+
+def test_no_challenge_without_any_adapter() -> None:
+    auth = Authenticator(adapter=None, anonymous_enabled=False)
+    assert auth.challenge_headers(AuthFailure.NO_EVIDENCE, token_presented=False) == {}
 
 
 def test_oauth_challenge_and_metadata() -> None:
