@@ -12,8 +12,9 @@ encoding holds them), private-use and unassigned code points (a newer Unicode ma
 them format characters), the line and paragraph separators, and the rest of Unicode's
 default-ignorable characters, which draw nothing though they are marks or letters: the
 variation selectors (256 of them can carry any bytes unseen), the combining grapheme
-joiner and the Hangul fillers. Everything else, the backslash included, is left as it
-is.
+joiner and the Hangul fillers. So are the two symbols whose glyph is empty by design,
+the blank Braille pattern and the musical null notehead, which pass for a space or for
+nothing. Everything else, the backslash included, is left as it is.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ __all__ = ["draws_nothing", "escape_invisible", "json_for_terminal"]
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # The default-ignorable code points (Unicode's DerivedCoreProperties) outside those
 # categories: combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian
-# and standard variation selectors, and the variation selectors supplement.
+# and standard variation selectors, and the variation selectors supplement. Then the
+# symbols whose glyph is empty: the blank Braille pattern and the musical null notehead.
 _IGNORABLE: Final = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
-    "\U000e0100-\U000e01ef]"
+    "\U000e0100-\U000e01ef\u2800\U0001d159]"
 )
 # Printable ASCII is never escaped: only the other characters are looked at one by one.
 _BEYOND_PRINTABLE_ASCII: Final = re.compile(r"[^\x20-\x7e]")
@@ -48,8 +50,9 @@ _BLANK_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def draws_nothing(text: str) -> bool:
-    """Whether `text` shows nothing at all: only whitespace, controls, format characters
-    and the default-ignorable ones (stops at the first other one, usually the first)."""
+    """Whether `text` shows nothing at all: only whitespace, controls, format characters,
+    the default-ignorable ones and empty glyphs (stops at the first other one, usually
+    the first)."""
     return all(
         char.isspace()
         or unicodedata.category(char) in _BLANK_CATEGORIES

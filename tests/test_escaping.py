@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from mymcp._escaping import draws_nothing, escape_invisible, json_for_terminal
 
 ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-# Default-ignorable code points in other categories (marks and letters that draw nothing).
+# Default-ignorable code points in other categories (marks and letters that draw nothing),
+# and the symbols whose glyph is empty (blank Braille pattern, musical null notehead).
 IGNORABLE = frozenset(
     {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0}
+    | {0x2800, 0x1D159}
     | set(range(0xFE00, 0xFE10))
     | set(range(0xE0100, 0xE01F0))
 )
@@ -132,3 +134,12 @@ def test_a_newer_emoji_or_a_private_glyph_is_no_blank() -> None:
     assert not draws_nothing("\U0001fa77")  # unassigned in older Unicode tables
     assert not draws_nothing("\uf8ff")
     assert draws_nothing("\u200b\u2060\ufeff \u3164\n")
+
+
+def test_symbols_with_an_empty_glyph_count_as_blank_and_are_escaped() -> None:
+    # They pass for spaces (or nothing) on a terminal and in a title.
+    assert draws_nothing("\u2800\u2800\u2800")
+    assert draws_nothing("\U0001d159 \u2800")
+    assert not draws_nothing("\u2800a")
+    assert not draws_nothing("\u2801")  # a Braille pattern with a dot draws it
+    assert escape_invisible("a\u2800b\U0001d159") == "a\\u2800b\\U0001d159"

@@ -218,7 +218,14 @@ def _memory_parser(commands: Any) -> None:
         "a duplicate legacy id; and every scope over the candidate limit. Exit 1 when "
         "anything is wrong. Nothing is changed.",
     )
-    export = _command(memory, "export", "write a scope's records as JSON lines to stdout")
+    export = _command(
+        memory,
+        "export",
+        "write a scope's records as JSON lines to stdout",
+        "Write each active and archived record of SCOPE as one JSON line to stdout, for "
+        "`memory import`. Legacy (version-1) records are left out, since they have no "
+        "namespace to import them into; the closing line on stderr counts them.",
+    )
     export.add_argument("scope", metavar="SCOPE", help=_SCOPE_HELP)
     importing = _command(
         memory,

@@ -362,6 +362,15 @@ INVALID_REMEMBER = [
         "blank",
     ),
     ("title-invisible", remember_args(title="\u3164"), "invalid_record", "title", "blank"),
+    # Symbols whose glyph is empty pass for blanks too.
+    ("title-empty-glyph", remember_args(title="\u2800\u2800"), "invalid_record", "title", "blank"),
+    (
+        "content-empty-glyph",
+        remember_args(content="\U0001d159"),
+        "invalid_record",
+        "content",
+        "blank",
+    ),
     ("tag-invisible", remember_args(tags=["ok", "\u200b"]), "invalid_record", "tags", "blank"),
     ("content-long", remember_args(content="c" * 4001), "invalid_record", "content", "too_long"),
     ("content-null", remember_args(content=None), "invalid_record", "content", "wrong_type"),
