@@ -30,20 +30,29 @@ client that starts the server and never reads its stderr pipe cannot stop it ans
 or stopping once the pipe is full. While stderr takes nothing, at most a megabyte of
 lines waits; later ones are dropped, and a `log outcome=lines_dropped count=N` line says
 so once stderr takes text again.
+
+A plugin may write to stderr too (a `print`, which `mymcp stdio` sends there, a
+warning, a library writing to the descriptor itself), and would wait for a full pipe
+like anyone else: a handler on the event loop would stop the whole process. So while
+`mymcp stdio` serves, `divert_standard_streams` points descriptors 1 and 2 at a pipe of
+its own, which a thread empties into the same bounded backlog as the log lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from mymcp.errors import ConfigurationError, Location, shown
 
@@ -56,6 +65,7 @@ __all__ = [
     "StderrLines",
     "configure_logging",
     "direct_handler",
+    "divert_standard_streams",
     "log_settings",
     "uvicorn_log_config",
 ]
@@ -158,6 +168,7 @@ class StderrLines(logging.Handler):
         self._writer: threading.Thread | None = None
         self._wake = threading.Condition(self.lock)
         self._held: list[logging.LogRecord] | None = [] if held else None
+        self._stream: TextIO | None = None  # where lines go instead of `sys.stderr`
         self._traceback_formatter = logging.Formatter()
         self.apply(settings)
 
@@ -259,16 +270,30 @@ class StderrLines(logging.Handler):
             # waits for it only so long (`close`).
             alone = threading.current_thread() is threading.main_thread()
             if alone and self._writer is None and _running_loop() is None:
-                _write_stderr(text)
+                _write_stderr(text, self._stream)
             else:
                 self._hand_over(text)
+
+    def pass_through(self, text: str) -> None:
+        """Write text that is no log line (what a plugin wrote to stderr) in its place
+        among the lines, by the writer thread: never waiting for stderr."""
+        with self._wake:
+            if self._pending:
+                self._hand_over("".join(self._pending))
+                self._pending = []
+            self._hand_over(text)
+
+    def write_to(self, stream: TextIO | None) -> None:
+        """Write lines to `stream` from now on (None: to `sys.stderr`)."""
+        with self._wake:
+            self._stream = stream
 
     def _hand_over(self, text: str) -> None:
         """Give `text` to the writer thread (the lock is held). Past a bound, while
         stderr takes nothing, lines are dropped and counted, and the count is written
         once it takes text again."""
         if self._backlog_chars + len(text) > _MAX_BACKLOG_CHARS:
-            self._dropped += text.count("\n")
+            self._dropped += text.count("\n") or 1  # a plugin's text may end mid-line
             return
         self._backlog.append(text)
         self._backlog_chars += len(text)
@@ -292,7 +317,8 @@ class StderrLines(logging.Handler):
                     note = f"log outcome=lines_dropped count={self._dropped}"
                     text += self._line(time.time(), "WARNING", "mymcp", note)
                     self._dropped = 0
-            _write_stderr(text)
+                stream = self._stream
+            _write_stderr(text, stream)
 
     def close(self) -> None:
         """Give the writer thread a moment to write what it holds (the process is ending:
@@ -302,8 +328,9 @@ class StderrLines(logging.Handler):
         super().close()
 
 
-def _write_stderr(text: str) -> None:
-    stream = sys.stderr
+def _write_stderr(text: str, stream: TextIO | None = None) -> None:
+    if stream is None:
+        stream = sys.stderr
     if stream is None:  # started with stderr closed: nothing to report to
         return
     try:
@@ -311,6 +338,56 @@ def _write_stderr(text: str) -> None:
         stream.flush()
     except (OSError, ValueError):  # closed or gone meanwhile
         pass
+
+
+_RELAY_CHUNK: Final = 1 << 16
+_RELAY_JOIN_SECONDS: Final = 1.0
+
+
+@contextmanager
+def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
+    """While inside, whatever anything writes to descriptors 1 and 2 goes through
+    `handler`'s backlog (bounded, never waiting for stderr), and the handler writes to a
+    private copy of the real stderr. Both descriptors point at it again afterwards."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    real = os.dup(2)
+    stream = open(real, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+    reading, writing = os.pipe()
+    handler.write_to(stream)
+    os.dup2(writing, 1)
+    os.dup2(writing, 2)
+    os.close(writing)
+    relay = threading.Thread(
+        target=_relay, args=(reading, handler), name="mymcp-stderr", daemon=True
+    )
+    relay.start()
+    try:
+        yield
+    finally:
+        for text_stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # closed, or the pipe is gone
+                text_stream.flush()
+        # The pipe's writing ends close here (unless a child process still holds one),
+        # so the relay reads to the end of what was written and stops.
+        os.dup2(real, 1)
+        os.dup2(real, 2)
+        relay.join(_RELAY_JOIN_SECONDS)
+
+
+def _relay(reading: int, handler: StderrLines) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        while chunk := os.read(reading, _RELAY_CHUNK):
+            text = decoder.decode(chunk)
+            if text:
+                handler.pass_through(text)
+        if tail := decoder.decode(b"", final=True):
+            handler.pass_through(tail)
+    except OSError:
+        pass
+    finally:
+        os.close(reading)
 
 
 def _batched(logger: str, level: int) -> bool:

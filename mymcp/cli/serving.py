@@ -27,7 +27,7 @@ from mymcp.cli.terminal import (
     settle_logging,
 )
 from mymcp.errors import ListenError, Location, MyMCPError, StopRequested
-from mymcp.logs import LogSettings, log_settings, uvicorn_log_config
+from mymcp.logs import LogSettings, divert_standard_streams, log_settings, uvicorn_log_config
 
 if TYPE_CHECKING:
     from mymcp.config import ServerSettings
@@ -257,7 +257,9 @@ def stdio(args: argparse.Namespace) -> int:
             settle_logging(logs, args)
             return fail(exc)
         settle_logging(logs, args, host.configuration.server)
-        anyio.run(serve_stdio, host, requests, replies)
+        # A plugin writing to stderr while the client reads none must not wait for it.
+        with divert_standard_streams(logs):
+            anyio.run(serve_stdio, host, requests, replies)
     return end_process(EXIT_OK, _HANDLER_GRACE_SECONDS)
 
 

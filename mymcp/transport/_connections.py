@@ -42,6 +42,12 @@ class ConnectionLimits:
     # header fields, is answered 431 and its connection closed.
     max_header_bytes: int = 64 * 1024
     max_header_fields: int = 100
+    # What a request may send after its head (its body with any chunk framing, and the
+    # trailer fields after a chunked body): beyond this, or beyond the head's bounds in
+    # trailer fields, the connection is closed. The endpoint reads at most 1 MiB of body,
+    # so nothing a client means to be read comes near it; without it, trailer fields
+    # would be kept however many arrived.
+    max_bytes_after_head: int = 3 * 1024 * 1024
     # Beyond this many requests received and not yet answered, a new request is answered
     # 503 at once instead of queueing. Idle connections and requests still being sent
     # do not count.
@@ -79,6 +85,7 @@ class ConnectionLimits:
             "body_seconds": self.body_seconds,
             "max_header_bytes": self.max_header_bytes,
             "max_header_fields": self.max_header_fields,
+            "max_bytes_after_head": self.max_bytes_after_head,
             "max_requests": self.max_requests,
             "max_connections": self.max_connections,
         }
@@ -192,6 +199,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     body_seconds: ClassVar[float] = _DEFAULTS.body_seconds
     max_header_bytes: ClassVar[int] = _DEFAULTS.max_header_bytes
     max_header_fields: ClassVar[int] = _DEFAULTS.max_header_fields
+    max_bytes_after_head: ClassVar[int] = _DEFAULTS.max_bytes_after_head
     max_requests: ClassVar[int] = _DEFAULTS.max_requests
     max_connections: ClassVar[int] = _DEFAULTS.max_connections
     # The phase being read and when it began; None between requests.
@@ -202,6 +210,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Bytes received since the head being read began (None once it is complete).
     _head_received: int | None = 0
     _head_too_large = False
+    # Bytes received, and trailer fields (with their size) read, since the head ended.
+    _after_head = 0
+    _trailer_fields = 0
+    _trailer_bytes = 0
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
@@ -234,6 +246,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self._head_received is not None:
             self._head_received += len(data)
+        else:
+            self._after_head += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -246,6 +260,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self.cycle.keep_alive = False
             return
         except httptools.HttpParserError:
+            if self.transport.is_closing():  # dropped by a callback (trailer fields)
+                return
             if self._head_too_large:
                 self._refuse_head()
                 return
@@ -253,8 +269,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.logger.warning(message)
             self.send_400_response(message)
             return
-        if self._head_received is not None and self._head_received > self.max_header_bytes:
-            self._refuse_head()
+        if self._head_received is not None:
+            if self._head_received > self.max_header_bytes:
+                self._refuse_head()
+        elif self._after_head > self.max_bytes_after_head:
+            self._drop_mid_request("Request body too large.")
 
     def _refuse_head(self) -> None:
         self.logger.warning("Request head too large.")
@@ -277,9 +296,30 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_received is None:
+            # A trailer field, after a chunked body: bounded as the head's fields are.
+            self._trailer_fields += 1
+            self._trailer_bytes += len(name) + len(value)
+            if (
+                self._trailer_fields > self.max_header_fields
+                or self._trailer_bytes > self.max_header_bytes
+            ):
+                self._drop_mid_request("Request trailer fields too large.")
+                raise _HeadTooLarge  # stops the parser
+        super().on_header(name, value)
+
+    def _drop_mid_request(self, reason: str) -> None:
+        """Close a connection whose request broke a bound after its head: an answer can
+        no longer be framed, and nothing more it sends is read."""
+        self.logger.warning(reason)
+        self._ignoring_input = True
+        self.transport.close()
+
     def on_headers_complete(self) -> None:
         received = self._head_received or 0
         self._head_received = None
+        self._after_head = self._trailer_fields = self._trailer_bytes = 0
         # The bytes received since the head began bound its size, so the head itself is
         # measured only when more arrived (a body in the same packet), or when it began
         # inside a packet that completed the previous request (nothing counted).

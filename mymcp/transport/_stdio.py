@@ -13,7 +13,9 @@ they finish; `notifications/cancelled` drops one that is still running (its repl
 never sent; a plugin's synchronous handler cannot be stopped, so it runs on to its end
 in the background, still counted against its tool kind's threads). At end of input the
 requests still running get `DRAIN_SECONDS` to finish, the rest are dropped the same way,
-and `serve` returns.
+and `serve` returns. The client closing stdin counts as the end of input even before
+the lines it sent are all read: a client that stopped reading its replies leaves the
+read loop waiting to write one, and it must still end within the same bound.
 
 Lines are bounded (`MAX_LINE_BYTES`); a longer one is refused with an error and
 skipped, and reading goes on with the next line. So are the requests running at once
@@ -65,10 +67,11 @@ DRAIN_SECONDS: Final = 10.0
 closed its end usually stops reading soon after; one hung tool must not keep the process
 alive for good."""
 MAX_REQUESTS: Final = 128
-"""How many requests may be running at once, as many as the HTTP endpoint answers. One
-more is refused at once, written before the next line is read: a client that sends
-faster than it reads replies then waits for its own replies to be read, instead of the
-process holding every request and reply it was sent."""
+"""How many requests may be running or waiting for their reply to be written at once, as
+many as the HTTP endpoint answers. One more is refused at once, written before the next
+line is read: a client that sends faster than it reads replies then waits for its own
+replies to be read, instead of the process holding every request and reply it was sent."""
+_HANGUP_POLL_SECONDS: Final = 0.5
 _TOO_LONG: Final = object()
 
 
@@ -150,15 +153,40 @@ class StdioServer:
         lines = _LineReader(source, self._max_line).start()
         try:
             async with anyio.create_task_group() as group, lines:
+                watching = anyio.CancelScope()  # the hang-up watch, over at end of input
+                group.start_soon(self._end_on_hangup, source, group.cancel_scope, watching)
                 async for item in lines:
                     if item is _TOO_LONG:
                         await self._refuse(None, ErrorCode.INVALID_REQUEST, "Message too long")
                     elif isinstance(item, bytes):
                         await self._receive(item, group)
-                group.cancel_scope.deadline = anyio.current_time() + self._drain_seconds
+                watching.cancel()
+                self._drain(group.cancel_scope)
         finally:
             if self._session is not None:
                 self._record_session("session_close", self._session.id, reason="shutdown")
+
+    def _drain(self, serving: anyio.CancelScope) -> None:
+        """Give what is still running (and being written) the drain time, from now."""
+        deadline = anyio.current_time() + self._drain_seconds
+        serving.deadline = min(serving.deadline, deadline)
+
+    async def _end_on_hangup(
+        self, source: BinaryIO, serving: anyio.CancelScope, watching: anyio.CancelScope
+    ) -> None:
+        """Start the drain once the client has closed its end of the input, even though
+        lines it sent are still unread: the read loop may be waiting to write a reply
+        nobody reads, and would never reach the end of input by itself. (A pipe or a
+        socket says so as a hang-up; a file never does, and never needs to.)"""
+        with watching:
+            try:
+                poller = select.poll()
+                poller.register(source.fileno(), select.POLLHUP)
+            except (AttributeError, OSError, ValueError):  # no poll here, or no descriptor
+                return
+            while not any(events & select.POLLHUP for _, events in poller.poll(0)):
+                await anyio.sleep(_HANGUP_POLL_SECONDS)
+            self._drain(serving)
 
     async def _receive(self, line: bytes, group: TaskGroup) -> None:
         line = line.rstrip(b"\r\n")
@@ -208,14 +236,16 @@ class StdioServer:
         try:
             with scope:  # what the client's cancellation of this request ends
                 reply = await self._answer(request)
+            if reply is None:  # cancelled by the client: never answered
+                return
+            log_response(request, reply, started)
+            # Written outside the request's own scope: a cancellation arriving now would
+            # otherwise have to abandon a half-written line.
+            await self._write(encode_reply(request, reply)[0])
         finally:
+            # Counted until its reply is written: a reply waiting for a client that
+            # does not read is held in memory as much as a running request is.
             del self._running[request.id]
-        if reply is None:  # cancelled by the client: never answered
-            return
-        log_response(request, reply, started)
-        # Written outside the request's own scope: a cancellation arriving now would
-        # otherwise have to abandon a half-written line.
-        await self._write(encode_reply(request, reply)[0])
 
     async def _answer(self, request: Request) -> dict[str, Any]:
         if carries_stateless_envelope(request.params):

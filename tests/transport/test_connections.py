@@ -204,6 +204,69 @@ def test_a_large_body_in_the_same_packet_as_a_small_head_is_no_large_head() -> N
     run(scenario)
 
 
+def _chunked_head() -> bytes:
+    return b"POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        # A field is read once the next one begins: the 102nd shows that there are 101.
+        [b"x-t%d: v\r\n" % i for i in range(110)],
+        [b"x-t%d: %s\r\n" % (i, b"v" * 1000) for i in range(70)],  # beyond 64 KiB
+    ],
+    ids=["too-many-fields", "too-large"],
+)
+def test_trailer_fields_beyond_the_head_s_bounds_close_the_connection(
+    trailers: list[bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        connection.send(_chunked_head() + b"2\r\n{}\r\n0\r\n")
+        sent = 0
+        for trailer in trailers:
+            if connection.closed:
+                break
+            connection.send(trailer)
+            sent += 1
+        assert connection.closed
+        assert sent < len(trailers)  # stopped at the bound, not when the client stopped
+        assert "Request trailer fields too large." in caplog.text
+
+    run(scenario)
+
+
+def test_trailer_fields_within_the_bounds_are_served() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        trailers = b"".join(b"x-t%d: v\r\n" % i for i in range(100))
+        connection.send(_chunked_head() + b"2\r\n{}\r\n0\r\n" + trailers + b"\r\n")
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).endswith(b"2")
+
+    run(scenario)
+
+
+def test_a_request_sending_too_much_after_its_head_is_cut_off() -> None:
+    # One trailer value that never ends is kept by the parser until it does: the bytes
+    # after the head bound it while it is still arriving.
+    async def scenario() -> None:
+        limits = ConnectionLimits(max_bytes_after_head=256 * 1024)
+        connection = Server(Held(holding=False), limits).connect()
+        connection.send(_chunked_head() + b"2\r\n{}\r\n0\r\nx-endless: ")
+        pieces = 0
+        while not connection.closed and pieces < 1000:
+            connection.send(b"v" * 1024)
+            pieces += 1
+        assert connection.closed
+        assert pieces == 257  # closed as soon as the request passed the bound
+
+    run(scenario)
+
+
 # --- requests being answered, open connections ---------------------------------------------
 
 

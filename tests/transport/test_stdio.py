@@ -581,6 +581,127 @@ def test_end_of_input_drops_a_request_whose_handler_never_returns(
     assert [reply["id"] for reply in replies] == [1]  # the dropped call is never answered
 
 
+class _HeldSink:
+    """A reply sink whose client reads nothing until `release` (every write waits)."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.lines = bytearray()
+
+    def write(self, data: Any) -> int:
+        self.opened.wait()
+        self.lines.extend(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def release(self) -> None:
+        self.opened.set()
+
+
+def test_a_reply_waiting_to_be_written_counts_against_the_running_bound() -> None:
+    # Answered but unread replies are held in memory as running requests are: a client
+    # that sends faster than it reads must meet the bound, not fill the process. (Lines
+    # are handed over as the read loop would, so that the test knows when each is in.)
+    sink = _HeldSink()
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._max_requests = 2
+    server._sink = sink
+
+    def ping(request_id: int) -> bytes:
+        return _line({"jsonrpc": "2.0", "id": request_id, "method": "ping"})
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            await server._receive(_line(INITIALIZE), group)
+            await server._receive(ping(2), group)
+            await anyio.wait_all_tasks_blocked()  # both answered, both waiting to be written
+            group.start_soon(server._receive, ping(3), group)
+            await anyio.wait_all_tasks_blocked()
+            sink.release()
+
+    anyio.run(scenario)
+    replies = {reply["id"]: reply for reply in map(json.loads, sink.lines.splitlines())}
+    assert sorted(replies) == [1, 2, 3]
+    assert replies[2]["result"] == {}
+    assert replies[3]["error"]["code"] == -32603  # refused: two replies were still unread
+    assert "Too many requests running (at most 2)" in replies[3]["error"]["message"]
+
+
+def test_closing_stdin_ends_serving_while_the_client_reads_no_replies(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    # The read loop writes its own refusals; with nobody reading them it waits, and would
+    # never reach the end of input. The hang-up starts the drain all the same.
+    source, to_server, _, _ = pipes
+    sink = _HeldSink()  # never released
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._drain_seconds = 0
+
+    async def scenario() -> None:
+        with anyio.fail_after(60):  # a guard, not a measure: the defect hangs for good
+            async with anyio.create_task_group() as group:
+                group.start_soon(server.serve, source, sink)
+                to_server.write(b"not json\n" * 50)
+                await anyio.wait_all_tasks_blocked()  # the first refusal waits for the reader
+                to_server.close()
+
+    anyio.run(scenario)
+    assert sink.lines == b""
+
+
+ASYNC_NOISY_PLUGIN = """
+import os
+
+
+async def _handler(arguments):
+    # On the event loop: a write that waits for stderr would stop every request.
+    print("noise " * 700)
+    os.write(2, b"raw noise " * 200 + b"\\n")
+    return structured_result({"ok": True})
+"""
+
+
+def test_a_plugin_writing_to_stderr_nobody_reads_never_stops_the_answers(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("noisy", extra=ASYNC_NOISY_PLUGIN)
+    sandbox.write_config(
+        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
+    )
+    count = 100  # about 6 KB of stderr each: ten times what a pipe holds
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,  # never read
+        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    watchdog = threading.Timer(120, process.kill)  # a wedged server fails, not hangs
+    watchdog.start()
+    try:
+        call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy__tool_0"}}
+        process.stdin.write(_line(INITIALIZE))
+        for number in range(2, count + 2):
+            process.stdin.write(_line({**call, "id": number}))
+        process.stdin.flush()
+        replies = [json.loads(process.stdout.readline()) for _ in range(count + 1)]
+        process.stdin.close()
+        status = process.wait(timeout=60)
+    finally:
+        watchdog.cancel()
+        process.kill()
+        process.wait()
+    assert sorted(reply["id"] for reply in replies) == list(range(1, count + 2))
+    assert all(reply["result"]["structuredContent"] == {"ok": True} for reply in replies[1:])
+    assert status == 0
+
+
 STUCK_PLUGIN = """
 import sys
 import time
