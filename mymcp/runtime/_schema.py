@@ -228,6 +228,8 @@ class ArgumentsValidator:
         try:
             if self._validator.is_valid(arguments):
                 return None
+            if _holds_more_values_than(arguments, MAX_DESCRIBED_VALUES):
+                return _TOO_LARGE_TO_DESCRIBE
             errors = list(self._validator.iter_errors(arguments))
         except ValueError:
             # Text that is not Unicode, or nesting beyond the validator's own bound: the
@@ -238,6 +240,41 @@ class ArgumentsValidator:
                 _ROOT_FIELD, "type", "The arguments could not be checked against the schema."
             )
         return _describe(_most_relevant(errors))
+
+
+MAX_DESCRIBED_VALUES: Final = 10_000
+"""The most values (objects, arrays and what they hold) that invalid arguments may have
+for the server to name what is wrong with them. Naming it means listing every violation,
+one per bad value, and a request of one megabyte can hold half a million of them: seconds
+of work, during which the server would answer nobody else. (Telling valid from invalid
+stops at the first violation, so it costs nothing like that.)"""
+_TOO_LARGE_TO_DESCRIBE: Final = ArgumentViolation(
+    _ROOT_FIELD,
+    "schema",
+    f"The arguments do not match the tool's input schema. They hold over "
+    f"{MAX_DESCRIBED_VALUES:,} values, too many for the server to say where.",
+)
+
+
+def _holds_more_values_than(document: object, limit: int) -> bool:
+    """Whether decoded JSON holds more than `limit` values below its root (stops as
+    soon as it does)."""
+    pending: list[object] = [document]
+    counted = 0
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            counted += len(node)
+            children: Any = node.values()
+        elif isinstance(node, list):
+            counted += len(node)
+            children = node
+        else:
+            continue
+        if counted > limit:
+            return True
+        pending.extend(children)
+    return False
 
 
 def _branches(error: jsonschema_rs.ValidationError) -> list[list[jsonschema_rs.ValidationError]]:

@@ -23,6 +23,7 @@ from mymcp.runtime import (
     compose_runtime,
     lint_input_schema,
 )
+from mymcp.runtime._schema import MAX_DESCRIBED_VALUES
 from tests.synthetic import contribution, external_bindings, schema, tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,3 +349,21 @@ def test_every_memory_tool_listed_is_small() -> None:
     }
     assert max(sizes.values()) <= 5 * 1024, sizes
     assert sum(sizes.values()) <= 20 * 1024, sizes
+
+
+def test_arguments_too_large_to_describe_get_a_violation_without_a_field() -> None:
+    # Naming the fault lists every violation, one per bad value: a megabyte of bad items
+    # would take seconds. Above the bound the call is refused all the same, unnamed.
+    items = {"type": "array", "items": {"type": "string"}}
+    validator = _validator(
+        {"type": "object", "properties": {"tags": {"oneOf": [items, {"type": "string"}]}}}
+    )
+    within = validator.check({"tags": list(range(MAX_DESCRIBED_VALUES - 1))})
+    assert within is not None
+    assert within.field.startswith("tags")
+    beyond = validator.check({"tags": list(range(MAX_DESCRIBED_VALUES + 1))})
+    assert beyond is not None
+    assert (beyond.field, beyond.rule) == ("$", "schema")
+    assert "10,000 values" in beyond.message
+    # Valid arguments of any size are still simply valid.
+    assert validator.check({"tags": ["t"] * (MAX_DESCRIBED_VALUES * 5)}) is None
