@@ -77,7 +77,7 @@ class ActivatedTool:
             # Say what is wrong with the definition, not where Python ran out of stack.
             raise ValueError("the tool definition nests too deeply to be copied") from None
         object.__setattr__(self, "tool", tool)
-        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
+        object.__setattr__(self, "is_async", _is_async(self.handler))
 
     def definition(self) -> dict[str, Any]:
         """A fresh deep copy of the MCP tool definition."""
@@ -115,3 +115,12 @@ class PluginAdapter:
             raise TypeError("definition must be a PluginDefinition")
         if not isinstance(self.contribution, PluginContribution):
             raise TypeError("contribution must be a PluginContribution")
+
+
+def _is_async(handler: object) -> bool:
+    """Whether calling `handler` gives a coroutine to await: an `async def` function (or a
+    `functools.partial` of one), or an object whose `__call__` is one."""
+    if inspect.iscoroutinefunction(handler):
+        return True
+    call = getattr(handler, "__call__", None)  # noqa: B004 - the method itself is wanted
+    return not inspect.isroutine(handler) and inspect.iscoroutinefunction(call)

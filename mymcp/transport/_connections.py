@@ -48,10 +48,15 @@ class ConnectionLimits:
     # so nothing a client means to be read comes near it; without it, trailer fields
     # would be kept however many arrived.
     max_bytes_after_head: int = 3 * 1024 * 1024
-    # Beyond this many requests received and not yet answered, a new request is answered
-    # 503 at once instead of queueing. Idle connections and requests still being sent
-    # do not count.
+    # Beyond this many requests being answered, a new request is answered 503 at once
+    # instead of queueing. Idle connections and requests still being sent do not count,
+    # nor do requests a client sent ahead on a connection (pipelined): a connection's
+    # requests are answered one after another, so it counts once however many it sent.
     max_requests: int = 128
+    # A response the client reads none of for this long (the connection's send buffer
+    # stays full) closes the connection: otherwise a client that sends requests and
+    # never reads would keep its place among the requests being answered for good.
+    write_stall_seconds: float = 30.0
     # At this many open connections, a new one closes the oldest connection that has no
     # request being answered (idle, or still sending its request), so stalled clients
     # never lock out a new one; if every connection is being answered, the new one is
@@ -87,6 +92,7 @@ class ConnectionLimits:
             "max_header_fields": self.max_header_fields,
             "max_bytes_after_head": self.max_bytes_after_head,
             "max_requests": self.max_requests,
+            "write_stall_seconds": self.write_stall_seconds,
             "max_connections": self.max_connections,
         }
         if all(getattr(base, name) == value for name, value in bounds.items()):
@@ -201,6 +207,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     max_header_fields: ClassVar[int] = _DEFAULTS.max_header_fields
     max_bytes_after_head: ClassVar[int] = _DEFAULTS.max_bytes_after_head
     max_requests: ClassVar[int] = _DEFAULTS.max_requests
+    write_stall_seconds: ClassVar[float] = _DEFAULTS.write_stall_seconds
     max_connections: ClassVar[int] = _DEFAULTS.max_connections
     # The phase being read and when it began; None between requests.
     _phase_limit: float | None = None
@@ -217,8 +224,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
-    # Requests on this connection received in full and not yet answered.
+    # Requests on this connection received in full and not yet answered (the first is
+    # being answered, the rest wait their turn); the connection counts once in the load.
     _unanswered = 0
+    # Closes the connection when its send buffer stays full (see `write_stall_seconds`).
+    _stall: asyncio.TimerHandle | None = None
     _load: _ServerLoad | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -344,22 +354,42 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_received = 0  # whatever arrives next is the next request's head
         if answering and self._load is not None:
             self._unanswered += 1
-            self._load.answering += 1
+            if self._unanswered == 1:
+                self._load.answering += 1
 
     def on_response_complete(self) -> None:
         if self._unanswered and self._load is not None:
             self._unanswered -= 1
-            self._load.answering -= 1
+            if not self._unanswered:
+                self._load.answering -= 1
         super().on_response_complete()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self.loop.call_later(self.write_stall_seconds, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        super().resume_writing()
+
+    def _write_stalled(self) -> None:
+        self._stall = None
+        self.logger.warning("Response not read in time.")
+        self.transport.abort()  # what waits to be sent is dropped: nobody reads it
+
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        for timer in (self._deadline, self._stall):
+            if timer is not None:
+                timer.cancel()
+        self._deadline = self._stall = None
         load = self._load
         if load is not None:
             load.open.pop(self, None)
-            load.answering -= self._unanswered
+            if self._unanswered:
+                load.answering -= 1
             self._unanswered = 0
         super().connection_lost(exc)
 

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import inspect
 import itertools
 import logging
 import math
@@ -56,7 +57,7 @@ from mymcp.transport._jsonrpc import (
     new_failure_id,
     result_response,
 )
-from mymcp.transport._results import reaches_clients
+from mymcp.transport._results import result_problem
 from mymcp.transport._versions import negotiate_version
 
 __all__ = [
@@ -747,19 +748,30 @@ class Dispatcher:
             if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
                 raise
             return self._failure(tool, _type_name(exc), exc)
-        if not reaches_clients(tool, outcome):
-            return self._failure(tool, "invalid_result", None)
+        problem = result_problem(tool, outcome)
+        if problem is not None:
+            if inspect.iscoroutine(outcome):
+                outcome.close()  # never run: no "never awaited" warning on stderr
+            return self._failure(tool, "invalid_result", None, reason=problem)
         return dict(outcome)
 
     def _failure(
-        self, tool: BoundTool, error_type: str, exc: BaseException | None
+        self,
+        tool: BoundTool,
+        error_type: str,
+        exc: BaseException | None,
+        *,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         failure_id = new_failure_id()
+        # `reason` is one of the result checks' fixed codes: it tells the plugin's author
+        # what to fix without a word of the result itself.
         _log.error(
-            "tool_failure request_id=%s tool=%s error_type=%s",
+            "tool_failure request_id=%s tool=%s error_type=%s%s",
             failure_id,
             tool.name,
             error_type,
+            "" if reason is None else f" reason={reason}",
             exc_info=exc if _log.isEnabledFor(logging.DEBUG) else None,
         )
         return structured_result(_internal_failure(failure_id), is_error=True)

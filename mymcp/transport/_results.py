@@ -19,11 +19,17 @@ from mymcp.plugin import QualifiedCapabilityId
 from mymcp.runtime import BoundTool
 from mymcp.transport._exchange import encode_json
 
-__all__ = ["reaches_clients"]
+__all__ = ["reaches_clients", "result_problem"]
 
 
 def reaches_clients(tool: BoundTool, outcome: object) -> bool:
-    """Whether a handler's answer is a tool result clients accept from this tool.
+    """Whether a handler's answer is a tool result clients accept from this tool."""
+    return result_problem(tool, outcome) is None
+
+
+def result_problem(tool: BoundTool, outcome: object) -> str | None:
+    """Why a handler's answer is no tool result clients accept from this tool, as a
+    fixed code for the operator's log (never the content), or None when it is one.
 
     An external plugin's result must also encode as JSON text: one holding NaN, a value
     JSON has no type for, an object key that is no string, nesting deeper than a request
@@ -32,11 +38,36 @@ def reaches_clients(tool: BoundTool, outcome: object) -> bool:
     the call's audit outcome says it failed. The bundled memory tools build their
     results from records already read as strict JSON, and are spared these checks.
     """
-    return (
-        _is_call_result(outcome)
-        and _keeps_output_schema(tool, outcome)
-        and (_is_bundled(tool) or _encodes(outcome))
-    )
+    if not _is_call_result(outcome):
+        return _shape_problem(outcome)
+    if not _keeps_output_schema(tool, outcome):
+        return "structured_content_breaks_output_schema"
+    if _is_bundled(tool):
+        return None
+    if not _encodes(outcome):
+        return "not_json"  # NaN or an infinity, bytes or another non-JSON value, bad text
+    if not _is_json_tree(outcome):
+        return "key_not_text_or_too_deep"
+    return None
+
+
+def _shape_problem(outcome: object) -> str:
+    """Which part of a result's shape is off (`_is_call_result` said one is)."""
+    if not isinstance(outcome, Mapping):
+        if hasattr(outcome, "__await__"):
+            return "awaitable_not_awaited"  # a handler that should be `async def`
+        return "not_an_object"
+    content = outcome.get("content")
+    if not isinstance(content, list):
+        return "content_not_a_list"
+    if not all(_is_content_block(block) for block in content):
+        return "content_block_malformed"
+    if not isinstance(outcome.get("isError", False), bool):
+        return "is_error_not_a_boolean"
+    structured = outcome.get("structuredContent")
+    if not (structured is None or isinstance(structured, Mapping)):
+        return "structured_content_not_an_object"
+    return "meta_not_an_object"
 
 
 def _is_bundled(tool: BoundTool) -> bool:
@@ -49,7 +80,7 @@ def _encodes(outcome: Mapping[str, Any]) -> bool:
         encode_json(dict(outcome))
     except (TypeError, ValueError, RecursionError):
         return False
-    return _is_json_tree(outcome)
+    return True
 
 
 def _is_json_tree(outcome: Mapping[str, Any]) -> bool:

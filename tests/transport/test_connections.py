@@ -31,6 +31,7 @@ class MemoryTransport(asyncio.Transport):
         self.closed = False
         self.eof = False  # the server shut its sending side
         self.reading = True
+        self.aborted = asyncio.Event()  # closed dropping what was still to be sent
         self.protocol: asyncio.Protocol | None = None
 
     def send(self, data: bytes) -> None:
@@ -49,6 +50,10 @@ class MemoryTransport(asyncio.Transport):
             self.closed = True
             assert self.protocol is not None
             asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.aborted.set()
+        self.close()
 
     def is_closing(self) -> bool:
         return self.closed
@@ -315,6 +320,69 @@ def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
         app.release.set()
         await settle()
         assert status(again) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_requests_sent_ahead_on_one_connection_count_once() -> None:
+    # A connection's requests are answered one after another: a client that sends many
+    # at once (pipelining) holds one place among the requests being answered, not many.
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)
+        ahead = server.connect()
+        ahead.send(b"".join(request(body=b"{}") for _ in range(5)))
+        await settle()
+        other = server.connect()
+        other.send(request(body=b"{}"))
+        await settle()
+        assert other.written == b""  # being answered, not refused
+        third = server.connect()
+        third.send(request(body=b"{}"))
+        await settle()
+        assert status(third) == b"HTTP/1.1 503 Service Unavailable"  # two places taken
+        app.release.set()
+        await settle()
+        assert bytes(ahead.written).count(b"HTTP/1.1 200 OK") == 5
+        assert status(other) == b"HTTP/1.1 200 OK"
+
+    run(scenario)
+
+
+def test_a_response_nobody_reads_closes_its_connection_and_frees_its_place() -> None:
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, ConnectionLimits(max_requests=1, write_stall_seconds=0.01))
+        stuck = server.connect()
+        stuck.send(request(body=b"{}"))
+        await settle()
+        assert stuck.protocol is not None
+        stuck.protocol.pause_writing()  # what the transport does once its buffer is full
+        # The client read nothing in time (the bound only guards against a hang).
+        await asyncio.wait_for(stuck.aborted.wait(), 30)
+        await settle()
+        app.release.set()
+        fresh = server.connect()
+        fresh.send(request(body=b"{}"))
+        await settle()
+        assert status(fresh) == b"HTTP/1.1 200 OK"  # the place was given back
+
+    run(scenario)
+
+
+def test_a_response_the_client_reads_again_is_not_cut_off() -> None:
+    async def scenario() -> None:
+        server = Server(Held(holding=False), ConnectionLimits(write_stall_seconds=0.01))
+        slow = server.connect()
+        protocol = slow.protocol
+        assert isinstance(protocol, BoundedHttpToolsProtocol)
+        protocol.pause_writing()
+        protocol.resume_writing()  # the client read: the buffer drained below its mark
+        assert protocol._stall is None
+        slow.send(request(body=b"{}"))
+        await settle()
+        assert status(slow) == b"HTTP/1.1 200 OK"
+        assert not slow.aborted.is_set()
 
     run(scenario)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -396,7 +397,8 @@ async def _cancelling(arguments: dict[str, Any]) -> dict[str, Any]:
     raise asyncio.CancelledError  # nobody cancelled this request
 
 
-# Each handler's misbehaviour, and the error type its failure is logged with.
+# Each handler's misbehaviour, and the error type its failure is logged with (for a
+# result no client could read, with the reason that tells its author what to fix).
 MISBEHAVING = {
     "exit": (_raising(SystemExit("secret exit")), "SystemExit"),
     "interrupt": (_raising(KeyboardInterrupt("secret interrupt")), "KeyboardInterrupt"),
@@ -404,49 +406,61 @@ MISBEHAVING = {
     # Thrown into the coroutine awaiting the thread, it would break that coroutine.
     "generator_exit": (_raising(GeneratorExit("secret close")), "GeneratorExit"),
     "cancel": (_cancelling, "CancelledError"),
-    "items": (lambda arguments: {"content": [1, None, "x"]}, "invalid_result"),
-    "untyped_item": (lambda arguments: {"content": [{"text": "x"}]}, "invalid_result"),
-    "is_error": (lambda arguments: {"content": [], "isError": "yes"}, "invalid_result"),
+    "items": (
+        lambda arguments: {"content": [1, None, "x"]},
+        "invalid_result reason=content_block_malformed",
+    ),
+    "untyped_item": (
+        lambda arguments: {"content": [{"text": "x"}]},
+        "invalid_result reason=content_block_malformed",
+    ),
+    "is_error": (
+        lambda arguments: {"content": [], "isError": "yes"},
+        "invalid_result reason=is_error_not_a_boolean",
+    ),
     "structured": (
         lambda arguments: {"content": [], "structuredContent": [1]},
-        "invalid_result",
+        "invalid_result reason=structured_content_not_an_object",
     ),
-    "text_without_text": (lambda arguments: {"content": [{"type": "text"}]}, "invalid_result"),
+    "text_without_text": (
+        lambda arguments: {"content": [{"type": "text"}]},
+        "invalid_result reason=content_block_malformed",
+    ),
     "image_without_data": (
         lambda arguments: {"content": [{"type": "image", "mimeType": "image/png"}]},
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "unknown_block": (
         lambda arguments: {"content": [{"type": "video", "data": "x"}]},
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "priority_as_text": (
         lambda arguments: {
             "content": [{"type": "text", "text": "x", "annotations": {"priority": "high"}}]
         },
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "unknown_audience": (
         lambda arguments: {
             "content": [{"type": "text", "text": "x", "annotations": {"audience": ["robot"]}}]
         },
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "block_meta_not_object": (
         lambda arguments: {"content": [{"type": "text", "text": "x", "_meta": 5}]},
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "link_size_as_text": (
         lambda arguments: {
             "content": [{"type": "resource_link", "uri": "x:1", "name": "x", "size": "big"}]
         },
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "link_icon_without_text_src": (
         lambda arguments: {
             "content": [{"type": "resource_link", "uri": "x:1", "name": "x", "icons": [{"src": 5}]}]
         },
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "link_icon_theme": (
         lambda arguments: {
@@ -459,15 +473,20 @@ MISBEHAVING = {
                 }
             ]
         },
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
     ),
     "result_meta_not_object": (
         lambda arguments: {"content": [], "_meta": "nope"},
-        "invalid_result",
+        "invalid_result reason=meta_not_an_object",
     ),
     "resource_without_body": (
         lambda arguments: {"content": [{"type": "resource", "resource": {"uri": "x:1"}}]},
-        "invalid_result",
+        "invalid_result reason=content_block_malformed",
+    ),
+    # A synchronous handler that returns a coroutine should have been `async def`.
+    "coroutine_from_sync": (
+        lambda arguments: _cancelling(arguments),
+        "invalid_result reason=awaitable_not_awaited",
     ),
     # A class name is plugin text too: one that would forge a log line is not written.
     "forged_type_name": (
@@ -544,6 +563,36 @@ def test_every_kind_of_content_block_reaches_the_client(caplog: pytest.LogCaptur
         headers = session_headers(initialize(client))
         reply = client.post("/mcp", json=rpc("tools/call", {"name": "rt__blocks"}), headers=headers)
     assert reply.json()["result"]["content"] == WELL_FORMED_BLOCKS
+    assert "tool_failure" not in caplog.text
+
+
+class _AsyncCallable:
+    """A handler object whose `__call__` is `async def` (a class-based handler)."""
+
+    async def __call__(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"content": [{"type": "text", "text": "awaited"}]}
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [_AsyncCallable(), functools.partial(_AsyncCallable().__call__)],
+    ids=["object", "partial"],
+)
+def test_an_awaitable_handler_of_any_form_is_awaited(
+    handler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = contribution("rt", tool("rt", "awaited", handler))
+    (activated,) = plugin.tools
+    assert activated.is_async
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
+    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
+    with TestClient(app, base_url=BASE) as client:
+        headers = session_headers(initialize(client))
+        call = rpc("tools/call", {"name": "rt__awaited"})
+        reply = client.post("/mcp", json=call, headers=headers)
+    assert reply.json()["result"]["content"] == [{"type": "text", "text": "awaited"}]
     assert "tool_failure" not in caplog.text
 
 

@@ -205,7 +205,11 @@ def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
     # The result's log line names the request id the client was given.
     request_id = answer["structuredContent"]["request_id"]
     (line,) = [r.getMessage() for r in caplog.records if "tool_failure" in r.getMessage()]
-    assert line == f"tool_failure request_id={request_id} tool=alpha__odd error_type=invalid_result"
+    reason = "not_json" if result in UNENCODABLE_RESULTS else "key_not_text_or_too_deep"
+    assert line == (
+        f"tool_failure request_id={request_id} tool=alpha__odd error_type=invalid_result "
+        f"reason={reason}"
+    )
     assert _only_session_still_works(client, session)
 
 
