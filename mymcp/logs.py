@@ -49,6 +49,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -443,7 +444,29 @@ def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLin
         root.removeHandler(existing)
     root.addHandler(handler)
     _set_levels(settings)
+    # A warning (a plugin's, a library's) is a log line like any other: in the chosen
+    # format, and without the file, source line and text, which may quote anything.
+    warnings.showwarning = _log_warning
     return handler
+
+
+def _log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    logger = logging.getLogger("py.warnings")
+    name = category.__name__
+    if not (len(name) <= 64 and name.isascii() and name.isidentifier()):
+        name = "<unnamed>"
+    if logger.isEnabledFor(logging.DEBUG):
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        logger.warning("python_warning category=%s\n%s", name, text.rstrip())
+    else:
+        logger.warning("python_warning category=%s", name)
 
 
 def handler_for_uvicorn(log_level: str = "info", log_format: str = "text") -> StderrLines:

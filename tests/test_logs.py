@@ -9,6 +9,7 @@ import json
 import logging
 import logging.config
 import time
+import warnings
 from collections.abc import Iterator
 from unittest import mock
 
@@ -130,7 +131,9 @@ class _Stderr:
 def stderr(capsys: pytest.CaptureFixture[str]) -> Iterator[_Stderr]:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
+    shown = warnings.showwarning
     yield _Stderr(capsys)
+    warnings.showwarning = shown
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
     for name in ("mymcp", "mcp", "uvicorn.error"):
@@ -165,6 +168,21 @@ def test_exceptions_are_one_line_unless_debug(stderr: _Stderr) -> None:
         logging.getLogger("mymcp.x").exception("tool_failure")
     assert stderr.getvalue().endswith(" ERROR mymcp.x tool_failure error_type=RuntimeError\n")
     assert "secret" not in stderr.getvalue()
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_a_warning_is_a_log_line_in_the_chosen_format(stderr: _Stderr, level: str) -> None:
+    # A plugin's or a library's warning: no raw text line breaking the JSON stream, and
+    # below debug none of its file, source line or text.
+    configure_logging(LogSettings(level, "json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("library says: token sk-SECRET /home/someone", UserWarning, stacklevel=1)
+    (line,) = stderr.getvalue().splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["logger"]) == ("WARNING", "py.warnings")
+    assert record["message"].startswith("python_warning category=UserWarning")
+    assert ("sk-SECRET" in record["message"]) is (level == "debug")
 
 
 def test_uvicorn_gets_the_same_handler_and_levels() -> None:
