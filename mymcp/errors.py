@@ -44,9 +44,18 @@ __all__ = [
 
 
 def shown(value: object) -> str:
-    """A short, escaped rendering of a value for the operator's terminal."""
-    text = repr(value)
+    """A short, escaped rendering of a value for the operator's terminal (a frozen copy
+    of an array or a table is shown as the array or table it was read as)."""
+    text = repr(_unfrozen(value))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _unfrozen(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_unfrozen(item) for item in value]
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        return {key: _unfrozen(item) for key, item in value.items()}
+    return value
 
 
 def kind(value: object) -> str:

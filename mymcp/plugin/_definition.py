@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -97,10 +98,22 @@ class ConfigurationDeclaration:
     def __post_init__(self) -> None:
         object.__setattr__(self, "schema", _freeze(self.schema))
 
-    def violation(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
+    def violation(
+        self, values: Mapping[str, Any], secrets: Iterable[str] = ()
+    ) -> tuple[str, str] | None:
         """The first place `values` breaks the schema, as (key path, what is wrong), or
-        None when they fit. Key paths read `limits.max_items` and `names[2]`."""
-        return _violation(self.schema, values, "")
+        None when they fit. Key paths read `limits.max_items` and `names[2]`.
+
+        A wrong value is shown, except under a key named in `secrets` (the manifest's
+        `secret_references`) or named like a secret (`api_key`, `token`, ...): the
+        diagnostic goes to terminals and CI logs, and a key or token would stay there."""
+        problem = _violation(self.schema, values, "")
+        if problem is None:
+            return None
+        where, detail = problem
+        if _names_a_secret(where, frozenset(secrets)):
+            detail = _SHOWN_VALUE.sub(r"got \g<kind> (not shown: the key names a secret)", detail)
+        return where, detail
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConfigurationDeclaration):
@@ -129,6 +142,17 @@ _KIND_WORDS: Final[Mapping[str, str]] = {
     "boolean": "true or false",
     "null": "null",
 }
+
+
+_SECRET_WORDS: Final = ("secret", "token", "password", "passwd", "credential", "key")
+# `got 'sk-…' (a string)` in a detail: the value, then its kind.
+_SHOWN_VALUE: Final = re.compile(r"got .* \((?P<kind>an? [a-z ]+)\)$", re.DOTALL)
+
+
+def _names_a_secret(where: str, secrets: frozenset[str]) -> bool:
+    """Whether a key on a path (`auth.api_key`, `tokens[2]`) names a secret."""
+    keys = [key for key in re.split(r"[.\[\]]", where) if key and not key.isdigit()]
+    return any(key in secrets or any(word in key.lower() for word in _SECRET_WORDS) for key in keys)
 
 
 def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, str] | None:

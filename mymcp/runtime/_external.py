@@ -258,7 +258,7 @@ def check_plugin_configuration(
 ) -> None:
     """The operator's values for a plugin (the `[[plugins]]` entry at key path `where`)
     against the schema its manifest declares; also run by `mymcp plugin check`."""
-    problem = definition.configuration.violation(values)
+    problem = definition.configuration.violation(values, definition.secret_references)
     if problem is not None:
         key, detail = problem
         error = ExternalPluginLoadError(

@@ -680,3 +680,48 @@ def test_a_configuration_value_of_the_wrong_type_is_worded_like_every_other_faul
         {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
     )
     assert declaration.violation(frozen) == expected
+
+
+_SECRETIVE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "api_key": {"type": "string"},
+        "vault": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"tokens": {"type": "array", "items": {"type": "string"}}},
+        },
+        "owner": {"type": "string"},
+        "endpoint": {"type": "string"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "secrets", "expected"),
+    [
+        ({"api_key": ("sk-hidden",)}, (), ("api_key", "expected a string, got an array")),
+        ({"vault": {"tokens": [7]}}, (), ("vault.tokens[0]", "expected a string, got an integer")),
+        ({"endpoint": 5}, ("endpoint",), ("endpoint", "expected a string, got an integer")),
+    ],
+)
+def test_a_wrong_value_under_a_secret_key_is_not_shown(
+    values: dict[str, Any], secrets: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    # Named like a secret, or named in the manifest's secret_references: the diagnostic
+    # goes to terminals and CI logs, where a key or token would stay.
+    declaration = ConfigurationDeclaration(1, _SECRETIVE_SCHEMA)
+    where, detail = declaration.violation(values, secrets) or ("", "")
+    assert (where, detail) == (expected[0], f"{expected[1]} (not shown: the key names a secret)")
+    assert "hidden" not in detail
+    assert "7" not in detail
+
+
+def test_other_wrong_values_are_shown_as_read() -> None:
+    declaration = ConfigurationDeclaration(1, _SECRETIVE_SCHEMA)
+    # A frozen array reads as the TOML array it was, not as a Python tuple.
+    assert declaration.violation({"owner": ("ada",)}) == (
+        "owner",
+        "expected a string, got ['ada'] (an array)",
+    )
