@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, begin_logging, fail, settle_logging
 from mymcp.errors import (
     ConfigurationError,
+    ExternalPluginLoadError,
     HostRuntimeCompositionError,
     Location,
     MyMCPError,
@@ -45,6 +46,9 @@ def check_command(args: argparse.Namespace) -> int:
     print(f"configuration: {source} (schema {configuration.schema_version})")
     enabled = [plugin for plugin in configuration.plugins if plugin.enabled]
     print("plugins: " + (", ".join(f"{p.id} (module {p.module})" for p in enabled) or "none"))
+    disabled = [plugin.id for plugin in configuration.plugins if not plugin.enabled]
+    if disabled:
+        print(f"plugins disabled: {', '.join(disabled)}")
     print(f"tools: {', '.join(host.runtime.registry.names)}")
     print(f"authentication: {_authentication_summary(configuration.authentication)}")
     policy = configuration.policy
@@ -201,7 +205,16 @@ def _declared_configuration(
             values = declaration.configuration
             check_plugin_configuration(values, definition, where, configuration.source)
             return values, f"{where}.configuration" if values else "none"
-    check_plugin_configuration({}, definition, "plugins[?]", configuration.source)
+    problem = definition.configuration.violation({}, definition.secret_references)
+    if problem is not None:
+        key, detail = problem
+        raise ExternalPluginLoadError(
+            "external_plugin_configuration_invalid",
+            detail=(
+                f"no [[plugins]] entry has id {definition.plugin_id!r}, so the plugin would "
+                f"get no configuration, and {key}: {detail}"
+            ),
+        )
     return {}, "none"
 
 

@@ -236,6 +236,10 @@ def _configuration_file() -> str:
 
 def stdio(args: argparse.Namespace) -> int:
     """Build the host and serve it over stdin/stdout until stdin ends."""
+    # Until serving watches the signals itself, a stop ends the start as `serve` does:
+    # with status 0 and the exit handlers run, not by the default handler's kill.
+    signal.signal(signal.SIGTERM, _leave_on_sigterm)
+    signal.signal(signal.SIGHUP, _stop_on_sighup)
     import anyio
 
     from mymcp.app import serve_stdio

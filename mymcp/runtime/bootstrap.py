@@ -111,9 +111,15 @@ def refuse_declared_names(
         clash = owners.setdefault(name, capability) != capability
         local = capability.plugin_id in local_plugins or owners[name].plugin_id in local_plugins
         if local and (clash or is_reserved_name(name)):
+            holder = owners[name].plugin_id
+            taken = (
+                f"plugin {holder!r} publishes it, and plugin {capability.plugin_id!r} would too"
+                if clash
+                else f"only the host may use it (plugin {capability.plugin_id!r})"
+            )
             raise ExternalPluginLoadError(
                 "external_plugin_name_collision",
-                detail=f"the tool name {name!r} is taken (plugin {capability.plugin_id!r})",
+                detail=f"the tool name {name!r} is taken: {taken}",
             )
     try:
         refuse_public_names({c: n for c, n in names.items() if c.plugin_id != BUNDLED_PLUGIN_ID})

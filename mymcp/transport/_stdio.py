@@ -111,9 +111,10 @@ class _LineReader:
             from_thread.run_sync(send.close, token=token)
 
     def _read_into(self, send: MemoryObjectSendStream[object], token: EventLoopToken) -> None:
-        while line := self._source.readline(self._limit + 1):
+        # Up to the limit's worth of message, then its line end, CR LF as well as LF.
+        while line := self._source.readline(self._limit + 2):
             item: object = line
-            if len(line) > self._limit and not line.endswith(b"\n"):
+            if len(line) > self._limit and len(line.rstrip(b"\r\n")) > self._limit:
                 item = _TOO_LONG
                 while line and not line.endswith(b"\n"):  # skip the rest of it
                     line = self._source.readline(self._limit)

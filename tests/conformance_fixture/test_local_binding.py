@@ -110,6 +110,11 @@ def test_two_local_plugins_with_one_tool_id_are_refused(workspace: Workspace) ->
     with pytest.raises(ExternalPluginLoadError) as caught:
         _runtime(workspace, first, second)
     assert caught.value.code == COLLISION
+    # Both plugins are named: the operator must see which entry already holds the name.
+    assert caught.value.diagnostic.detail == (
+        "the tool name 'shared' is taken: plugin 'first' publishes it, and plugin 'second' "
+        "would too"
+    )
 
 
 def test_a_namespaced_plugin_may_use_a_mnemosyne_tool_id(workspace: Workspace) -> None:

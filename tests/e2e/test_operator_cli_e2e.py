@@ -87,6 +87,16 @@ def test_check_reports_what_it_composed(sandbox: Sandbox) -> None:
     assert not audit.exists()  # check never creates files
 
 
+def test_check_names_the_plugins_it_read_but_left_off(sandbox: Sandbox) -> None:
+    # An operator who just set `enabled = false` sees that the entry was read.
+    config = sandbox.plugin_config("ghost", sandbox.root / "absent.json", "ghost_plugin")
+    sandbox.write_config(config.replace("enabled = true", "enabled = false"))
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    lines = checked.stdout.splitlines()
+    assert lines[1:3] == ["plugins: none", "plugins disabled: ghost"]
+
+
 def test_check_names_the_tools_that_wait_for_approval(sandbox: Sandbox) -> None:
     approval = '[approval]\ntools = ["memory_list", "memory_recall"]\nttl_seconds = 120\n'
     sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + approval)
@@ -148,10 +158,19 @@ _SLOW_MODULE = (
         (["check"], signal.SIGINT, 130),
         (["serve"], signal.SIGINT, 130),
         (["stdio"], signal.SIGINT, 130),
-        # `serve` leaves on SIGTERM as it does once serving; the others end by the signal.
+        # The servers leave on SIGTERM as they do once serving; `check` ends by the signal.
         (["serve"], signal.SIGTERM, 0),
+        (["stdio"], signal.SIGTERM, 0),
+        (["stdio"], signal.SIGHUP, 0),
     ],
-    ids=["check-ctrl-c", "serve-ctrl-c", "stdio-ctrl-c", "serve-sigterm"],
+    ids=[
+        "check-ctrl-c",
+        "serve-ctrl-c",
+        "stdio-ctrl-c",
+        "serve-sigterm",
+        "stdio-sigterm",
+        "stdio-sighup",
+    ],
 )
 def test_a_stop_while_a_plugin_imports_is_neither_a_traceback_nor_the_plugins_fault(
     sandbox: Sandbox, command: list[str], stop: signal.Signals, status: int

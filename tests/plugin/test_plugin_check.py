@@ -106,7 +106,9 @@ def test_an_undeclared_plugin_is_warned_about_what_local_binding_would_refuse(
     assert status == 0
     (warning,) = err.splitlines()
     assert warning.startswith('mymcp: warning: declared with binding = "local", it would not')
-    assert f"'list_tools' is taken (plugin 'fixed') (code={COLLISION})" in warning
+    assert (
+        f"'list_tools' is taken: only the host may use it (plugin 'fixed') (code={COLLISION})"
+    ) in warning
     assert ("module OK" in out) is module
 
 
@@ -345,3 +347,26 @@ def test_a_number_json_cannot_hold_is_named_with_its_line_and_column(
         assert "9" * 20 not in error  # the place is named, the content is not repeated
     else:
         assert "not a finite number" in error
+
+
+def test_a_required_setting_without_any_entry_says_the_entry_is_missing(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No `[[plugins]]` entry has the manifest's id (none declared, or the id mistyped):
+    # the check names that, not an entry that does not exist.
+    document = manifest_document("fixed", tools=1)
+    document["configuration"] = {
+        "schema_version": 1,
+        "schema": {
+            "type": "object",
+            "properties": {"owner": {"type": "string"}},
+            "required": ["owner"],
+            "additionalProperties": False,
+        },
+    }
+    declaration = workspace.plugin("fixed", manifest=document)
+    status, _, err = _plugin_check(declaration, capsys, module=True)
+    assert status == 1
+    assert "no [[plugins]] entry has id 'fixed'" in err
+    assert "owner: required by the plugin, but missing" in err
+    assert "plugins[?]" not in err

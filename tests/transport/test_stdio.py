@@ -581,6 +581,33 @@ def test_end_of_input_drops_a_request_whose_handler_never_returns(
     assert [reply["id"] for reply in replies] == [1]  # the dropped call is never answered
 
 
+def test_the_line_bound_counts_the_message_not_its_line_end(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    source, to_server, from_server, sink = pipes
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._max_line = 200
+
+    def ping(request_id: int, size: int) -> bytes:
+        message = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping", "pad": ""})
+        return message[:-2].encode() + b"x" * (size - len(message)) + b'"}'
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            for request_id, size, end in [(1, 200, b"\n"), (2, 200, b"\r\n"), (3, 201, b"\r\n")]:
+                line = ping(request_id, size)
+                assert len(line) == size
+                to_server.write(line + end)
+            to_server.close()
+
+    anyio.run(scenario)
+    sink.close()
+    replies = [json.loads(line) for line in from_server.read().splitlines()]
+    assert [reply.get("id") for reply in replies] == [1, 2, None]
+    assert replies[2]["error"]["message"] == "Message too long"
+
+
 class _HeldSink:
     """A reply sink whose client reads nothing until `release` (every write waits)."""
 
