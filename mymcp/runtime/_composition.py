@@ -126,7 +126,7 @@ def _validator(name: str, definition: Mapping[str, Any], origin: str) -> Argumen
     composition, one that model APIs refuse is served with a warning in the log."""
     validator, findings = compile_input_schema(definition["inputSchema"])
     if validator is None:
-        errors = [finding.message for finding in findings if finding.severity == "error"]
+        errors = [f"{f.message} ({f.code})" for f in findings if f.severity == "error"]
         raise HostRuntimeCompositionError.at(
             "invalid_input_schema", detail=f"tool {name!r} ({origin}): " + "; ".join(errors)
         )

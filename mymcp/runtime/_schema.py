@@ -116,18 +116,34 @@ def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator |
     document = dict(schema)
     try:
         jsonschema_rs.meta.validate(document)
-    except (ValueError, jsonschema_rs.ReferencingError):
+    except (ValueError, jsonschema_rs.ReferencingError) as exc:
         return _error(
-            "schema_invalid", f"the {which} schema breaks the JSON Schema 2020-12 meta-schema"
+            "schema_invalid",
+            f"the {which} schema breaks the JSON Schema 2020-12 meta-schema{_where(exc)}",
         )
     try:
         return jsonschema_rs.Draft202012Validator(document, offline=True)
-    except (ValueError, jsonschema_rs.ReferencingError):
+    except (ValueError, jsonschema_rs.ReferencingError) as exc:
         return _error(
             "schema_uncompilable",
             f"the {which} schema cannot be compiled (an invalid pattern, or a $ref that does "
-            "not resolve inside the schema)",
+            f"not resolve inside the schema){_where(exc)}: {_first_line(exc)}",
         )
+
+
+def _where(exc: Exception) -> str:
+    """` at properties.a.type`: where in the schema the validator found the fault (the
+    plugin author's own schema, shown on the operator's terminal only)."""
+    path = getattr(exc, "instance_path", None)
+    if not path:
+        return ""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return " at " + text.lstrip(".")
+
+
+def _first_line(exc: Exception) -> str:
+    line = str(exc).split("\n", 1)[0]
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def is_plain_json(value: object) -> bool:

@@ -367,3 +367,29 @@ def test_arguments_too_large_to_describe_get_a_violation_without_a_field() -> No
     assert "10,000 values" in beyond.message
     # Valid arguments of any size are still simply valid.
     assert validator.check({"tags": ["t"] * (MAX_DESCRIBED_VALUES * 5)}) is None
+
+
+@pytest.mark.parametrize(
+    ("input_schema", "code", "said"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"type": "nummber"}}},
+            "schema_invalid",
+            "breaks the JSON Schema 2020-12 meta-schema at properties.a.type",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}},
+            "schema_uncompilable",
+            'at properties.a.pattern: "([" is not a "regex"',
+        ),
+    ],
+)
+def test_a_refused_schema_says_where_it_breaks(
+    input_schema: dict[str, Any], code: str, said: str
+) -> None:
+    # The plugin's author finds the fault without bisecting the schema.
+    validator, findings = compile_input_schema(input_schema)
+    assert validator is None
+    (finding,) = [f for f in findings if f.severity == "error"]
+    assert finding.code == code
+    assert said in finding.message
