@@ -86,9 +86,10 @@ class Notification(NamedTuple):
 
 
 class ClientReply(NamedTuple):
-    """A response the client sends back to a server-initiated request."""
+    """A response the client sends back to a server-initiated request (an error response
+    may carry a null id, when the request it answers could not be read)."""
 
-    id: RequestId
+    id: RequestId | None
 
 
 Message = Request | Notification | ClientReply
@@ -116,7 +117,9 @@ def classify(body: object) -> Message | None:
         if not _is_id(body["id"]):
             return None
         return Request(body["id"], method, body.get("params"))
-    if "id" in body and _is_id(body["id"]) and (("result" in body) != ("error" in body)):
+    if "id" not in body or ("result" in body) == ("error" in body):
+        return None
+    if _is_id(body["id"]) or (body["id"] is None and "error" in body):
         return ClientReply(body["id"])
     return None
 

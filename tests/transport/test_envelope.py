@@ -54,6 +54,13 @@ def test_ids_must_be_strings_or_integers() -> None:
     assert classify({"jsonrpc": "2.0", "id": 4, "result": {}, "error": {}}) is None
 
 
+def test_an_error_response_may_carry_a_null_id_but_a_result_may_not() -> None:
+    # A client answers a request it could not read with an error whose id is null.
+    error = {"code": -32700, "message": "Parse error"}
+    assert classify({"jsonrpc": "2.0", "id": None, "error": error}) == ClientReply(None)
+    assert classify({"jsonrpc": "2.0", "id": None, "result": {}}) is None
+
+
 scalar_schemas = st.sampled_from(
     [
         {"type": "integer"},
