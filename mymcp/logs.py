@@ -32,10 +32,11 @@ lines waits; later ones are dropped, and a `log outcome=lines_dropped count=N` l
 so once stderr takes text again.
 
 A plugin may write to stderr too (a `print`, which `mymcp stdio` sends there, a
-warning, a library writing to the descriptor itself), and would wait for a full pipe
-like anyone else: a handler on the event loop would stop the whole process. So while
-`mymcp stdio` serves, `divert_standard_streams` points descriptors 1 and 2 at a pipe of
-its own, which a thread empties into the same bounded backlog as the log lines.
+library writing to the descriptor itself), and would wait for a full pipe like anyone
+else: a handler on the event loop would stop the whole process. So while `mymcp stdio`
+serves, `divert_standard_streams` points descriptors 1 and 2 at a pipe of its own, which
+a thread empties into the same bounded backlog as the log lines, each line of it a line
+of the `output` logger.
 """
 
 from __future__ import annotations
@@ -275,14 +276,16 @@ class StderrLines(logging.Handler):
             else:
                 self._hand_over(text)
 
-    def pass_through(self, text: str) -> None:
-        """Write text that is no log line (what a plugin wrote to stderr) in its place
-        among the lines, by the writer thread: never waiting for stderr."""
+    def pass_through(self, lines: list[str]) -> None:
+        """Write lines that are no log records (what a plugin wrote to stdout or stderr)
+        in their place among the others, each as a line of the `output` logger in the
+        chosen format (so that JSON lines stay JSON), by the writer thread."""
+        created = time.time()
         with self._wake:
             if self._pending:
                 self._hand_over("".join(self._pending))
                 self._pending = []
-            self._hand_over(text)
+            self._hand_over("".join(self._line(created, "INFO", "output", line) for line in lines))
 
     def write_to(self, stream: TextIO | None) -> None:
         """Write lines to `stream` from now on (None: to `sys.stderr`)."""
@@ -377,14 +380,22 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
 
 
 def _relay(reading: int, handler: StderrLines) -> None:
+    """Hand what arrives on the pipe to `handler` line by line: a writer's buffer is
+    flushed in blocks that end mid-line, and a log line written between two blocks would
+    otherwise land inside another line. A line longer than a chunk is cut there."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    partial = ""
     try:
         while chunk := os.read(reading, _RELAY_CHUNK):
-            text = decoder.decode(chunk)
-            if text:
-                handler.pass_through(text)
-        if tail := decoder.decode(b"", final=True):
-            handler.pass_through(tail)
+            *lines, partial = (partial + decoder.decode(chunk)).split("\n")
+            if len(partial) >= _RELAY_CHUNK:
+                lines.append(partial)
+                partial = ""
+            if lines:
+                handler.pass_through(lines)
+        partial += decoder.decode(b"", final=True)
+        if partial:
+            handler.pass_through([partial])
     except OSError:
         pass
     finally:

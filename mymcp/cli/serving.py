@@ -260,6 +260,9 @@ def stdio(args: argparse.Namespace) -> int:
         except MyMCPError as exc:
             settle_logging(logs, args)
             return fail(exc)
+        except (StopRequested, KeyboardInterrupt):
+            settle_logging(logs, args)  # the lines held so far are written, then it leaves
+            raise
         settle_logging(logs, args, host.configuration.server)
         # A plugin writing to stderr while the client reads none must not wait for it.
         with divert_standard_streams(logs):

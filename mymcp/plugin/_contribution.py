@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -120,6 +121,8 @@ class PluginAdapter:
 def _is_async(handler: object) -> bool:
     """Whether calling `handler` gives a coroutine to await: an `async def` function (or a
     `functools.partial` of one), or an object whose `__call__` is one."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
     if inspect.iscoroutinefunction(handler):
         return True
     call = getattr(handler, "__call__", None)  # noqa: B004 - the method itself is wanted

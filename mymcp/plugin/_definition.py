@@ -111,8 +111,11 @@ class ConfigurationDeclaration:
         if problem is None:
             return None
         where, detail = problem
-        if _names_a_secret(where, frozenset(secrets)):
+        hidden = frozenset(secrets)
+        if _names_a_secret(where, hidden):
             detail = _SHOWN_VALUE.sub(r"got \g<kind> (not shown: the key names a secret)", detail)
+        elif _holds_a_secret(_value_at(values, where), hidden):
+            detail = _SHOWN_VALUE.sub(r"got \g<kind> (not shown: it holds a secret)", detail)
         return where, detail
 
     def __eq__(self, other: object) -> bool:
@@ -153,6 +156,33 @@ def _names_a_secret(where: str, secrets: frozenset[str]) -> bool:
     """Whether a key on a path (`auth.api_key`, `tokens[2]`) names a secret."""
     keys = [key for key in re.split(r"[.\[\]]", where) if key and not key.isdigit()]
     return any(key in secrets or any(word in key.lower() for word in _SECRET_WORDS) for key in keys)
+
+
+def _value_at(values: Mapping[str, Any], where: str) -> object:
+    """The value at a key path `_violation` gave (`auth.tokens[2]`), or None."""
+    node: object = values
+    for key in re.findall(r"[^.\[\]]+", where):
+        if isinstance(node, Mapping):
+            node = node.get(key)
+        elif isinstance(node, list | tuple) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node
+
+
+def _holds_a_secret(value: object, secrets: frozenset[str]) -> bool:
+    """Whether a table or array holds, at any depth, a key that names a secret."""
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Mapping):
+            if any(_names_a_secret(str(key), secrets) for key in node):
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list | tuple):
+            pending.extend(node)
+    return False
 
 
 def _violation(schema: Mapping[str, Any], value: Any, where: str) -> tuple[str, str] | None:

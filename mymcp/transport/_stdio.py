@@ -144,6 +144,8 @@ class StdioServer:
         self._max_line = max_line_bytes
         self._session: _Session | None = None
         self._running: dict[str | int, anyio.CancelScope] = {}
+        # Requests running or whose reply waits to be written: what the bound counts.
+        self._unanswered = 0
         self._write_lock = anyio.Lock()
         self._sink: BinaryIO | None = None
 
@@ -215,12 +217,13 @@ class StdioServer:
             if message.id in self._running:
                 await self._refuse(message.id, ErrorCode.INVALID_REQUEST, "Request id in use")
                 return
-            if len(self._running) >= self._max_requests:
+            if self._unanswered >= self._max_requests:
                 busy = f"Too many requests running (at most {self._max_requests}); retry later"
                 await self._refuse(message.id, ErrorCode.INTERNAL_ERROR, busy)
                 return
             scope = anyio.CancelScope()
             self._running[message.id] = scope
+            self._unanswered += 1
             group.start_soon(self._run, message, scope)
         # A client's reply to a server request: this server sends none, so it is dropped.
 
@@ -235,8 +238,13 @@ class StdioServer:
         started = self._dispatcher.log_request(request)
         reply: dict[str, Any] | None = None
         try:
-            with scope:  # what the client's cancellation of this request ends
-                reply = await self._answer(request)
+            try:
+                with scope:  # what the client's cancellation of this request ends
+                    reply = await self._answer(request)
+            finally:
+                # The id is free again once answered: the client may read the reply and
+                # reuse the id before the write below has returned.
+                del self._running[request.id]
             if reply is None:  # cancelled by the client: never answered
                 return
             log_response(request, reply, started)
@@ -246,7 +254,7 @@ class StdioServer:
         finally:
             # Counted until its reply is written: a reply waiting for a client that
             # does not read is held in memory as much as a running request is.
-            del self._running[request.id]
+            self._unanswered -= 1
 
     async def _answer(self, request: Request) -> dict[str, Any]:
         if carries_stateless_envelope(request.params):

@@ -203,6 +203,9 @@ def test_a_stop_while_a_plugin_imports_is_neither_a_traceback_nor_the_plugins_fa
     assert "Traceback" not in output
     assert "could not be imported" not in output
     assert "external_plugin" not in output
+    if command == ["stdio"]:
+        # The lines logged before the stop, held for the configured format, still come out.
+        assert "host_configuration outcome=loaded" in output
 
 
 def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -> None:

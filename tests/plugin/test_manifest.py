@@ -718,6 +718,23 @@ def test_a_wrong_value_under_a_secret_key_is_not_shown(
     assert "7" not in detail
 
 
+@pytest.mark.parametrize(
+    ("values", "secrets"),
+    [
+        ({"owner": {"api_token": "sk-hidden"}}, ()),
+        ({"endpoint": [{"dsn": "postgres://u:hidden@h/db"}]}, ("dsn",)),
+    ],
+)
+def test_a_wrong_value_holding_a_secret_is_not_shown(
+    values: dict[str, Any], secrets: tuple[str, ...]
+) -> None:
+    declaration = ConfigurationDeclaration(1, _SECRETIVE_SCHEMA)
+    problem = declaration.violation(values, secrets)
+    assert problem is not None
+    assert problem[1].endswith("(not shown: it holds a secret)")
+    assert "hidden" not in problem[1]
+
+
 def test_other_wrong_values_are_shown_as_read() -> None:
     declaration = ConfigurationDeclaration(1, _SECRETIVE_SCHEMA)
     # A frozen array reads as the TOML array it was, not as a Python tuple.

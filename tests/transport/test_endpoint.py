@@ -576,8 +576,12 @@ class _AsyncCallable:
 
 @pytest.mark.parametrize(
     "handler",
-    [_AsyncCallable(), functools.partial(_AsyncCallable().__call__)],
-    ids=["object", "partial"],
+    [
+        _AsyncCallable(),
+        functools.partial(_AsyncCallable().__call__),
+        functools.partial(functools.partial(_AsyncCallable())),
+    ],
+    ids=["object", "partial", "partial-of-object"],
 )
 def test_an_awaitable_handler_of_any_form_is_awaited(
     handler: Any, caplog: pytest.LogCaptureFixture

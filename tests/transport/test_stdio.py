@@ -656,6 +656,25 @@ def test_a_reply_waiting_to_be_written_counts_against_the_running_bound() -> Non
     assert "Too many requests running (at most 2)" in replies[3]["error"]["message"]
 
 
+def test_an_id_is_free_again_once_answered_though_its_reply_is_still_being_written() -> None:
+    # A client may read a reply and reuse its id before the write has returned here.
+    sink = _HeldSink()
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._sink = sink
+    ping = _line({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            await server._receive(ping, group)
+            await anyio.wait_all_tasks_blocked()  # answered; its reply waits to be written
+            await server._receive(ping, group)
+            sink.release()
+
+    anyio.run(scenario)
+    replies = [json.loads(line) for line in sink.lines.splitlines()]
+    assert replies == [{"jsonrpc": "2.0", "id": 2, "result": {}}] * 2
+
+
 def test_closing_stdin_ends_serving_while_the_client_reads_no_replies(
     pipes: tuple[Any, Any, Any, Any],
 ) -> None:
@@ -689,6 +708,41 @@ async def _handler(arguments):
     os.write(2, b"raw noise " * 200 + b"\\n")
     return structured_result({"ok": True})
 """
+
+
+LINE_PRINTING_PLUGIN = """
+import sys
+
+
+def _handler(arguments):
+    # Block-buffered: flushed in pieces that end mid-line, between the server's log lines.
+    for _ in range(40):
+        sys.stdout.write("p" * 999 + "\\n")
+    return structured_result({"ok": True})
+"""
+
+
+def test_plugin_output_and_log_lines_stay_whole_json_lines(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("noisy", extra=LINE_PRINTING_PLUGIN)
+    sandbox.write_config(
+        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
+    )
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy__tool_0"}}
+    ping = {"jsonrpc": "2.0", "method": "ping"}
+    lines = [_line(INITIALIZE)]
+    for number in range(2, 42, 2):
+        lines += [_line({**call, "id": number}), _line({**ping, "id": number + 1})]
+    environment = {"PYTHONPATH": str(space.root / "modules"), "MYMCP_LOG_FORMAT": "json"}
+    replies, stderr, status = _raw(sandbox, lines, environment)
+    assert status == 0, stderr
+    assert len(replies) == 41
+    records = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
+    printed = [r["message"] for r in records if r["logger"] == "output"]
+    assert printed == ["p" * 999] * (40 * 20)
 
 
 def test_a_plugin_writing_to_stderr_nobody_reads_never_stops_the_answers(
