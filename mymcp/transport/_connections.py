@@ -217,10 +217,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Bytes received since the head being read began (None once it is complete).
     _head_received: int | None = 0
     _head_too_large = False
-    # Bytes received, and trailer fields (with their size) read, since the head ended.
+    # Bytes received since the head ended, and how many fields the head had.
     _after_head = 0
-    _trailer_fields = 0
-    _trailer_bytes = 0
+    _head_fields = 0
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
@@ -284,6 +283,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._refuse_head()
         elif self._after_head > self.max_bytes_after_head:
             self._drop_mid_request("Request body too large.")
+        elif len(self.headers) > self._head_fields and self._trailers_too_large():
+            self._drop_mid_request("Request trailer fields too large.")
 
     def _refuse_head(self) -> None:
         self.logger.warning("Request head too large.")
@@ -306,18 +307,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._head_received is None:
-            # A trailer field, after a chunked body: bounded as the head's fields are.
-            self._trailer_fields += 1
-            self._trailer_bytes += len(name) + len(value)
-            if (
-                self._trailer_fields > self.max_header_fields
-                or self._trailer_bytes > self.max_header_bytes
-            ):
-                self._drop_mid_request("Request trailer fields too large.")
-                raise _HeadTooLarge  # stops the parser
-        super().on_header(name, value)
+    def _trailers_too_large(self) -> bool:
+        """Whether the trailer fields after a chunked body (uvicorn adds them to the
+        head's fields) are beyond the head's bounds. Counted here rather than field by
+        field: a parser callback per header would cost every request far more."""
+        trailers = self.headers[self._head_fields :]
+        return len(trailers) > self.max_header_fields or (
+            bool(trailers) and _head_size(b"", trailers) > self.max_header_bytes
+        )
 
     def _drop_mid_request(self, reason: str) -> None:
         """Close a connection whose request broke a bound after its head: an answer can
@@ -329,7 +326,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         received = self._head_received or 0
         self._head_received = None
-        self._after_head = self._trailer_fields = self._trailer_bytes = 0
+        self._after_head = 0
+        self._head_fields = len(self.headers)
         # The bytes received since the head began bound its size, so the head itself is
         # measured only when more arrived (a body in the same packet), or when it began
         # inside a packet that completed the previous request (nothing counted).
@@ -348,6 +346,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._begin(self.body_seconds)
 
     def on_message_complete(self) -> None:
+        if len(self.headers) > self._head_fields and self._trailers_too_large():
+            self._drop_mid_request("Request trailer fields too large.")
+            raise _HeadTooLarge  # stops the parser: nothing more is read
         answering = self.cycle is not None and not self.cycle.response_complete
         super().on_message_complete()
         self._phase_limit = None
