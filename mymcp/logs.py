@@ -65,6 +65,7 @@ __all__ = [
     "FORMAT_VARIABLE",
     "LogSettings",
     "StderrLines",
+    "class_name",
     "configure_logging",
     "direct_handler",
     "divert_standard_streams",
@@ -461,6 +462,14 @@ def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLin
     return handler
 
 
+def class_name(cls: type) -> str:
+    """A class's name for a log line (an exception's, a warning's). Whoever wrote the
+    class named it as they liked, and a name is no more trusted than a message: one that
+    is not a plain identifier (a line break in it would forge a log line) is not written."""
+    name = cls.__name__
+    return name if len(name) <= 64 and name.isascii() and name.isidentifier() else "<unnamed>"
+
+
 def _log_warning(
     message: Warning | str,
     category: type[Warning],
@@ -470,9 +479,7 @@ def _log_warning(
     line: str | None = None,
 ) -> None:
     logger = logging.getLogger("py.warnings")
-    name = category.__name__
-    if not (len(name) <= 64 and name.isascii() and name.isidentifier()):
-        name = "<unnamed>"
+    name = class_name(category)
     if logger.isEnabledFor(logging.DEBUG):
         text = warnings.formatwarning(message, category, filename, lineno, line)
         logger.warning("python_warning category=%s\n%s", name, text.rstrip())

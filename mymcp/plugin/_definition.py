@@ -152,16 +152,21 @@ _SECRET_WORDS: Final = ("secret", "token", "password", "passwd", "credential", "
 _SHOWN_VALUE: Final = re.compile(r"got .* \((?P<kind>an? [a-z ]+)\)$", re.DOTALL)
 
 
+def _path_parts(where: str) -> list[str]:
+    """The keys and indexes of a key path `_violation` gives (`auth.tokens[2]`)."""
+    return re.findall(r"[^.\[\]]+", where)
+
+
 def _names_a_secret(where: str, secrets: frozenset[str]) -> bool:
     """Whether a key on a path (`auth.api_key`, `tokens[2]`) names a secret."""
-    keys = [key for key in re.split(r"[.\[\]]", where) if key and not key.isdigit()]
+    keys = [key for key in _path_parts(where) if not key.isdigit()]
     return any(key in secrets or any(word in key.lower() for word in _SECRET_WORDS) for key in keys)
 
 
 def _value_at(values: Mapping[str, Any], where: str) -> object:
     """The value at a key path `_violation` gave (`auth.tokens[2]`), or None."""
     node: object = values
-    for key in re.findall(r"[^.\[\]]+", where):
+    for key in _path_parts(where):
         if isinstance(node, Mapping):
             node = node.get(key)
         elif isinstance(node, list | tuple) and key.isdigit() and int(key) < len(node):

@@ -312,8 +312,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         head's fields) are beyond the head's bounds. Counted here rather than field by
         field: a parser callback per header would cost every request far more."""
         trailers = self.headers[self._head_fields :]
-        return len(trailers) > self.max_header_fields or (
-            bool(trailers) and _head_size(b"", trailers) > self.max_header_bytes
+        return (
+            len(trailers) > self.max_header_fields
+            or _head_size(b"", trailers) > self.max_header_bytes
         )
 
     def _drop_mid_request(self, reason: str) -> None:

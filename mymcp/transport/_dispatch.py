@@ -45,6 +45,7 @@ from mymcp.governance import (
     RecordShape,
     rfc3339,
 )
+from mymcp.logs import class_name
 from mymcp.plugin import QualifiedCapabilityId, structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, ToolRegistry
 from mymcp.transport._arguments import decode_stringified_arguments
@@ -287,11 +288,7 @@ def _being_cancelled() -> bool:
 
 
 def _type_name(exc: BaseException) -> str:
-    """An exception's class name for the log. A plugin names its classes as it likes,
-    and a name is no more trusted than a message: one that is not a plain identifier
-    (a line break in it would forge a log line) is not written."""
-    name = type(exc).__name__
-    return name if len(name) <= 64 and name.isascii() and name.isidentifier() else "<unnamed>"
+    return class_name(type(exc))
 
 
 def declares_url_elicitation(capabilities: object) -> bool:

@@ -39,7 +39,7 @@ def result_problem(tool: BoundTool, outcome: object) -> str | None:
     results from records already read as strict JSON, and are spared these checks.
     """
     if not _is_call_result(outcome):
-        return _shape_problem(outcome)
+        return _shape_problem(outcome)  # what it is, asked again: only for a refusal
     if not _keeps_output_schema(tool, outcome):
         return "structured_content_breaks_output_schema"
     if _is_bundled(tool):
@@ -49,25 +49,6 @@ def result_problem(tool: BoundTool, outcome: object) -> str | None:
     if not _is_json_tree(outcome):
         return "key_not_text_or_too_deep"
     return None
-
-
-def _shape_problem(outcome: object) -> str:
-    """Which part of a result's shape is off (`_is_call_result` said one is)."""
-    if not isinstance(outcome, Mapping):
-        if hasattr(outcome, "__await__"):
-            return "awaitable_not_awaited"  # a handler that should be `async def`
-        return "not_an_object"
-    content = outcome.get("content")
-    if not isinstance(content, list):
-        return "content_not_a_list"
-    if not all(_is_content_block(block) for block in content):
-        return "content_block_malformed"
-    if not isinstance(outcome.get("isError", False), bool):
-        return "is_error_not_a_boolean"
-    structured = outcome.get("structuredContent")
-    if not (structured is None or isinstance(structured, Mapping)):
-        return "structured_content_not_an_object"
-    return "meta_not_an_object"
 
 
 def _is_bundled(tool: BoundTool) -> bool:
@@ -104,20 +85,31 @@ def _is_json_tree(outcome: Mapping[str, Any]) -> bool:
 
 
 def _is_call_result(outcome: object) -> TypeGuard[Mapping[str, Any]]:
-    """Whether a handler's answer has the shape of a tool result: a list of content
-    blocks MCP defines, `isError` a boolean if present, `structuredContent` and `_meta`
-    objects if present (or null). Anything else would reach clients as a result their
-    SDK refuses to read."""
+    return _shape_problem(outcome) is None
+
+
+def _shape_problem(outcome: object) -> str | None:
+    """Which part of a handler's answer is off the shape of a tool result, or None when
+    it has that shape: a list of content blocks MCP defines, `isError` a boolean if
+    present, `structuredContent` and `_meta` objects if present (or null). Anything else
+    would reach clients as a result their SDK refuses to read."""
     if not isinstance(outcome, Mapping):
-        return False
-    content, structured = outcome.get("content"), outcome.get("structuredContent")
-    return (
-        isinstance(content, list)
-        and all(_is_content_block(block) for block in content)
-        and isinstance(outcome.get("isError", False), bool)
-        and (structured is None or isinstance(structured, Mapping))
-        and isinstance(outcome.get("_meta", {}), Mapping)
-    )
+        if hasattr(outcome, "__await__"):
+            return "awaitable_not_awaited"  # a handler that should be `async def`
+        return "not_an_object"
+    content = outcome.get("content")
+    if not isinstance(content, list):
+        return "content_not_a_list"
+    if not all(_is_content_block(block) for block in content):
+        return "content_block_malformed"
+    if not isinstance(outcome.get("isError", False), bool):
+        return "is_error_not_a_boolean"
+    structured = outcome.get("structuredContent")
+    if not (structured is None or isinstance(structured, Mapping)):
+        return "structured_content_not_an_object"
+    if not isinstance(outcome.get("_meta", {}), Mapping):
+        return "meta_not_an_object"
+    return None
 
 
 # A value's check, by member name.
