@@ -553,16 +553,22 @@ def test_a_handler_that_raises_anything_or_answers_no_tool_result_is_an_error_re
     assert "secret" not in caplog.text
 
 
-def test_every_kind_of_content_block_reaches_the_client(caplog: pytest.LogCaptureFixture) -> None:
-    answer = {"content": WELL_FORMED_BLOCKS}
-    plugin = contribution("rt", tool("rt", "blocks", lambda arguments: answer))
+def _call_once(plugin: Any, name: str) -> dict[str, Any]:
+    """The result of one call of `name`, from an app serving `plugin` in a session."""
     runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
     config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
     app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
     with TestClient(app, base_url=BASE) as client:
         headers = session_headers(initialize(client))
-        reply = client.post("/mcp", json=rpc("tools/call", {"name": "rt__blocks"}), headers=headers)
-    assert reply.json()["result"]["content"] == WELL_FORMED_BLOCKS
+        reply = client.post("/mcp", json=rpc("tools/call", {"name": name}), headers=headers)
+    result: dict[str, Any] = reply.json()["result"]
+    return result
+
+
+def test_every_kind_of_content_block_reaches_the_client(caplog: pytest.LogCaptureFixture) -> None:
+    answer = {"content": WELL_FORMED_BLOCKS}
+    plugin = contribution("rt", tool("rt", "blocks", lambda arguments: answer))
+    assert _call_once(plugin, "rt__blocks")["content"] == WELL_FORMED_BLOCKS
     assert "tool_failure" not in caplog.text
 
 
@@ -589,14 +595,8 @@ def test_an_awaitable_handler_of_any_form_is_awaited(
     plugin = contribution("rt", tool("rt", "awaited", handler))
     (activated,) = plugin.tools
     assert activated.is_async
-    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
-    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
-    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
-    with TestClient(app, base_url=BASE) as client:
-        headers = session_headers(initialize(client))
-        call = rpc("tools/call", {"name": "rt__awaited"})
-        reply = client.post("/mcp", json=call, headers=headers)
-    assert reply.json()["result"]["content"] == [{"type": "text", "text": "awaited"}]
+    result = _call_once(plugin, "rt__awaited")
+    assert result["content"] == [{"type": "text", "text": "awaited"}]
     assert "tool_failure" not in caplog.text
 
 
@@ -620,13 +620,7 @@ def test_a_result_that_breaks_its_output_schema_never_reaches_the_client(
     caplog: pytest.LogCaptureFixture, answer: dict[str, Any], delivered: bool
 ) -> None:
     plugin = contribution("rt", _with_output_schema(lambda arguments: answer))
-    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
-    config = HostConfiguration(server=ServerSettings("127.0.0.1", 8000))
-    app = create_app(runtime, authenticator=NamedBearer(), configuration=config)
-    with TestClient(app, base_url=BASE) as client:
-        headers = session_headers(initialize(client))
-        call = rpc("tools/call", {"name": "rt__counted"})
-        result = client.post("/mcp", json=call, headers=headers).json()["result"]
+    result = _call_once(plugin, "rt__counted")
     if delivered:
         assert result == answer
     else:

@@ -87,6 +87,18 @@ def sandbox(tmp_path: Path) -> Sandbox:
     return make_sandbox(tmp_path)
 
 
+def _serve_plugin(sandbox: Sandbox, tmp_path: Path, plugin: str, code: str) -> dict[str, str]:
+    """Configure the sandbox to serve one plugin whose module adds `code` (as in
+    `Workspace.plugin`); the environment that lets the server import it."""
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin(plugin, extra=code)
+    sandbox.write_config(
+        sandbox.plugin_config(plugin, declaration.manifest_path, declaration.module)
+    )
+    return {"PYTHONPATH": str(space.root / "modules")}
+
+
 @pytest.mark.parametrize(("mode", "revision"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
 def test_the_sdk_stdio_client_lists_and_calls_in_both_eras(
     sandbox: Sandbox, mode: str, revision: str
@@ -184,15 +196,10 @@ def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) 
 def test_stdout_carries_only_replies_even_when_a_plugin_prints(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("noisy", extra=NOISY_PLUGIN)
-    sandbox.write_config(
-        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
-    )
+    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", NOISY_PLUGIN)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
     lines = [_line(INITIALIZE), _line({**call, "params": {"name": "noisy__tool_0"}})]
-    replies, stderr, status = _raw(sandbox, lines, {"PYTHONPATH": str(space.root / "modules")})
+    replies, stderr, status = _raw(sandbox, lines, plugin_path)
     assert status == 0, stderr
     # Every stdout line parsed as JSON (above); the prints went to stderr instead.
     assert [reply["id"] for reply in replies] == [1, 2]
@@ -725,18 +732,13 @@ def _handler(arguments):
 def test_plugin_output_and_log_lines_stay_whole_json_lines(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("noisy", extra=LINE_PRINTING_PLUGIN)
-    sandbox.write_config(
-        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
-    )
+    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", LINE_PRINTING_PLUGIN)
     call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy__tool_0"}}
     ping = {"jsonrpc": "2.0", "method": "ping"}
     lines = [_line(INITIALIZE)]
     for number in range(2, 42, 2):
         lines += [_line({**call, "id": number}), _line({**ping, "id": number + 1})]
-    environment = {"PYTHONPATH": str(space.root / "modules"), "MYMCP_LOG_FORMAT": "json"}
+    environment = {**plugin_path, "MYMCP_LOG_FORMAT": "json"}
     replies, stderr, status = _raw(sandbox, lines, environment)
     assert status == 0, stderr
     assert len(replies) == 41
@@ -748,19 +750,14 @@ def test_plugin_output_and_log_lines_stay_whole_json_lines(
 def test_a_plugin_writing_to_stderr_nobody_reads_never_stops_the_answers(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("noisy", extra=ASYNC_NOISY_PLUGIN)
-    sandbox.write_config(
-        sandbox.plugin_config("noisy", declaration.manifest_path, declaration.module)
-    )
+    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", ASYNC_NOISY_PLUGIN)
     count = 100  # about 6 KB of stderr each: ten times what a pipe holds
     process = subprocess.Popen(
         [sys.executable, "-m", "mymcp.cli", "stdio"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,  # never read
-        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        env=sandbox.environ(plugin_path),
     )
     assert process.stdin is not None
     assert process.stdout is not None
@@ -800,18 +797,13 @@ def _handler(arguments):
 def test_a_signal_ends_the_process_while_a_handler_never_returns(
     sandbox: Sandbox, tmp_path: Path, stop: signal.Signals
 ) -> None:
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
-    sandbox.write_config(
-        sandbox.plugin_config("stuck", declaration.manifest_path, declaration.module)
-    )
+    plugin_path = _serve_plugin(sandbox, tmp_path, "stuck", STUCK_PLUGIN)
     process = subprocess.Popen(
         [sys.executable, "-m", "mymcp.cli", "stdio", "--log-level", "debug"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        env=sandbox.environ(plugin_path),
     )
     assert process.stdin is not None
     assert process.stdout is not None
