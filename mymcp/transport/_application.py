@@ -18,7 +18,13 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mymcp.transport._endpoint import McpEndpoint, TransportOptions, answer_stopping
-from mymcp.transport._exchange import encode_json, read_headers, send_empty, send_encoded
+from mymcp.transport._exchange import (
+    CONNECTION_WATCH,
+    encode_json,
+    read_headers,
+    send_empty,
+    send_encoded,
+)
 from mymcp.transport._jsonrpc import ErrorCode, error_response, new_failure_id
 
 __all__ = ["MCP_PATH", "HostApplication", "JsonDocument"]
@@ -151,7 +157,8 @@ class HostApplication:
             await send_encoded(send, 403, self._forbidden)
             return
         if path == MCP_PATH and self._endpoint is not None:
-            await self._endpoint.handle(scope["method"], headers, receive, send)
+            watch = scope.get(CONNECTION_WATCH)
+            await self._endpoint.handle(scope["method"], headers, receive, send, watch)
             return
         document = self._documents.get(path)
         if document is None:

@@ -8,7 +8,9 @@ request heads of any size, and its concurrency limit counts idle connections, so
 hundred stalled sockets answer every real client 503. The protocol class here adds the
 missing read deadlines and head bounds to uvicorn's httptools protocol, counts only the
 requests being answered for its 503, and bounds open connections by closing the oldest
-one that is not being answered; keep-alive is uvicorn's own setting. Every default is
+one that is not being answered; keep-alive is uvicorn's own setting. It also tells each
+request when its connection closes (`ConnectionWatch`), which is how a stateless-era
+client cancels a request. Every default is
 described in docs/ARCHITECTURE.md. Importing this module imports uvicorn and httptools
 (both runtime dependencies).
 """
@@ -23,6 +25,8 @@ from typing import Any, ClassVar
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
+
+from mymcp.transport._exchange import CONNECTION_WATCH, ConnectionWatch
 
 __all__ = ["DEFAULT_CONNECTION_LIMITS", "BoundedHttpToolsProtocol", "ConnectionLimits"]
 
@@ -229,9 +233,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Closes the connection when its send buffer stays full (see `write_stall_seconds`).
     _stall: asyncio.TimerHandle | None = None
     _load: _ServerLoad | None = None
+    # Handed to each request (in its scope), ended when the connection is lost.
+    _watch: ConnectionWatch | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
+        self._watch = ConnectionWatch()
         self._begin(self.header_seconds)
         load = self._load = _load_of(self.server_state)
         load.open[self] = None
@@ -304,6 +311,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.scope[CONNECTION_WATCH] = self._watch  # type: ignore[typeddict-unknown-key]
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 
@@ -387,6 +395,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self._deadline = self._stall = None
+        if self._watch is not None:
+            self._watch.close()
         load = self._load
         if load is not None:
             load.open.pop(self, None)

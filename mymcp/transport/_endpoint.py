@@ -16,6 +16,7 @@ then sessions and dispatch. A reply is encoded before anything is committed for 
 from __future__ import annotations
 
 import logging
+from asyncio import Task, current_task
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,6 +33,7 @@ from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declar
 from mymcp.transport._exchange import (
     MALFORMED,
     MAX_BODY_BYTES,
+    ConnectionWatch,
     IncompleteBody,
     RequestHeaders,
     read_body,
@@ -53,9 +55,12 @@ from mymcp.transport._jsonrpc import (
     Message,
     Notification,
     Request,
+    RequestId,
+    cancelled_request_id,
     classify,
     encode_reply,
     error_response,
+    log_cancelled,
     log_notification,
     log_response,
     request_id_of,
@@ -146,11 +151,24 @@ class McpEndpoint:
         self._dispatcher = Dispatcher(runtime, governance, console_origin=options.origin)
         self._stateless = StatelessEra(self._dispatcher)
         self._audit = governance.audit if governance is not None else None
+        # The tasks answering handshake-era requests, by session and request id: what a
+        # session's `notifications/cancelled` can withdraw (only its own requests). A
+        # withdrawn task is also in `_withdrawn`, which tells its cancellation from a
+        # stopping server's.
+        self._running: dict[tuple[str, RequestId], Task[Any]] = {}
+        self._withdrawn: set[Task[Any]] = set()
 
     async def handle(
-        self, method: str, headers: RequestHeaders, receive: Receive, send: Send
+        self,
+        method: str,
+        headers: RequestHeaders,
+        receive: Receive,
+        send: Send,
+        connection: ConnectionWatch | None = None,
     ) -> None:
-        """Answer one request whose Host and Origin the application already trusted."""
+        """Answer one request whose Host and Origin the application already trusted
+        (`connection`, when the server gives one, ends stateless requests its client
+        closed)."""
         if method not in ("POST", "GET", "DELETE"):
             await send_empty(send, 405, {"allow": _ALLOW})
             return
@@ -171,7 +189,7 @@ class McpEndpoint:
             await send_empty(send, 405, {"allow": _ALLOW_STATELESS})
             return
         if stateless:
-            await self._stateless_post(headers, outcome, receive, send)
+            await self._stateless_post(headers, outcome, receive, send, connection)
         elif method == "POST":
             await self._post(headers, outcome, receive, send)
         else:
@@ -276,20 +294,50 @@ class McpEndpoint:
         if isinstance(message, Notification | ClientReply):
             if isinstance(message, Notification):
                 log_notification(message)
+                if message.method == "notifications/cancelled":
+                    self._withdraw(session.id, message.params)
             await send_empty(send, 202)
             return
         started = self._dispatcher.log_request(message)
         caller = Caller(principal, session.id, session.url_elicitation)
+        task = current_task()
+        assert task is not None  # uvicorn answers each request in a task of its own
+        key = (session.id, message.id)
+        running = self._running
+        running[key] = task
         try:
             answer = await self._dispatcher.dispatch(message, caller)
         except anyio.get_cancelled_exc_class():
+            if task in self._withdrawn:
+                # The cancellation did its work; taken back, so the reply below is sent.
+                task.uncancel()
+                # Its client no longer waits for it, but this wire ends a request's
+                # exchange only with a reply, so it gets the one a withdrawn request has.
+                log_cancelled(message, "client_cancelled", started)
+                reply = error_response(message.id, ErrorCode.REQUEST_CANCELLED)
+                await send_json(send, 200, reply)
+                return
             await answer_stopping(send, message.id)
             raise
+        finally:
+            if running.get(key) is task:  # a reused id may have a newer entry
+                del running[key]
+            if self._withdrawn:
+                self._withdrawn.discard(task)
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return
         log_response(message, answer, started)
         await send_encoded(send, 200, encode_reply(message, answer)[0])
+
+    def _withdraw(self, session_id: str, params: object) -> None:
+        """Cancel the session's request that a `notifications/cancelled` names, if it is
+        still running (an unknown or finished one is ignored, as the protocol says)."""
+        request_id = cancelled_request_id(params)
+        task = self._running.get((session_id, request_id)) if request_id is not None else None
+        if task is not None and task not in self._withdrawn:
+            self._withdrawn.add(task)
+            task.cancel()
 
     async def _refuse_scope(
         self, request: Request, scopes: frozenset[str], started: float, send: Send
@@ -300,7 +348,12 @@ class McpEndpoint:
         await send_json(send, 403, refusal, self._authenticator.step_up_headers(scopes))
 
     async def _stateless_post(
-        self, headers: RequestHeaders, principal: Principal, receive: Receive, send: Send
+        self,
+        headers: RequestHeaders,
+        principal: Principal,
+        receive: Receive,
+        send: Send,
+        connection: ConnectionWatch | None,
     ) -> None:
         """A stateless-era POST: one self-contained request, never a session."""
         version = headers.version
@@ -330,11 +383,24 @@ class McpEndpoint:
             return
         started = self._dispatcher.log_request(message)
         client_gone = partial(until_disconnected, receive)
+        # Closing the connection is how this era's client cancels a request.
+        task = current_task()
+        assert task is not None  # uvicorn answers each request in a task of its own
+        if connection is not None and not connection.add(task):
+            log_cancelled(message, "client_disconnected", started)
+            return
         try:
             answer = await self._stateless.answer(message, principal, headers, client_gone)
         except anyio.get_cancelled_exc_class():
+            if connection is not None and connection.closed:
+                task.uncancel()  # the cancellation did its work
+                log_cancelled(message, "client_disconnected", started)
+                return  # nobody is left to answer
             await answer_stopping(send, message.id)
             raise
+        finally:
+            if connection is not None:
+                connection.discard(task)
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from starlette.types import Receive, Scope, Send
 
 from mymcp._strictjson import holds_lone_surrogate
 
 __all__ = [
+    "CONNECTION_WATCH",
     "MALFORMED",
     "MAX_BODY_BYTES",
+    "ConnectionWatch",
     "IncompleteBody",
     "RequestHeaders",
     "encode_json",
@@ -145,6 +148,45 @@ async def until_disconnected(receive: Receive) -> None:
     response is complete)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+# The scope key under which the HTTP connection layer gives each request its
+# connection's watch. Another ASGI server gives none: requests then run to the end.
+CONNECTION_WATCH: Final = "mymcp.connection"
+
+
+class ConnectionWatch:
+    """The tasks answering requests of one HTTP connection, cancelled when it closes:
+    in the stateless era, closing a request's response stream is how a client cancels
+    it. A request's task is registered only while it is being dispatched.
+
+    A closed watch is also how such a request tells its client's withdrawal from a
+    stopping server's cancellation. Registering a task in a set and cancelling it only
+    if need be costs a request far less than a cancel scope around each would.
+    """
+
+    __slots__ = ("_tasks", "closed")
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    def add(self, task: asyncio.Task[Any]) -> bool:
+        """Watch one request's task; False when the connection is already closed (its
+        client left before the request began, so it need not begin)."""
+        if self.closed:
+            return False
+        self._tasks.add(task)
+        return True
+
+    def discard(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+
+    def close(self) -> None:
+        self.closed = True
+        tasks, self._tasks = self._tasks, set()
+        for task in tasks:
+            task.cancel()
 
 
 def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:

@@ -19,9 +19,12 @@ __all__ = [
     "ErrorCode",
     "Notification",
     "Request",
+    "RequestId",
+    "cancelled_request_id",
     "classify",
     "encode_reply",
     "error_response",
+    "log_cancelled",
     "log_notification",
     "log_request",
     "log_response",
@@ -43,9 +46,9 @@ RequestId = str | int
 class ErrorCode(enum.IntEnum):
     """The JSON-RPC codes MyMCP emits.
 
-    -32042 belongs to the handshake era only; -32020 and -32022 to the stateless era
-    only: a dual-era client reads them as "this server speaks the stateless revision",
-    so the handshake wire never uses them.
+    -32042 and -32800 belong to the handshake era only; -32020 and -32022 to the
+    stateless era only: a dual-era client reads them as "this server speaks the
+    stateless revision", so the handshake wire never uses them.
     """
 
     PARSE_ERROR = -32700
@@ -56,6 +59,9 @@ class ErrorCode(enum.IntEnum):
     URL_ELICITATION_REQUIRED = -32042
     HEADER_MISMATCH = -32020
     UNSUPPORTED_PROTOCOL_VERSION = -32022
+    # LSP's code, which the SDK's reference server also uses: the handshake era's HTTP
+    # wire must end a request's exchange with a reply, even once its client withdrew it.
+    REQUEST_CANCELLED = -32800
 
 
 _MESSAGES = {
@@ -67,6 +73,7 @@ _MESSAGES = {
     ErrorCode.URL_ELICITATION_REQUIRED: "URL elicitation required",
     ErrorCode.HEADER_MISMATCH: "Header mismatch",
     ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: "Unsupported protocol version",
+    ErrorCode.REQUEST_CANCELLED: "Request cancelled",
 }
 
 
@@ -122,6 +129,12 @@ def classify(body: object) -> Message | None:
     if _is_id(body["id"]) or (body["id"] is None and "error" in body):
         return ClientReply(body["id"])
     return None
+
+
+def cancelled_request_id(params: object) -> RequestId | None:
+    """The request a `notifications/cancelled` withdraws, when its params name one."""
+    candidate = params.get("requestId") if isinstance(params, Mapping) else None
+    return candidate if _is_id(candidate) else None
 
 
 def request_id_of(body: object) -> RequestId | None:
@@ -260,3 +273,15 @@ def log_response(request: Request, reply: Mapping[str, Any], started: float) -> 
             method,
             duration,
         )
+
+
+def log_cancelled(request: Request, reason: str, started: float) -> None:
+    """The response line of a request its client withdrew (`reason` is a fixed word)."""
+    _write(
+        logging.INFO,
+        "response id=%s method=%s outcome=cancelled reason=%s duration_ms=%.2f",
+        _loggable_id(request.id),
+        _loggable_method(request.method),
+        reason,
+        (time.perf_counter() - started) * 1000,
+    )

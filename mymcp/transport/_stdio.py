@@ -29,7 +29,6 @@ import contextlib
 import secrets
 import select
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
@@ -48,9 +47,11 @@ from mymcp.transport._jsonrpc import (
     ErrorCode,
     Notification,
     Request,
+    cancelled_request_id,
     classify,
     encode_reply,
     error_response,
+    log_cancelled,
     log_notification,
     log_response,
     request_id_of,
@@ -228,11 +229,10 @@ class StdioServer:
         # A client's reply to a server request: this server sends none, so it is dropped.
 
     def _cancel(self, params: object) -> None:
-        request_id = params.get("requestId") if isinstance(params, Mapping) else None
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            scope = self._running.get(request_id)
-            if scope is not None:
-                scope.cancel()
+        request_id = cancelled_request_id(params)
+        scope = self._running.get(request_id) if request_id is not None else None
+        if scope is not None:
+            scope.cancel()
 
     async def _run(self, request: Request, scope: anyio.CancelScope) -> None:
         started = self._dispatcher.log_request(request)
@@ -246,6 +246,7 @@ class StdioServer:
                 # reuse the id before the write below has returned.
                 del self._running[request.id]
             if reply is None:  # cancelled by the client: never answered
+                log_cancelled(request, "client_cancelled", started)
                 return
             log_response(request, reply, started)
             # Written outside the request's own scope: a cancellation arriving now would

@@ -8,9 +8,7 @@ the test can hold the approvals store, standing in for the person in the console
 from __future__ import annotations
 
 import json
-import logging
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +40,7 @@ from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.runtime.bootstrap import Host
 from tests.config.helpers import to_toml
+from tests.e2e.conftest import LogLines
 from tests.e2e.inprocess import serving
 from tests.e2e.server import free_port
 from tests.e2e.test_approval_e2e import NameIsToken
@@ -185,39 +184,6 @@ def test_approval_steps_are_audited_without_a_session(stack: Stack) -> None:
     assert not any("session" in r for r in records)
 
 
-class LogLines(logging.Handler):
-    """The server's `mcp` log lines, each one an event a test can wait for."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self._lines: list[str] = []
-        self._changed = threading.Condition()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self._changed:
-            self._lines.append(record.getMessage())
-            self._changed.notify_all()
-
-    def wait_for(self, text: str, timeout: float = 15.0) -> bool:
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: any(text in line for line in self._lines), timeout
-            )
-
-
-@pytest.fixture
-def server_log() -> Iterator[LogLines]:
-    logger = logging.getLogger("mcp")
-    handler, level = LogLines(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
 URL_CAPABLE = {"elicitation": {"url": {}}}
 
 
@@ -262,7 +228,9 @@ def test_a_retry_whose_client_hung_up_neither_runs_nor_spends_the_approval(
     with socket.create_connection(("127.0.0.1", port), timeout=15) as hanging_up:
         hanging_up.sendall(request)
         assert server_log.wait_for("request id=2 method=tools/call")  # now it waits
-    assert server_log.wait_for("approval_wait outcome=abandoned tool=notes__write")
+    # Closing the connection withdraws the waiting retry at once.
+    withdrawn = "response id=2 method=tools/call outcome=cancelled reason=client_disconnected"
+    assert server_log.wait_for(withdrawn)
     # Only now does the person approve: nobody is left to receive the result.
     stack.approvals.decide(pending.id, approve=True)
     assert stack.runs == []
