@@ -2,7 +2,10 @@
 
 - **Host and Origin** follow the rules of `/mcp`: the Host must be this server's own
   loopback authority and an Origin, when sent, one of its loopback origins, so a page
-  on another site (or a DNS name rebound to 127.0.0.1) gets 403.
+  on another site (or a DNS name rebound to 127.0.0.1) gets 403. An HTTP/1.1 request
+  without a Host is malformed rather than foreign, and gets 400 as on `/mcp`; an
+  HTTP/1.0 one, which may lack it, still gets 403: the console answers only requests
+  that name it.
 - **State-changing requests** (every method but GET and HEAD) must come from this very
   origin. Browsers send `Origin: null` for a form post from a page whose referrer policy
   is `no-referrer`, which the console's own pages are; such a post is accepted only with
@@ -51,6 +54,10 @@ _REFUSAL: Final = (
     b"<h1>Forbidden</h1><p>The MyMCP console answers only to pages of its own origin on "
     b"this machine's loopback address.</p></html>"
 )
+_HOSTLESS: Final = (
+    b"<!doctype html><html lang=en><meta charset=utf-8><title>Bad Request</title>"
+    b"<h1>Bad Request</h1><p>An HTTP/1.1 request needs a Host header.</p></html>"
+)
 _FAILURE: Final = (
     b"<!doctype html><html lang=en><meta charset=utf-8><title>Console failure</title>"
     b"<h1>Something went wrong</h1><p>The console could not show this page; the server "
@@ -98,6 +105,9 @@ class ConsoleGuard:
             await self._app(scope, receive, send)
             return
         hosts, origins = _values(scope, b"host"), _values(scope, b"origin")
+        if not hosts and scope.get("http_version") != "1.0":
+            await _answer(send, 400, _HOSTLESS)
+            return
         if scope["method"] in _SAFE_METHODS:
             allowed = trusted_authority(hosts, origins, self._hosts, self._origins)
         else:  # the Host as above, and an Origin that is exactly this page's

@@ -259,6 +259,20 @@ def test_an_http_1_1_request_without_host_is_refused_400(
     assert old.split(b"\r\n", 1)[0].endswith(b" 200 OK"), old
 
 
+def test_a_console_request_without_host_is_refused_400_over_http_1_1_only(
+    anonymous_server: RunningServer,
+) -> None:
+    port = anonymous_server.port
+    hostless = b"GET /console/approvals HTTP/1.1\r\nConnection: close\r\n\r\n"
+    head, _, body = _exchange(port, hostless).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert b"content-security-policy: default-src 'none'" in head.lower()
+    assert b"needs a Host header" in body
+    # An HTTP/1.0 request may lack a Host, but the console answers only requests naming it.
+    old = _exchange(port, b"GET /console/approvals HTTP/1.0\r\n\r\n")
+    assert old.split(b"\r\n", 1)[0].endswith(b" 403 Forbidden"), old
+
+
 # A handler that reports it is running by connecting to the test, then never returns.
 STUCK_PLUGIN = """
 import os
