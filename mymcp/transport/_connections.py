@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from mymcp.transport._exchange import CONNECTION_WATCH, ConnectionWatch
@@ -235,6 +235,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _load: _ServerLoad | None = None
     # Handed to each request (in its scope), ended when the connection is lost.
     _watch: ConnectionWatch | None = None
+    # The request being answered while a pipelined one waits behind it, if any.
+    _earlier_cycle: RequestResponseCycle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
@@ -351,7 +353,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         load = self._load
         busy = load is not None and load.answering >= self.max_requests
         self.limit_concurrency = 0 if busy else None
+        earlier = self.cycle
         super().on_headers_complete()
+        if earlier is not None and not earlier.response_complete:
+            self._earlier_cycle = earlier  # this request waits behind it (pipelined)
         self._begin(self.body_seconds)
 
     def on_message_complete(self) -> None:
@@ -397,6 +402,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline = self._stall = None
         if self._watch is not None:
             self._watch.close()
+        earlier = self._earlier_cycle
+        if earlier is not None and not earlier.response_complete:
+            # uvicorn marks only the newest request's cycle as gone; the one being
+            # answered ahead of it must know too, or its withdrawal, which answers
+            # nobody, would read to uvicorn as an application that forgot to answer.
+            earlier.disconnected = True
+            earlier.message_event.set()
+        self._earlier_cycle = None
         load = self._load
         if load is not None:
             load.open.pop(self, None)

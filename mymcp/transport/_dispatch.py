@@ -661,6 +661,12 @@ class Dispatcher:
                 await to_thread.run_sync(audit.commit)
             except AuditError as exc:
                 failure = exc.code
+            except anyio.get_cancelled_exc_class():
+                # Withdrawn while the decision was being made durable (the commit goes
+                # on in its thread): the call never ran, and must not read as running.
+                withdrawn = (digest, call, 0.0, _CANCELLED)
+                audit.append_shaped(self._shape(caller, tool.name, _FINISHED), withdrawn)
+                raise
         if failure is not None:
             _log.error("audit outcome=error code=%s tool=%s", failure, tool.name)
             # The decision record stays queued and reaches the log once it can be

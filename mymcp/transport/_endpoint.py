@@ -387,14 +387,14 @@ class McpEndpoint:
         task = current_task()
         assert task is not None  # uvicorn answers each request in a task of its own
         if connection is not None and not connection.add(task):
-            log_cancelled(message, "client_disconnected", started)
+            log_cancelled(message, "connection_closed", started)
             return
         try:
             answer = await self._stateless.answer(message, principal, headers, client_gone)
         except anyio.get_cancelled_exc_class():
             if connection is not None and connection.closed:
                 task.uncancel()  # the cancellation did its work
-                log_cancelled(message, "client_disconnected", started)
+                log_cancelled(message, "connection_closed", started)
                 return  # nobody is left to answer
             await answer_stopping(send, message.id)
             raise

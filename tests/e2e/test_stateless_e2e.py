@@ -229,7 +229,7 @@ def test_a_retry_whose_client_hung_up_neither_runs_nor_spends_the_approval(
         hanging_up.sendall(request)
         assert server_log.wait_for("request id=2 method=tools/call")  # now it waits
     # Closing the connection withdraws the waiting retry at once.
-    withdrawn = "response id=2 method=tools/call outcome=cancelled reason=client_disconnected"
+    withdrawn = "response id=2 method=tools/call outcome=cancelled reason=connection_closed"
     assert server_log.wait_for(withdrawn)
     # Only now does the person approve: nobody is left to receive the result.
     stack.approvals.decide(pending.id, approve=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,4 +290,49 @@ def test_a_call_cancelled_before_its_tool_answers_is_audited_as_cancelled(
     if effects == "destructive":  # the decision record, then its outcome, paired
         decided, finished = records
         assert (decided["decision"], finished["call"]) == ("allowed", decided["call"])
+    assert verify_audit(directory).ok
+
+
+def test_a_call_withdrawn_while_its_decision_is_made_durable_never_runs_and_is_paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's cancellation cancels the request's task itself, which also ends the
+    wait for the decision record's commit: the call must not run, and the decision
+    must still be followed by its `cancelled` outcome."""
+    ran: list[dict[str, Any]] = []
+    writes = contribution("writes", tool("writes", "note", ran.append, effects=DESTRUCTIVE))
+    runtime = compose_runtime([writes], external_bindings(writes), server_version="0.1.0")
+    document = {"schema_version": 8, "policy": {"default": "allow"}}
+    configuration = parse_host_configuration(to_toml(document).encode())
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    dispatcher = Dispatcher(runtime, Governance(Policy(configuration.policy, runtime), audit))
+    bound = runtime.registry.get("writes__note")
+    assert bound is not None
+    committing, proceed = threading.Event(), threading.Event()
+    commit = audit.commit
+
+    def held_commit(*, final: bool = False) -> None:
+        committing.set()
+        proceed.wait(10)
+        commit(final=final)
+
+    monkeypatch.setattr(audit, "commit", held_commit)
+
+    async def withdrawn_call() -> None:
+        call = asyncio.create_task(dispatcher.execute(Caller(ANONYMOUS), bound, {}))
+        await anyio.to_thread.run_sync(committing.wait, 10)
+        call.cancel()  # as a client's withdrawal does: the task, not a scope
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        proceed.set()
+
+    anyio.run(withdrawn_call)
+    monkeypatch.undo()
+    audit.close()
+    assert ran == []
+    records = [r for r in read_records(directory) if r["event"] == "tool_call"]
+    decided, finished = records
+    assert (decided["decision"], finished["call"]) == ("allowed", decided["call"])
+    assert finished["outcome"] == "cancelled"
     assert verify_audit(directory).ok
