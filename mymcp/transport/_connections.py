@@ -235,8 +235,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _load: _ServerLoad | None = None
     # Handed to each request (in its scope), ended when the connection is lost.
     _watch: ConnectionWatch | None = None
-    # The request being answered while a pipelined one waits behind it, if any.
-    _earlier_cycle: RequestResponseCycle | None = None
+    # The unanswered requests ahead of the newest one, when requests were pipelined.
+    _cycles_ahead: tuple[RequestResponseCycle, ...] = ()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
@@ -356,7 +356,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         earlier = self.cycle
         super().on_headers_complete()
         if earlier is not None and not earlier.response_complete:
-            self._earlier_cycle = earlier  # this request waits behind it (pipelined)
+            # This request waits behind others (pipelined): those not yet answered are
+            # remembered, since uvicorn keeps only the newest.
+            ahead = (*self._cycles_ahead, earlier)
+            self._cycles_ahead = tuple(c for c in ahead if not c.response_complete)
         self._begin(self.body_seconds)
 
     def on_message_complete(self) -> None:
@@ -402,14 +405,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline = self._stall = None
         if self._watch is not None:
             self._watch.close()
-        earlier = self._earlier_cycle
-        if earlier is not None and not earlier.response_complete:
+        for cycle in self._cycles_ahead:
             # uvicorn marks only the newest request's cycle as gone; the one being
             # answered ahead of it must know too, or its withdrawal, which answers
             # nobody, would read to uvicorn as an application that forgot to answer.
-            earlier.disconnected = True
-            earlier.message_event.set()
-        self._earlier_cycle = None
+            if not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
+        self._cycles_ahead = ()
         load = self._load
         if load is not None:
             load.open.pop(self, None)

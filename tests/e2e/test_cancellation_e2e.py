@@ -315,19 +315,21 @@ class _Errors(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def test_closing_a_connection_with_a_request_pipelined_behind_the_call_withdraws_it_quietly(
-    slow: Slow, server_log: LogLines
+@pytest.mark.parametrize("behind_it", [1, 3])
+def test_closing_a_connection_with_requests_pipelined_behind_the_call_withdraws_it_quietly(
+    slow: Slow, server_log: LogLines, behind_it: int
 ) -> None:
     call = _stateless_body(1, "slow__wait")
-    behind = _stateless_body(2, "slow__block")
     port = int(slow.url.rsplit(":", 1)[1].split("/")[0])
     errors, logger = _Errors(), logging.getLogger("uvicorn.error")
     logger.addHandler(errors)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=WAIT_SECONDS) as pipelining:
-            pipelining.sendall(
-                _raw_post(port, call, "slow__wait") + _raw_post(port, behind, "slow__block")
+            queued = b"".join(
+                _raw_post(port, _stateless_body(2 + n, "slow__block"), "slow__block")
+                for n in range(behind_it)
             )
+            pipelining.sendall(_raw_post(port, call, "slow__wait") + queued)
             assert slow.started.wait(WAIT_SECONDS)
         assert slow.cancelled.wait(WAIT_SECONDS)
         assert server_log.wait_for(
@@ -340,7 +342,7 @@ def test_closing_a_connection_with_a_request_pipelined_behind_the_call_withdraws
     finally:
         logger.removeHandler(errors)
     assert errors.lines == []
-    # The request behind it never began: its client is gone.
+    # The requests behind it never began: their client is gone.
     assert [r["tool"] for r in slow.call_records()] == ["slow__wait"]
 
 
