@@ -43,13 +43,17 @@ class NodeClients:
         return env
 
     def probe(
-        self, args: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 90
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        timeout: float = 90,
+        script: Path = PROBE,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the TypeScript client probe (copied next to its node_modules); a stdio
-        server it starts inherits `env`."""
-        script = self.root / PROBE.name
-        shutil.copyfile(PROBE, script)
-        return self._run([str(self.node), str(script), *args], env, timeout)
+        """Run a TypeScript client script (default: the probe), copied next to its
+        node_modules; a stdio server it starts inherits `env`."""
+        copied = self.root / script.name
+        shutil.copyfile(script, copied)
+        return self._run([str(self.node), str(copied), *args], env, timeout)
 
     def inspector(
         self, args: Sequence[str], timeout: float = 90

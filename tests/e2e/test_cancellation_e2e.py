@@ -3,8 +3,9 @@
 In the handshake era the client posts `notifications/cancelled` in its session; in the
 stateless era it closes the call's connection. Either way the tool's coroutine is
 cancelled, the audit records the call as `cancelled`, and the server stays healthy. The
-official SDK client cancels a call that outlives its timeout, so it drives the tests;
-raw HTTP covers what the SDK never does (another session's cancel, unknown ids).
+official SDK clients (Python and TypeScript) cancel a call that outlives its timeout, so
+they drive the tests; raw HTTP covers what they never do (another session's cancel,
+unknown ids, pipelining).
 
 The server runs in-process under real uvicorn with the production HTTP protocol, so the
 test can see inside the tool it serves.
@@ -40,6 +41,7 @@ from mymcp.runtime.bootstrap import Host
 from tests.config.helpers import to_toml
 from tests.e2e.conftest import LogLines
 from tests.e2e.inprocess import serving
+from tests.e2e.node_clients import node_clients
 from tests.e2e.server import free_port
 from tests.e2e.test_approval_e2e import NameIsToken
 from tests.synthetic import contribution, external_bindings, tool
@@ -49,6 +51,7 @@ pytestmark = pytest.mark.slow
 HANDSHAKE = "2025-11-25"
 STATELESS = "2026-07-28"
 WAIT_SECONDS = 15.0
+CANCEL_PROBE = Path(__file__).with_name("ts_cancel_probe.mjs")
 
 
 @dataclass
@@ -139,6 +142,22 @@ def test_the_sdk_clients_cancellation_stops_the_running_tool(
     assert record["outcome"] == "cancelled"
     assert record["principal"] == "operator:alice"
     assert ("session" in record) == (era == HANDSHAKE)
+
+
+@pytest.mark.parametrize(
+    ("mode", "era", "reason"),
+    [("legacy", "legacy", "client_cancelled"), ("auto", "modern", "connection_closed")],
+)
+def test_the_typescript_clients_cancellation_stops_the_running_tool(
+    slow: Slow, server_log: LogLines, mode: str, era: str, reason: str
+) -> None:
+    finished = node_clients().probe([slow.url, mode, "alice"], script=CANCEL_PROBE)
+    assert finished.returncode == 0, finished.stderr
+    outcome = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert (outcome["era"], outcome["outcome"]) == (era, "timed_out")
+    assert "slow__wait" in outcome["tools"]  # the same client goes on working
+    assert slow.cancelled.wait(WAIT_SECONDS)
+    assert server_log.wait_for(f"method=tools/call outcome=cancelled reason={reason}")
 
 
 def _post(http: httpx.Client, url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
