@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import RunningServer, Sandbox, make_sandbox, serve
+from tests.log_capture import attached
 
 
 @pytest.fixture
@@ -46,12 +47,6 @@ class LogLines(logging.Handler):
 
 @pytest.fixture
 def server_log() -> Iterator[LogLines]:
-    logger = logging.getLogger("mcp")
-    handler, level = LogLines(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    handler = LogLines()
+    with attached(handler, "mcp", logging.INFO):
         yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)

@@ -44,6 +44,7 @@ from tests.e2e.inprocess import serving
 from tests.e2e.node_clients import node_clients
 from tests.e2e.server import free_port
 from tests.e2e.test_approval_e2e import NameIsToken
+from tests.log_capture import attached
 from tests.synthetic import contribution, external_bindings, tool
 
 pytestmark = pytest.mark.slow
@@ -340,9 +341,8 @@ def test_closing_a_connection_with_requests_pipelined_behind_the_call_withdraws_
 ) -> None:
     call = _stateless_body(1, "slow__wait")
     port = int(slow.url.rsplit(":", 1)[1].split("/")[0])
-    errors, logger = _Errors(), logging.getLogger("uvicorn.error")
-    logger.addHandler(errors)
-    try:
+    errors = _Errors()
+    with attached(errors, "uvicorn.error", logging.WARNING):
         with socket.create_connection(("127.0.0.1", port), timeout=WAIT_SECONDS) as pipelining:
             queued = b"".join(
                 _raw_post(port, _stateless_body(2 + n, "slow__block"), "slow__block")
@@ -358,8 +358,6 @@ def test_closing_a_connection_with_requests_pipelined_behind_the_call_withdraws_
         # the withdrawal made uvicorn log is logged by then.
         with httpx.Client(timeout=WAIT_SECONDS) as http:
             assert http.get(slow.url.removesuffix("/mcp") + "/health").status_code == 200
-    finally:
-        logger.removeHandler(errors)
     assert errors.lines == []
     # The requests behind it never began: their client is gone.
     assert [r["tool"] for r in slow.call_records()] == ["slow__wait"]

@@ -18,8 +18,8 @@ from mymcp.auth import ANONYMOUS
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
 from mymcp.errors import AuditError
 from mymcp.governance import AuditLog, Governance, Policy, read_records, verify_audit
-from mymcp.plugin import Consent, structured_result
-from mymcp.runtime import compose_runtime
+from mymcp.plugin import Consent, ToolEffects, structured_result
+from mymcp.runtime import BoundTool, compose_runtime
 from mymcp.transport._dispatch import Caller, Dispatcher
 from tests.config.helpers import to_toml
 from tests.synthetic import (
@@ -255,6 +255,22 @@ def test_a_result_no_client_could_read_is_audited_as_the_failure_the_client_saw(
     assert [(r["tool"], r["outcome"]) for r in records] == [("notes__ratio", "internal_error")]
 
 
+def _audited_dispatcher(
+    directory: Path, handler: Any, effects: ToolEffects
+) -> tuple[Dispatcher, BoundTool, AuditLog]:
+    """A dispatcher serving one tool, `tests__tool`, that policy allows, audited into
+    `directory`."""
+    plugin = contribution("tests", tool("tests", "tool", handler, effects=effects))
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    document = {"schema_version": 8, "policy": {"default": "allow"}}
+    configuration = parse_host_configuration(to_toml(document).encode())
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    dispatcher = Dispatcher(runtime, Governance(Policy(configuration.policy, runtime), audit))
+    bound = runtime.registry.get("tests__tool")
+    assert bound is not None
+    return dispatcher, bound, audit
+
+
 @pytest.mark.parametrize("effects", ["read_only", "destructive"])
 def test_a_call_cancelled_before_its_tool_answers_is_audited_as_cancelled(
     tmp_path: Path, effects: str
@@ -267,15 +283,8 @@ def test_a_call_cancelled_before_its_tool_answers_is_audited_as_cancelled(
         raise AssertionError("unreachable")
 
     kind = READ_ONLY if effects == "read_only" else DESTRUCTIVE
-    waits = contribution("waits", tool("waits", "never", never, effects=kind))
-    runtime = compose_runtime([waits], external_bindings(waits), server_version="0.1.0")
-    document = {"schema_version": 8, "policy": {"default": "allow"}}
-    configuration = parse_host_configuration(to_toml(document).encode())
     directory = tmp_path / "audit"
-    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
-    dispatcher = Dispatcher(runtime, Governance(Policy(configuration.policy, runtime), audit))
-    bound = runtime.registry.get("waits__never")
-    assert bound is not None
+    dispatcher, bound, audit = _audited_dispatcher(directory, never, kind)
 
     async def cancelled_call() -> None:
         async with anyio.create_task_group() as group:
@@ -300,15 +309,8 @@ def test_a_call_withdrawn_while_its_decision_is_made_durable_never_runs_and_is_p
     wait for the decision record's commit: the call must not run, and the decision
     must still be followed by its `cancelled` outcome."""
     ran: list[dict[str, Any]] = []
-    writes = contribution("writes", tool("writes", "note", ran.append, effects=DESTRUCTIVE))
-    runtime = compose_runtime([writes], external_bindings(writes), server_version="0.1.0")
-    document = {"schema_version": 8, "policy": {"default": "allow"}}
-    configuration = parse_host_configuration(to_toml(document).encode())
     directory = tmp_path / "audit"
-    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
-    dispatcher = Dispatcher(runtime, Governance(Policy(configuration.policy, runtime), audit))
-    bound = runtime.registry.get("writes__note")
-    assert bound is not None
+    dispatcher, bound, audit = _audited_dispatcher(directory, ran.append, DESTRUCTIVE)
     committing, proceed = threading.Event(), threading.Event()
     commit = audit.commit
 

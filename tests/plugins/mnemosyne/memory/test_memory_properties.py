@@ -58,6 +58,7 @@ from mymcp.plugins.mnemosyne.memory import (
     reference_parts,
     serialize_record,
 )
+from tests.log_capture import attached
 
 from .conftest import tree_snapshot
 
@@ -135,15 +136,8 @@ class _Capture(logging.Handler):
 @contextmanager
 def _captured_logs() -> Iterator[_Capture]:
     handler = _Capture()
-    root_logger = logging.getLogger()
-    level = root_logger.level
-    root_logger.addHandler(handler)
-    root_logger.setLevel(logging.DEBUG)
-    try:
+    with attached(handler, None, logging.DEBUG):
         yield handler
-    finally:
-        root_logger.removeHandler(handler)
-        root_logger.setLevel(level)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryRecordV1, MemoryService
+from tests.log_capture import attached
 
 from .reference_ranking import load_records, reference_rank, tokenize
 
@@ -206,15 +207,8 @@ def _captured(name: str) -> Iterator[list[str]]:
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
 
-    logger = logging.getLogger(name)
-    handler, level = Collect(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    with attached(Collect(), name, logging.INFO):
         yield lines
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 def _legacy(identifier: str, path: str, **text: str) -> tuple[str, MemoryRecordV1]:
