@@ -36,6 +36,7 @@ from mymcp.auth._encoding import (
     b64url_encode,
     is_printable_ascii,
 )
+from mymcp.auth._evidence import MAX_PAYLOAD_BYTES
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
 from mymcp.auth._principal import AuthFailure, Identity, is_valid_subject
 
@@ -66,7 +67,6 @@ REFETCH_INTERVAL_SECONDS = 60.0
 # the rest are refused at once, as a token naming an unknown key is, and cannot crowd out
 # requests whose keys are already known.
 MAX_REFETCH_WAITERS = 4
-MAX_SEGMENT_CHARACTERS = 4096
 REQUIRED_CLAIMS = ("iss", "aud", "sub", "exp", "iat")
 ACCEPTED_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})  # media types: no case
 
@@ -121,7 +121,9 @@ def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
     if not token.isascii():
         return None
     segments = token.split(".")
-    if len(segments) != 3 or not all(0 < len(s) <= MAX_SEGMENT_CHARACTERS for s in segments):
+    # No bound of their own: the whole credential is already at most MAX_PAYLOAD_BYTES,
+    # and a payload may take most of it (identity providers put many group claims there).
+    if len(segments) != 3 or not all(segments):
         return None
     header, payload, signature = (b64url_decode(s) for s in segments)
     if header is None or payload is None or signature is None:
@@ -131,7 +133,7 @@ def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
 
 def _json_object(data: bytes) -> dict[str, object] | None:
     try:
-        document = load_strict_json(data, max_bytes=MAX_SEGMENT_CHARACTERS)
+        document = load_strict_json(data, max_bytes=MAX_PAYLOAD_BYTES)
     except StrictJsonError:
         return None
     return document if isinstance(document, dict) else None

@@ -82,6 +82,22 @@ def test_valid_tokens(
     assert principal.principal_id == "registered:local-oauth:" + b64(expected_subject.encode())
 
 
+@pytest.mark.parametrize("groups", [150, 230])
+def test_a_token_with_a_large_payload_is_accepted_up_to_the_credential_bound(
+    auth: Authenticator, rsa_key: rsa.RSAPrivateKey, groups: int
+) -> None:
+    """Identity providers put many group claims in the payload: any part of the token
+    may be long, as long as the whole credential fits its 8192 bytes."""
+    payload = claims(groups=[f"team-{index:04}-engineering" for index in range(groups)])
+    token = mint(rsa_key, alg="RS256", kid="rsa", payload=payload)
+    assert len(token.split(".")[1]) > 4096  # beyond a bound parts once had of their own
+    assert len(token) <= 8192
+    assert isinstance(check(auth, token), Principal)
+    longer = mint(rsa_key, alg="RS256", kid="rsa", payload={**payload, "pad": "x" * 8192})
+    assert len(longer) > 8192
+    assert check(auth, longer) is AuthFailure.MALFORMED
+
+
 def test_protected_resource_metadata_and_challenge(auth: Authenticator) -> None:
     assert auth.protected_resource_metadata == {
         "resource": AUDIENCE,
