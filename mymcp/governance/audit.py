@@ -6,7 +6,9 @@ Every record carries `seq` (monotonic across segments), `time` (RFC 3339 UTC, ms
 files and the exact line layout. A new segment starts when the current one would pass
 `max_segment_bytes`; its first record chains to the last record of the segment before.
 When more than `max_segments` exist, a `segment_removed` record naming the oldest and
-its last hash is written and fsync'd, and only then is that segment removed.
+its last hash is written and fsync'd, and only then is that segment removed. Only the
+segments up to the one being written count: files named like later ones are not the
+writer's, and never make it remove history.
 
 Writes are batched: appending only queues a record (the caller's hot path), and
 `commit` encodes, hashes, writes and fsyncs everything queued, under the directory's
@@ -511,7 +513,7 @@ class _ChainWriter:
         only once the record of its removal is durable."""
         self.flush()
         removed: list[int] = []
-        found = segments(self._directory)
+        found = self._chain_segments()
         while len(found) > max_segments:
             number, path = found[0]
             last_seq, last_hash = self._end_of(number, path)
@@ -528,8 +530,17 @@ class _ChainWriter:
             self.flush()
             path.unlink()
             removed.append(number)
-            found = segments(self._directory)
+            found = self._chain_segments()
         return removed
+
+    def _chain_segments(self) -> list[tuple[int, Path]]:
+        """The segments up to the one being written. Files named like segments after it
+        hold nothing of the chain (the writer never created them): counted, a few
+        planted empty files would make it remove real history, each removal recorded as
+        ordinary retention."""
+        return [
+            (number, path) for number, path in segments(self._directory) if number <= self.segment
+        ]
 
     def _end_of(self, number: int, path: Path) -> tuple[int, str]:
         """Where the chain stood after segment `number`: its own last record, or (for a

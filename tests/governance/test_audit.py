@@ -137,6 +137,30 @@ def test_rotation_and_retention_keep_the_chain_verifiable(tmp_path: Path) -> Non
     assert any(r["last_hash"] == first_kept["prev"] for r in removed)
 
 
+def test_files_planted_after_the_chain_never_make_retention_remove_history(
+    tmp_path: Path,
+) -> None:
+    """Empty files named like later segments are nothing the writer made: counting them
+    for retention would remove real segments, each recorded as ordinary retention, and
+    the chain would still verify once the planted files were gone."""
+    write(tmp_path, 120, max_segment_bytes=4096, max_segments=16).close()
+    before = segment_numbers(tmp_path)
+    assert 2 < len(before) < 16
+    planted = [tmp_path / segment_name(999_000 + n) for n in range(16)]
+    for path in planted:
+        path.touch(mode=0o600)
+    log = open_log(tmp_path, max_segment_bytes=4096, max_segments=16)
+    log.append("tool_call", principal="anonymous", tool="after", decision="allowed")
+    log.close()
+    for path in planted:
+        path.unlink()
+    assert segment_numbers(tmp_path)[: len(before)] == before  # nothing of it removed
+    records = list(read_records(tmp_path))
+    assert not [r for r in records if r["event"] == "segment_removed"]
+    assert records[0]["seq"] == 1
+    assert verify_audit(tmp_path).ok
+
+
 def test_a_segment_is_removed_only_once_its_removal_record_is_durable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
