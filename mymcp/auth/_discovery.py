@@ -7,14 +7,19 @@ and the JWKS must live on the issuer's own host.
 
 Every fetch: TLS verified against the system trust store (which honours SSL_CERT_FILE and
 SSL_CERT_DIR), no environment proxies, no redirects, HTTP 200 only, identity encoding,
-`Accept: application/json`, a fixed User-Agent, a bounded body and a 10 s deadline.
+`Accept: application/json`, a fixed User-Agent, a bounded body and a 10 s deadline for
+the whole answer, its head included.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 import httpx
@@ -49,7 +54,57 @@ def default_http_client(context: ssl.SSLContext) -> httpx.Client:
         trust_env=False,
         follow_redirects=False,
         timeout=FETCH_DEADLINE_SECONDS,
+        # Every fetch on a connection of its own, which its deadline can cut (`_Deadline`).
+        limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+class _Deadline:
+    """Cuts a fetch's connection once its deadline passes, wherever the fetch waits.
+
+    httpx bounds each read, not a whole response, and its head is read before any body
+    loop could look at the clock: a server sending its status line and headers a byte
+    just inside each read's timeout would hold a fetch for days. A timer shuts the
+    connection's socket instead (which wakes a read blocked on it), and the fetch then
+    fails as past its deadline.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: notes each connection's socket as it is made."""
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        found = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(found, socket.socket):
+            with self._lock:
+                self._sockets.append(found)
+                if self.expired:
+                    _shut(found)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for found in self._sockets:
+                _shut(found)
+
+
+def _shut(found: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        found.shutdown(socket.SHUT_RDWR)
 
 
 def _split_https(text: str) -> SplitResult | None:
@@ -93,6 +148,24 @@ def _refused(kind: str, url: str, detail: str, unavailable: bool = False) -> Dis
 def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) -> bytes:
     """GET `url` under the fetch rules; raises DiscoveryError(`<kind>_unavailable|invalid`)
     naming the URL and, for the operator's terminal, why."""
+    with _Deadline(FETCH_DEADLINE_SECONDS) as cut:
+        try:
+            return _fetch(client, url, max_bytes=max_bytes, kind=kind, trace=cut.trace)
+        except DiscoveryError:
+            if not cut.expired:
+                raise
+    detail = f"no complete answer within {FETCH_DEADLINE_SECONDS:g} s"
+    raise _refused(kind, url, detail, unavailable=True)
+
+
+def _fetch(
+    client: httpx.Client,
+    url: str,
+    *,
+    max_bytes: int,
+    kind: str,
+    trace: Callable[[str, dict[str, Any]], None],
+) -> bytes:
     deadline = time.monotonic() + FETCH_DEADLINE_SECONDS
     headers = {
         "Accept": "application/json",
@@ -105,6 +178,7 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
             url,
             headers=headers,
             timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS, read=_READ_SECONDS),
+            extensions={"trace": trace},
         )
         response = client.send(request, stream=True, follow_redirects=False)
     except (httpx.HTTPError, ssl.SSLError, OSError) as exc:

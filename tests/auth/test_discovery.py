@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import socket
+import threading
+
 import httpx
 import pytest
 
@@ -204,6 +207,41 @@ def test_fetch_gives_up_at_its_deadline_however_slowly_the_body_comes(
     assert info.value.code == "jwks_unavailable"
     assert "no complete answer within 10 s" in str(info.value)
     assert next(clock) <= 13  # it stopped reading at the deadline, not at the end
+
+
+def test_fetch_gives_up_at_its_deadline_while_the_response_head_trickles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that sends part of its response head and then nothing more, within each
+    read's timeout, is cut off at the fetch's deadline, not at the read timeout."""
+    monkeypatch.setattr(_discovery, "FETCH_DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(_discovery, "_READ_SECONDS", 60.0)  # far beyond the deadline
+    release = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def trickle() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Ty")
+            release.wait(60)
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    limits = httpx.Limits(max_keepalive_connections=0)
+    try:
+        with (
+            httpx.Client(trust_env=False, limits=limits) as c,
+            pytest.raises(DiscoveryError) as info,
+        ):
+            fetch_bounded(c, f"http://127.0.0.1:{port}/jwks", max_bytes=100, kind="jwks")
+    finally:
+        release.set()
+        server.join(10)
+        listener.close()
+    assert info.value.code == "jwks_unavailable"
+    assert "no complete answer within 0.5 s" in str(info.value)
 
 
 def test_fetch_refuses_compressed_bodies() -> None:
