@@ -154,8 +154,12 @@ def fetch_bounded(client: httpx.Client, url: str, *, max_bytes: int, kind: str) 
         except DiscoveryError:
             if not cut.expired:
                 raise
+    raise _past_deadline(kind, url)
+
+
+def _past_deadline(kind: str, url: str) -> DiscoveryError:
     detail = f"no complete answer within {FETCH_DEADLINE_SECONDS:g} s"
-    raise _refused(kind, url, detail, unavailable=True)
+    return _refused(kind, url, detail, unavailable=True)
 
 
 def _fetch(
@@ -205,8 +209,7 @@ def _fetch(
             if len(body) > max_bytes:
                 raise _refused(kind, url, too_large)
             if time.monotonic() > deadline:
-                detail = f"no complete answer within {FETCH_DEADLINE_SECONDS:g} s"
-                raise _refused(kind, url, detail, unavailable=True)
+                raise _past_deadline(kind, url)
         return bytes(body)
     except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
         raise _refused(kind, url, f"{type(exc).__name__}: {exc}", unavailable=True) from None
