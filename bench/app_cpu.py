@@ -22,12 +22,21 @@ the difference of the two instruction totals per extra request is printed. The c
 does not depend on the machine's speed or load at all (the same figure comes back to
 the instruction), so it settles differences of a fraction of a microsecond that no
 timing can. It needs valgrind (`apt-get install valgrind`) and takes a few minutes.
+Each request's scope carries a connection watch, as MyMCP's own HTTP protocol gives
+every request. With `--protocol` as well, each counted request is sent instead as HTTP
+bytes through that protocol (uvicorn's parser, MyMCP's bounds, the response written
+back) on one keep-alive in-memory connection, the transport of the protocol's tests:
+the server's whole per-request work but the socket calls.
+
+    python bench/app_cpu.py --instructions --requests 1000
+    python bench/app_cpu.py --instructions --protocol --requests 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -35,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -58,6 +67,18 @@ STATELESS_HEADERS = [
 ]
 
 
+@functools.cache
+def _connection() -> dict[str, Any]:
+    """What MyMCP's own HTTP protocol puts in every request's scope: its connection's
+    watch (all requests here share one connection), which a stateless-era request is
+    registered with while it is answered. A checkout older than the watch has none."""
+    try:
+        from mymcp.transport._exchange import CONNECTION_WATCH, ConnectionWatch
+    except ImportError:
+        return {}
+    return {CONNECTION_WATCH: ConnectionWatch()}
+
+
 def _scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     return {
         "type": "http",
@@ -72,6 +93,7 @@ def _scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
         "headers": headers,
         "server": ("127.0.0.1", 8000),
         "client": ("127.0.0.1", 50000),
+        **_connection(),
     }
 
 
@@ -151,29 +173,70 @@ async def _measure(
     return results
 
 
-async def _repeat(app: Any, case: str, count: int) -> None:
-    """Answer one case's request `count` times after a warm-up (what callgrind counts)."""
+async def _repeat(app: Any, case: str, count: int, protocol: bool) -> None:
+    """Answer one case's request `count` times after a warm-up (what callgrind counts),
+    handing the application each request itself or, with `protocol`, as bytes on one
+    keep-alive connection of MyMCP's own HTTP protocol."""
     sessions = {id(app): await _session_headers(app)}
     _, body, headers, _ = _cases({"plain": app}, sessions, lambda: None)[case]
+    answer = _over_protocol(app, body, headers) if protocol else None
     for _ in range(200):
-        reply = await _request(app, body, headers)
+        reply = await _request(app, body, headers) if answer is None else await answer()
     # What startup left is set aside from the collector: a full collection walks every
     # object, so whether one happens to fall in the counted requests would otherwise
     # move the per-request figure by more than the differences it is meant to show.
     gc.collect()
     gc.freeze()
     for _ in range(count):
-        reply = await _request(app, body, headers)
+        reply = await _request(app, body, headers) if answer is None else await answer()
     if reply[0]["status"] != 200:
         raise SystemExit(f"{case}: not served (HTTP {reply[0]['status']})")
 
 
-def _count_instructions(case: str, count: int) -> int:
+def _whole(written: bytearray) -> bool:
+    """Whether `written` holds a whole response, by its `content-length`."""
+    head, found, rest = bytes(written).partition(b"\r\n\r\n")
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return found == b"\r\n\r\n" and len(rest) >= int(line[15:])
+    return False
+
+
+def _over_protocol(
+    app: Any, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> Callable[[], Awaitable[list[Any]]]:
+    """Send the request as HTTP bytes over the in-memory transport of the protocol's
+    tests, and wait for the whole response (its status, as `_request` gives it)."""
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # the test harness
+    from mymcp.transport import ConnectionLimits
+    from tests.transport.test_connections import Server, request
+
+    connection = Server(app, ConnectionLimits()).connect()
+    head = "".join(f"{name.decode()}: {value.decode()}\r\n" for name, value in headers[1:])
+    data = request("/mcp", headers=head, body=body)
+
+    async def answer() -> list[Any]:
+        connection.written.clear()
+        connection.send(data)
+        written = connection.written
+        while len(written) < expected[0] if expected[0] else not _whole(written):
+            await asyncio.sleep(0)  # the request's task and its write run
+        # Every answer to the same request has the same length: it is then waited for
+        # by its length alone, which costs each era the same.
+        expected[0] = len(written)
+        return [{"status": int(written.split(b" ", 2)[1])}]
+
+    expected = [0]
+    return answer
+
+
+def _count_instructions(case: str, count: int, protocol: bool) -> int:
     """The instructions a whole run answering `case` `count` times takes, by callgrind."""
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "callgrind.out")
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={output}"]
         command += [sys.executable, __file__, "--repeat", case, "--requests", str(count)]
+        command += ["--protocol"] if protocol else []
         # A fixed hash seed: dict and set layouts, and so the instructions, repeat.
         environ = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
@@ -186,11 +249,13 @@ def _count_instructions(case: str, count: int) -> int:
     raise SystemExit(f"{case}: callgrind wrote no total")
 
 
-def _instructions(count: int) -> None:
+def _instructions(count: int, protocol: bool) -> None:
     cases = ("tools/call list_tools", "stateless tools/call", "ping")
     runs = [(case, n) for case in cases for n in (count, 3 * count)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        totals = dict(zip(runs, pool.map(lambda run: _count_instructions(*run), runs), strict=True))
+        totals = dict(
+            zip(runs, pool.map(lambda run: _count_instructions(*run, protocol), runs), strict=True)
+        )
     figures = {}
     for case in cases:
         # Startup and warm-up cost the same in both runs, so the difference is requests.
@@ -248,10 +313,15 @@ def main() -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="count instructions with callgrind instead"
     )
+    parser.add_argument(
+        "--protocol",
+        action="store_true",
+        help="with --instructions: send each request through MyMCP's own HTTP protocol",
+    )
     parser.add_argument("--repeat", metavar="CASE", help=argparse.SUPPRESS)  # what is counted
     args = parser.parse_args()
     if args.instructions:
-        _instructions(min(args.requests, 1000))
+        _instructions(min(args.requests, 1000), args.protocol)
         return
     with tempfile.TemporaryDirectory() as home:
         os.environ.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, "xdg"))
@@ -263,7 +333,8 @@ def main() -> None:
             sys.stderr = devnull
             _configure_launcher_logging()
             if args.repeat is not None:
-                asyncio.run(_repeat(create_host_app(build_host()), args.repeat, args.requests))
+                app = create_host_app(build_host())
+                asyncio.run(_repeat(app, args.repeat, args.requests, args.protocol))
                 return
             apps = {"plain": create_host_app(build_host())}
             governed_environ = _write_governed_config(home)

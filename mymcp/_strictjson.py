@@ -214,7 +214,10 @@ def _could_exceed_depth_bytes(data: bytes, limit: int) -> bool:
     # byte is looked for as a number: a bytes needle first fails as one, and the error
     # that costs is dearer than the search.)
     if _OPEN_BRACKET not in data:
-        return data.count(b"{") > limit
+        # Without arrays every level below the top is an object member, `"":{` and `}` at
+        # the least, so `limit + 1` levels take at least `5 * limit + 2` bytes: a shorter
+        # body (most requests) cannot nest too deeply, and is not counted.
+        return len(data) >= 5 * limit + 2 and data.count(b"{") > limit
     return data.count(b"[") + data.count(b"{") > limit
 
 

@@ -241,6 +241,46 @@ def test_message_bodies_only_the_exact_decoder_reads_are_read() -> None:
     assert load_message_json(b"[" * 64 + b"]" * 64) is not None
 
 
+def _objects_nested(levels: int, key: str = "", inner: str = "{}") -> bytes:
+    """`levels` objects, each the only member of the one around it, innermost `inner`."""
+    text = inner
+    for _ in range(levels - 1):
+        text = "{" + json.dumps(key) + ":" + text + "}"
+    return text.encode()
+
+
+def test_the_shortest_body_that_nests_too_deeply_is_refused() -> None:
+    # 65 objects take 322 bytes at the least: the length below which no body of objects
+    # alone is counted for its depth.
+    too_deep = _objects_nested(65)
+    assert len(too_deep) == 322
+    with pytest.raises(StrictJsonError) as caught:
+        load_message_json(too_deep)
+    assert caught.value.reason is StrictJsonReason.TOO_DEEP
+    assert load_message_json(_objects_nested(64)) is not None
+
+
+@given(
+    levels=st.integers(min_value=60, max_value=70),
+    key=st.text(max_size=2),
+    inner=st.sampled_from(["{}", '{"a":1}', "[]", '"[{"', "{ }"]),
+    spaces=st.booleans(),
+)
+def test_objects_nested_near_the_limit_are_judged_by_their_depth(
+    levels: int, key: str, inner: str, spaces: bool
+) -> None:
+    body = _objects_nested(levels, key, inner)
+    if spaces:
+        body = body.replace(b":", b": ")
+    deepest = levels - inner.startswith('"')  # a string innermost is no container
+    if deepest > 64:
+        with pytest.raises(StrictJsonError) as caught:
+            load_message_json(body)
+        assert caught.value.reason is StrictJsonReason.TOO_DEEP
+    else:
+        assert load_message_json(body) == json.loads(body)
+
+
 @given(st.recursive(st.none() | st.integers() | st.text(), st.lists, max_leaves=5))
 def test_a_byte_order_mark_before_a_document_is_named(value: object) -> None:
     data = b"\xef\xbb\xbf" + json.dumps(value).encode()

@@ -66,7 +66,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._stateless import StatelessEra
+from mymcp.transport._stateless import StatelessEra, http_status
 from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
@@ -371,7 +371,7 @@ class McpEndpoint:
             refusal = "Clients send no responses in this protocol revision"
             await send_json(send, 400, _transport_error(refusal))
             return
-        if isinstance(message, Notification):
+        if not isinstance(message, Request):
             # The revision defines no client notifications over HTTP: accepted, dropped.
             if stated:
                 log_notification(message)
@@ -382,13 +382,17 @@ class McpEndpoint:
                 await send_json(send, 400, reply)
             return
         started = self._dispatcher.log_request(message)
-        client_gone = partial(until_disconnected, receive)
-        # Closing the connection is how this era's client cancels a request.
+        # Closing the connection is how this era's client cancels a request. Where the
+        # server says so (its connection watch), that cancels a wait for a person's
+        # approval too; elsewhere the wait looks for the close itself.
+        client_gone = None if connection is not None else partial(until_disconnected, receive)
         task = current_task()
         assert task is not None  # uvicorn answers each request in a task of its own
-        if connection is not None and not connection.add(task):
-            log_cancelled(message, "connection_closed", started)
-            return
+        if connection is not None:
+            if connection.closed:  # its client left before the request began
+                log_cancelled(message, "connection_closed", started)
+                return
+            connection.add(task)
         try:
             answer = await self._stateless.answer(message, principal, headers, client_gone)
         except anyio.get_cancelled_exc_class():
@@ -405,7 +409,14 @@ class McpEndpoint:
             await self._refuse_scope(message, answer.scopes, started, send)
             return
         log_response(message, answer, started)
-        body, status = self._stateless.encode(message, answer)
+        body, encodable = encode_reply(message, answer)
+        result = answer.get("result")
+        if encodable and result is not None and "resultType" not in result:
+            # A result left without the two fields every result carries: their bytes
+            # follow its last member (it has one), inside the closing braces.
+            body, status = body[:-2] + self._stateless.completion, 200
+        else:
+            status = http_status(answer) if encodable else 200
         await send_encoded(send, status, body)
 
     async def _initialize(

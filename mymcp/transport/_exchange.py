@@ -165,28 +165,29 @@ class ConnectionWatch:
     if need be costs a request far less than a cancel scope around each would.
     """
 
-    __slots__ = ("_tasks", "closed")
+    __slots__ = ("_tasks", "add", "closed", "discard")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closed = False
-
-    def add(self, task: asyncio.Task[Any]) -> bool:
-        """Watch one request's task; False when the connection is already closed (its
-        client left before the request began, so it need not begin)."""
-        if self.closed:
-            return False
-        self._tasks.add(task)
-        return True
-
-    def discard(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
+        # Watching a request's task and no longer watching it are the set's own methods:
+        # no call of ours on every request. Look at `closed` first: a request whose
+        # client left before it began need not begin.
+        self.add: Callable[[asyncio.Task[Any]], None] = self._tasks.add
+        self.discard: Callable[[asyncio.Task[Any]], None] = self._tasks.discard
 
     def close(self) -> None:
         self.closed = True
-        tasks, self._tasks = self._tasks, set()
+        # A task watched after the close is cancelled at once, as if watched before it.
+        self.add = _cancel
+        tasks = tuple(self._tasks)
+        self._tasks.clear()
         for task in tasks:
             task.cancel()
+
+
+def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
 
 
 def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:

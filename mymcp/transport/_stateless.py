@@ -20,9 +20,8 @@ connection is gone nobody would receive the result, so the call is not run and t
 approval is left for the next identical call.
 
 Nothing here knows about HTTP: the HTTP endpoint passes the mirrored headers and a way
-to notice that the client went away, and sends each reply with the status `encode`
-gives it (`http_status` maps error codes to statuses); the stdio transport passes
-neither.
+to notice that the client went away, and sends each reply with the status
+`http_status` maps its error code to; the stdio transport passes neither.
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ from mymcp.transport._exchange import encode_json
 from mymcp.transport._jsonrpc import (
     ErrorCode,
     Request,
-    encode_reply,
     error_response,
     result_response,
 )
@@ -207,9 +205,11 @@ StatelessAnswer = dict[str, Any] | StepUpRequired
 """One JSON-RPC reply, or a call the token's scopes do not cover (HTTP answers 403).
 
 A reply's result may still lack the two fields every final result carries
-(`resultType` and the server's `_meta`): `StatelessEra.encode` appends them as fixed
-bytes, and `StatelessEra.reply_of` gives the whole reply as a value. A result that has
-`resultType` is complete.
+(`resultType` and the server's `_meta`). They are the same in every reply, so they are
+encoded once: the HTTP endpoint replaces the two closing braces of such a reply's
+encoding with `StatelessEra.completion` (the result is never empty, so the fields follow
+its last member), and `StatelessEra.reply_of` gives the whole reply as a value. A result
+that has `resultType` is complete.
 """
 
 
@@ -376,7 +376,8 @@ class StatelessEra:
         self._waiting: dict[str, int] = {}  # principal id -> retries waiting for a decision
         self._meta = {SERVER_INFO_KEY: dispatcher.server_info}
         fixed = encode_json({"resultType": "complete", "_meta": self._meta})
-        self._completion = b"," + fixed[1:-1] + b"}}"
+        self.completion: Final = b"," + fixed[1:-1] + b"}}"
+        """What ends the encoding of a reply whose result lacks its fixed fields."""
         # The tools whose schemas ask for mirrored arguments, and which: fixed with the
         # runtime. A tool with an invalid declaration mirrors nothing (clients drop it).
         self._param_headers = {
@@ -384,9 +385,12 @@ class StatelessEra:
             for tool in dispatcher.tools
             if (found := _param_headers(tool.input_schema))
         }
-        # The tool names a client mirrors in `Mcp-Name` as they are (not base64-wrapped).
+        # The tools whose calls need no closer look at their headers: a client mirrors
+        # their names in `Mcp-Name` as they are (not base64-wrapped), and no argument.
         self._plain_names = frozenset(
-            tool.name for tool in dispatcher.tools if _mirrors_text(tool.name, tool.name)
+            tool.name
+            for tool in dispatcher.tools
+            if _mirrors_text(tool.name, tool.name) and tool.name not in self._param_headers
         )
         discover: dict[str, Any] = {
             "supportedVersions": list(ADVERTISED_VERSIONS),
@@ -409,29 +413,42 @@ class StatelessEra:
         """The reply to one request (`mirrored` is None where no headers exist;
         `client_gone`, where the transport can tell, ends an approval wait early)."""
         params = request.params
-        # Decoded JSON: objects are dicts.
-        if not isinstance(params, dict) or not isinstance(meta := params.get("_meta"), dict):
+        meta = params.get("_meta") if isinstance(params, dict) else None  # decoded JSON
+        if not isinstance(meta, dict):
             return self._envelope_missing(request, mirrored)
         version = meta.get(PROTOCOL_VERSION_KEY)
         capabilities: Any = meta.get(CLIENT_CAPABILITIES_KEY)  # an object, checked next
-        if not (
+        method = request.method
+        key = _NAME_BEARING.get(method)
+        named = params.get(key) if key is not None else None
+        # The common case is decided by comparisons alone: a served version, capabilities,
+        # and headers that are the body's values as they are, naming a published tool that
+        # mirrors no argument. Anything else is looked at closely, check by check.
+        plain = (
             version in MODERN_PROTOCOL_VERSIONS
             and isinstance(capabilities, dict)
             and (
                 mirrored is None
-                or self._mirrored_plainly(request.method, params, version, mirrored)
+                or (
+                    mirrored.version == (version,)
+                    and mirrored.method == (method,)
+                    and (
+                        named is None or (mirrored.name == (named,) and named in self._plain_names)
+                    )
+                )
             )
-        ):
+        )
+        if not plain:
             refusal = self._envelope_refusal(request, params, meta, mirrored)
             if refusal is not None:
                 return refusal
         url_elicitation = "elicitation" in capabilities and declares_url_elicitation(capabilities)
         caller = Caller(principal, None, url_elicitation)
-        if request.method == "tools/call":
-            name = params.get("name")
-            if mirrored is not None and (mirrored.params or name in self._param_headers):
-                # Only for a tool this caller may call: checking others would reveal them.
-                tool = self._dispatcher.visible_tool(caller, name)
+        if method == "tools/call":
+            if not plain and mirrored is not None and named in self._param_headers:
+                # The headers mirror `named`, so it is a string. Only for a tool this
+                # caller may call: checking others would reveal them.
+                tool = self._dispatcher.visible_tool(caller, named)
                 sent = params.get("arguments")
                 mismatch = None
                 if tool is not None:
@@ -446,41 +463,27 @@ class StatelessEra:
                     return self._error(request, ErrorCode.HEADER_MISMATCH, mismatch)
             # A retry saying the person declined never spends an approval, even one
             # they granted meanwhile: it stays open until it expires.
-            declined = "inputResponses" in params and _approval_action(params) in _DECLINED
-            outcome = await self._dispatcher.call_tool(caller, params, spend_approval=not declined)
+            if "inputResponses" in params and _approval_action(params) in _DECLINED:
+                outcome = await self._dispatcher.call_tool(caller, params, spend_approval=False)
+            else:
+                outcome = await self._dispatcher.call_tool(caller, params)
             if isinstance(outcome, dict):  # a tool result: by far the most common answer
+                if outcome and "_meta" not in outcome and "resultType" not in outcome:
+                    return result_response(request.id, outcome)  # completed when encoded
                 return self._complete(request, outcome)
             return await self._unfinished_call(request, params, caller, outcome, client_gone)
-        if request.method == "tools/list":
+        if method == "tools/list":
             page = self._dispatcher.list_page(caller, params)
             if isinstance(page, CallRefused):
                 return self._error(request, ErrorCode.INVALID_PARAMS, page.message)
             page["ttlMs"] = LIST_TTL_MS
             page["cacheScope"] = self._list_scope
             return self._complete(request, page)
-        if request.method == "server/discover":
+        if method == "server/discover":
             return self._complete(request, dict(self._discover))
         # `initialize`, `ping`, `logging/setLevel`, subscriptions and every other method
         # do not exist in this era.
         return self._error(request, ErrorCode.METHOD_NOT_FOUND)
-
-    def _mirrored_plainly(
-        self, method: str, params: Mapping[str, Any], version: str, mirrored: MirroredHeaders
-    ) -> bool:
-        """Whether the mirrored headers are the body's values as they are (a published
-        tool's name needs no encoding): the common case, decided by comparisons alone.
-        Otherwise `_envelope_refusal` looks closer."""
-        # Indexing, not tuple comparison: no tuple is built for the comparison.
-        sent_version, sent_method, sent_name = mirrored.version, mirrored.method, mirrored.name
-        if len(sent_version) != 1 or len(sent_method) != 1:
-            return False
-        if sent_version[0] != version or sent_method[0] != method:
-            return False
-        key = _NAME_BEARING.get(method)
-        value = params.get(key) if key is not None else None
-        if value is None:
-            return True
-        return len(sent_name) == 1 and sent_name[0] == value and value in self._plain_names
 
     def _envelope_refusal(
         self,
@@ -678,29 +681,16 @@ class StatelessEra:
         its own).
 
         The two fields are the same bytes in every reply, so they are encoded once and
-        appended (`encode`), which costs a stateless call nothing a session call does
-        not also pay. An empty result, or one with a `_meta` (or `resultType`) of its own,
-        is completed in place instead, so no field is ever written twice: `result` is
-        this request's own fresh dict (the dispatcher never hands out shared ones).
+        appended to the reply's encoding (see `StatelessAnswer`). An empty result, or
+        one with a `_meta` (or `resultType`) of its own, is completed in place instead,
+        so no field is ever written twice: `result` is this request's own fresh dict
+        (the dispatcher never hands out shared ones).
         """
         if not result or "_meta" in result or "resultType" in result:
             own = result.get("_meta")
             result["_meta"] = {**own, **self._meta} if isinstance(own, dict) else self._meta
             result["resultType"] = "complete"
         return result_response(request.id, result)
-
-    def encode(self, request: Request, reply: dict[str, Any]) -> tuple[bytes, int]:
-        """A reply's bytes and its HTTP status (a reply that cannot be encoded becomes an
-        internal error, answered 200: see `encode_reply`)."""
-        body, encodable = encode_reply(request, reply)
-        if not encodable:
-            return body, 200
-        result = reply.get("result")
-        if result is not None and "resultType" not in result:
-            # The bytes end with the closing braces of the result and of the reply; the
-            # result is not empty (`_complete`), so the fixed fields follow its last one.
-            return body[:-2] + self._completion, 200
-        return body, http_status(reply)
 
     def reply_of(self, request: Request, answer: StatelessAnswer) -> dict[str, Any]:
         """The whole reply as a JSON value (a call short of scopes is refused with an
