@@ -7,8 +7,9 @@ files and the exact line layout. A new segment starts when the current one would
 `max_segment_bytes`; its first record chains to the last record of the segment before.
 When more than `max_segments` exist, a `segment_removed` record naming the oldest and
 its last hash is written and fsync'd, and only then is that segment removed. Only the
-segments up to the one being written count: files named like later ones are not the
-writer's, and never make it remove history.
+segments up to the one being written count, and only those holding a complete line:
+files named like later ones are not the writer's, a fragment without a line ending holds
+no history, and neither ever makes it remove history.
 
 Writes are batched: appending only queues a record (the caller's hot path), and
 `commit` encodes, hashes, writes and fsyncs everything queued, under the directory's
@@ -41,6 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -50,6 +52,7 @@ from mymcp.governance.audit_format import (
     GENESIS_HASH,
     HEAD_FILE,
     KEY_FILE,
+    TAIL_WINDOW,
     RecordShape,
     Tail,
     canonical_json,
@@ -514,7 +517,7 @@ class _ChainWriter:
         self.flush()
         removed: list[int] = []
         found = self._chain_segments()
-        while len(found) > max_segments:
+        while len(found) > max_segments and _with_history(found) > max_segments:
             number, path = found[0]
             last_seq, last_hash = self._end_of(number, path)
             self.add(
@@ -552,3 +555,23 @@ class _ChainWriter:
         if following is not None:
             return following["seq"] - 1, following["prev"]
         return self.seq, self.hash
+
+
+def _with_history(found: list[tuple[int, Path]]) -> int:
+    """How many of these segments hold a complete line. One that holds none (a write
+    interrupted before its first line ended) is no history and is not counted, or files
+    planted to look like it would make retention remove real segments; it is removed
+    once it is older than every segment kept."""
+    return sum(1 for _, path in found if _holds_a_line(path))
+
+
+def _holds_a_line(path: Path) -> bool:
+    """Whether a segment has a newline within its first `TAIL_WINDOW` bytes (every record
+    the writer writes is far shorter: a longer first line is no record)."""
+    with suppress(FileNotFoundError), open(path, "rb") as handle:
+        seen = 0
+        while seen < TAIL_WINDOW and (chunk := handle.read(4096)):
+            if b"\n" in chunk:
+                return True
+            seen += len(chunk)
+    return False

@@ -137,18 +137,23 @@ def test_rotation_and_retention_keep_the_chain_verifiable(tmp_path: Path) -> Non
     assert any(r["last_hash"] == first_kept["prev"] for r in removed)
 
 
+@pytest.mark.parametrize("content", [b"", b"x", b'{"seq":'])
+@pytest.mark.parametrize("first", [999_000, None])  # far after the chain, or right after it
 def test_files_planted_after_the_chain_never_make_retention_remove_history(
-    tmp_path: Path,
+    tmp_path: Path, content: bytes, first: int | None
 ) -> None:
-    """Empty files named like later segments are nothing the writer made: counting them
-    for retention would remove real segments, each recorded as ordinary retention, and
-    the chain would still verify once the planted files were gone."""
+    """Files named like later segments holding no complete line (empty, or what looks
+    like a write interrupted by a crash) hold no history: counting them for retention
+    would remove real segments, each recorded as ordinary retention, and the chain would
+    still verify once the planted files were gone."""
     write(tmp_path, 120, max_segment_bytes=4096, max_segments=16).close()
     before = segment_numbers(tmp_path)
     assert 2 < len(before) < 16
-    planted = [tmp_path / segment_name(999_000 + n) for n in range(16)]
+    start = before[-1] + 1 if first is None else first
+    planted = [tmp_path / segment_name(start + n) for n in range(16)]
     for path in planted:
-        path.touch(mode=0o600)
+        path.write_bytes(content)
+        path.chmod(0o600)
     log = open_log(tmp_path, max_segment_bytes=4096, max_segments=16)
     log.append("tool_call", principal="anonymous", tool="after", decision="allowed")
     log.close()
@@ -158,6 +163,34 @@ def test_files_planted_after_the_chain_never_make_retention_remove_history(
     records = list(read_records(tmp_path))
     assert not [r for r in records if r["event"] == "segment_removed"]
     assert records[0]["seq"] == 1
+    assert verify_audit(tmp_path).ok
+
+
+def test_retention_keeps_its_count_of_real_segments_past_a_torn_fragment(
+    tmp_path: Path,
+) -> None:
+    """A crash while a new segment's first line was written leaves a fragment holding no
+    line. It does not count as one of the segments kept, and it is removed, recorded,
+    once it is older than all of them."""
+    write(tmp_path, 60, max_segment_bytes=4096, max_segments=3).close()
+    torn = segment_numbers(tmp_path)[-1] + 1
+    (tmp_path / segment_name(torn)).write_bytes(b'{"seq":')
+    log = open_log(tmp_path, max_segment_bytes=4096, max_segments=3)
+    kept: list[list[int]] = []
+    for index in range(200):
+        log.append("tool_call", principal="anonymous", tool=f"later_{index}", decision="allowed")
+        log.commit()
+        numbers = segment_numbers(tmp_path)
+        kept.append([n for n in numbers if n != torn])
+        if torn not in numbers:
+            break
+    log.close()
+    assert all(len(numbers) == 3 for numbers in kept)  # three real ones, fragment or not
+    assert torn not in segment_numbers(tmp_path)  # removed, once older than all three
+    records = list(read_records(tmp_path))
+    removed = [r["segment"] for r in records if r["event"] == "segment_removed"]
+    assert torn in removed  # and recorded
+    assert kept[-1][0] > torn
     assert verify_audit(tmp_path).ok
 
 
