@@ -234,12 +234,18 @@ def _jwks_uri_from(body: bytes, issuer: str, url: str) -> str:
 
 
 def discover_jwks_uri(client: httpx.Client, issuer: str) -> str:
-    """Find the issuer's JWKS URI: RFC 8414 metadata first, then OpenID Connect."""
-    failure = DiscoveryError("metadata_unavailable")
+    """Find the issuer's JWKS URI: RFC 8414 metadata first, then OpenID Connect. When
+    neither serves it, the error names the last URL and says what each one answered:
+    the first may have failed for a reason the operator must fix (a timeout, a wrong
+    `issuer`) while the second simply does not exist."""
+    failures: list[DiscoveryError] = []
     for url in metadata_urls(issuer):
         try:
             body = fetch_bounded(client, url, max_bytes=MAX_METADATA_BYTES, kind="metadata")
             return _jwks_uri_from(body, issuer, url)
         except DiscoveryError as exc:
-            failure = exc
-    raise failure
+            failures.append(exc)
+    *earlier, last = failures
+    said = [f"{error.location.source}: {error.detail}" for error in earlier]
+    detail = "; ".join([str(last.detail), *(f"before it, {line}" for line in said)])
+    raise DiscoveryError(last.code, location=last.location, detail=detail)

@@ -117,6 +117,20 @@ def test_no_metadata_anywhere() -> None:
     assert info.value.code == "metadata_unavailable"
 
 
+def test_when_neither_document_serves_the_error_says_what_each_answered() -> None:
+    idp = FakeIssuer()
+    first, second = metadata_urls(ISSUER)
+    idp.overrides[first] = (200, {"issuer": "https://x.example.com", "jwks_uri": JWKS_URI})
+    idp.overrides[second] = (404, {})
+    with pytest.raises(DiscoveryError) as info:
+        discover_jwks_uri(client(idp), ISSUER)
+    assert info.value.code == "metadata_unavailable"
+    assert info.value.location.source == second
+    assert info.value.detail is not None
+    assert info.value.detail.startswith("HTTP 404")
+    assert f"before it, {first}: its issuer is not exactly {ISSUER!r}" in info.value.detail
+
+
 @pytest.mark.parametrize(
     "jwks_uri",
     [
