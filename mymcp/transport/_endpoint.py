@@ -152,11 +152,11 @@ class McpEndpoint:
         self._stateless = StatelessEra(self._dispatcher)
         self._audit = governance.audit if governance is not None else None
         # The tasks answering handshake-era requests, by session and request id: what a
-        # session's `notifications/cancelled` can withdraw (only its own requests). A
-        # withdrawn task is also in `_withdrawn`, which tells its cancellation from a
-        # stopping server's.
+        # session's `notifications/cancelled` can withdraw (only its own requests), and
+        # what its DELETE withdraws. A withdrawn task is also in `_withdrawn`, with why,
+        # which tells its cancellation from a stopping server's.
         self._running: dict[tuple[str, RequestId], Task[Any]] = {}
-        self._withdrawn: set[Task[Any]] = set()
+        self._withdrawn: dict[Task[Any], str] = {}
 
     async def handle(
         self,
@@ -239,6 +239,10 @@ class McpEndpoint:
         if method == "DELETE":
             # The store's `on_end` records the close.
             self._sessions.terminate(session_id, principal_id, self._runtime.generation)
+            # Its client is done with the session: nobody waits for its running calls.
+            for (running_session, _), task in list(self._running.items()):
+                if running_session == session_id:
+                    self._withdraw_task(task, "session_deleted")
             await send_empty(send, 204)
             return
         if not accepts_event_stream(headers.accept):
@@ -308,12 +312,13 @@ class McpEndpoint:
         try:
             answer = await self._dispatcher.dispatch(message, caller)
         except anyio.get_cancelled_exc_class():
-            if task in self._withdrawn:
+            reason = self._withdrawn.get(task)
+            if reason is not None:
                 # The cancellation did its work; taken back, so the reply below is sent.
                 task.uncancel()
                 # Its client no longer waits for it, but this wire ends a request's
                 # exchange only with a reply, so it gets the one a withdrawn request has.
-                log_cancelled(message, "client_cancelled", started)
+                log_cancelled(message, reason, started)
                 reply = error_response(message.id, ErrorCode.REQUEST_CANCELLED)
                 await send_json(send, 200, reply)
                 return
@@ -323,7 +328,7 @@ class McpEndpoint:
             if running.get(key) is task:  # a reused id may have a newer entry
                 del running[key]
             if self._withdrawn:
-                self._withdrawn.discard(task)
+                self._withdrawn.pop(task, None)
         if isinstance(answer, StepUpRequired):
             await self._refuse_scope(message, answer.scopes, started, send)
             return
@@ -335,8 +340,13 @@ class McpEndpoint:
         still running (an unknown or finished one is ignored, as the protocol says)."""
         request_id = cancelled_request_id(params)
         task = self._running.get((session_id, request_id)) if request_id is not None else None
-        if task is not None and task not in self._withdrawn:
-            self._withdrawn.add(task)
+        if task is not None:
+            self._withdraw_task(task, "client_cancelled")
+
+    def _withdraw_task(self, task: Task[Any], reason: str) -> None:
+        """Cancel a running request's task once (`reason`, a fixed word, is logged)."""
+        if task not in self._withdrawn:
+            self._withdrawn[task] = reason
             task.cancel()
 
     async def _refuse_scope(

@@ -251,6 +251,44 @@ def test_only_the_calls_own_session_can_cancel_it_and_it_is_answered_as_cancelle
     assert [r["outcome"] for r in slow.call_records()] == ["cancelled"]
 
 
+def test_deleting_a_session_withdraws_its_running_calls_only(
+    slow: Slow, server_log: LogLines
+) -> None:
+    replies: list[httpx.Response] = []
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "slow__wait", "arguments": {}},
+    }
+    with httpx.Client(timeout=WAIT_SECONDS) as http:
+        alice = _open_session(http, slow.url)
+        other = _open_session(http, slow.url)
+        running = threading.Thread(
+            target=lambda: replies.append(_post(http, slow.url, call, **alice))
+        )
+        running.start()
+        try:
+            assert slow.started.wait(WAIT_SECONDS)
+            # Ending another session of the same person leaves the call running.
+            assert http.delete(slow.url, headers=other).status_code == 204
+            assert not slow.cancelled.is_set()
+            assert http.delete(slow.url, headers=alice).status_code == 204
+            assert slow.cancelled.wait(WAIT_SECONDS)
+        finally:
+            running.join(WAIT_SECONDS)
+    (reply,) = replies
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32800, "message": "Request cancelled"},
+    }
+    assert server_log.wait_for(
+        "response id=3 method=tools/call outcome=cancelled reason=session_deleted"
+    )
+    assert [r["outcome"] for r in slow.call_records()] == ["cancelled"]
+
+
 def test_a_cancelled_synchronous_call_is_answered_at_once_and_its_thread_finishes(
     slow: Slow,
 ) -> None:
