@@ -107,6 +107,10 @@ class _Wait(enum.Enum):
     ABANDONED = "abandoned"  # the client went away first
 
 
+# The methods this era serves: their names are plain header values, so a header equal
+# to one mirrors it. (A header equal to any other method may not: raw Latin-1, or text
+# that only looks base64-wrapped, stands for something else.)
+_SERVED_METHODS: Final = frozenset({"tools/call", "tools/list", "server/discover"})
 # Methods whose `Mcp-Name` header mirrors a body parameter, and which parameter.
 _NAME_BEARING: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _BAD_REQUEST: Final = frozenset(
@@ -432,6 +436,7 @@ class StatelessEra:
                 or (
                     mirrored.version == (version,)
                     and mirrored.method == (method,)
+                    and method in _SERVED_METHODS  # whose names are plain header values
                     and (
                         named is None or (mirrored.name == (named,) and named in self._plain_names)
                     )

@@ -262,6 +262,23 @@ def test_headers_that_do_not_mirror_the_body_are_a_header_mismatch(
     assert response.json()["id"] == 7
 
 
+@pytest.mark.parametrize(
+    "method",
+    ["tools/cal\xe9", "=?base64?" + base64.b64encode(b"tools/list").decode() + "?="],
+    ids=["latin-1", "wrapped-looking"],
+)
+def test_a_method_header_equal_to_the_body_is_still_read_as_a_header(
+    client: TestClient, method: str
+) -> None:
+    # `Mcp-Method` sent as these bytes does not stand for the body's method (raw Latin-1
+    # is no plain header value; the wrapped one stands for tools/list), however equal.
+    body = json.dumps(rpc(method, {"_meta": META})).encode()
+    headers = [*HEADERS.items(), ("mcp-protocol-version", VERSION)]
+    headers += [("mcp-method", method.encode("latin-1"))]
+    response = client.post("/mcp", content=body, headers=headers)
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
+
+
 def test_a_duplicated_routing_header_is_a_header_mismatch(client: TestClient) -> None:
     body = rpc("server/discover", {"_meta": META})
     headers = [*HEADERS.items(), ("mcp-protocol-version", VERSION)]
