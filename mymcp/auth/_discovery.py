@@ -247,5 +247,5 @@ def discover_jwks_uri(client: httpx.Client, issuer: str) -> str:
             failures.append(exc)
     *earlier, last = failures
     said = [f"{error.location.source}: {error.detail}" for error in earlier]
-    detail = "; ".join([str(last.detail), *(f"before it, {line}" for line in said)])
+    detail = "; ".join([last.detail or last.message, *(f"before it, {line}" for line in said)])
     raise DiscoveryError(last.code, location=last.location, detail=detail)

@@ -517,7 +517,8 @@ class _ChainWriter:
         self.flush()
         removed: list[int] = []
         found = self._chain_segments()
-        while len(found) > max_segments and _with_history(found) > max_segments:
+        held: dict[Path, bool] = {}  # read once per segment, however many are removed
+        while len(found) > max_segments and _with_history(found, held) > max_segments:
             number, path = found[0]
             last_seq, last_hash = self._end_of(number, path)
             self.add(
@@ -557,12 +558,18 @@ class _ChainWriter:
         return self.seq, self.hash
 
 
-def _with_history(found: list[tuple[int, Path]]) -> int:
-    """How many of these segments hold a complete line. One that holds none (a write
-    interrupted before its first line ended) is no history and is not counted, or files
-    planted to look like it would make retention remove real segments; it is removed
-    once it is older than every segment kept."""
-    return sum(1 for _, path in found if _holds_a_line(path))
+def _with_history(found: list[tuple[int, Path]], held: dict[Path, bool]) -> int:
+    """How many of these segments hold a complete line (`held` remembers what each was
+    found to hold). One that holds none (a write interrupted before its first line
+    ended) is no history and is not counted, or files planted to look like it would
+    make retention remove real segments; it is removed once it is older than every
+    segment kept."""
+    count = 0
+    for _, path in found:
+        if path not in held:
+            held[path] = _holds_a_line(path)
+        count += held[path]
+    return count
 
 
 def _holds_a_line(path: Path) -> bool:

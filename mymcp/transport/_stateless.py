@@ -473,6 +473,7 @@ class StatelessEra:
             else:
                 outcome = await self._dispatcher.call_tool(caller, params)
             if isinstance(outcome, dict):  # a tool result: by far the most common answer
+                # `_complete`'s common case, without its call on every tool call.
                 if outcome and "_meta" not in outcome and "resultType" not in outcome:
                     return result_response(request.id, outcome)  # completed when encoded
                 return self._complete(request, outcome)
