@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,16 @@ from hypothesis import settings
 # machine must not fail an example for being slow (hypothesis's default deadline).
 settings.register_profile("mymcp", deadline=None)
 settings.load_profile("mymcp")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts background commands with Ctrl-C ignored, and
+    # every process the suite starts would inherit that: the tests that press Ctrl-C in
+    # a server would then wait on a server that never hears it. A handled signal is
+    # reset to its default in a child, an ignored one is not, so handle it here.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # The loggers whose levels the launchers set (`mymcp.logs`), plus the root.
 _LAUNCHER_LOGGERS = ("", "mymcp", "mcp", "uvicorn.error")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -18,10 +19,48 @@ MYMCP = str(Path(sys.executable).with_name("mymcp"))
 """The installed `mymcp` console script: tests run the real entry point."""
 
 
+def _own_ports() -> Iterator[int]:
+    """The ports this process hands out, endlessly: from below the kernel's ephemeral
+    range, which it never assigns on its own (to a port-0 bind, or to the client end of
+    a connection), split between the suite's parallel workers so that no two share one.
+    A port from `bind(0)` could be handed again, or taken by a connection, before the
+    server started on it binds it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ranges:
+            ephemeral = int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    first = 10000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    span = (ephemeral - first) // workers
+    if span < 100:  # an unusual range leaves no room: let the kernel choose
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                yield int(probe.getsockname()[1])
+    low = first + index * span
+    # Another run of the suite on this machine starts elsewhere in the slice.
+    offset = random.randrange(span)
+    while True:
+        for step in range(span):
+            yield low + (offset + step) % span
+
+
+_PORTS = _own_ports()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing is bound to (see `_own_ports`)."""
+    for port in _PORTS:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("unreachable: the ports never run out")
 
 
 def port_is_bound(port: int) -> bool:

@@ -848,13 +848,19 @@ def test_the_snapshot_is_created_exclusively_and_private_whatever_the_umask(
         assert index.save()
     finally:
         os.umask(previous)
-    temps = [(name, flags) for name, flags in opened if name.endswith(".tmp")]
+    path = snapshot_module.snapshot_path(cache, root)
+    # Only this index's files: an index another test left behind may be collected, and
+    # save its own snapshot, while this one runs.
+    temps = [
+        (name, flags)
+        for name, flags in opened
+        if name.endswith(".tmp") and os.path.basename(name).startswith(f".{path.name}.")
+    ]
     assert len(temps) == 2
     assert temps[0][0] != temps[1][0]  # a fresh, unpredictable name every time
     for _, flags in temps:
         assert flags & os.O_EXCL
         assert flags & os.O_NOFOLLOW
-    path = snapshot_module.snapshot_path(cache, root)
     assert path.stat().st_mode & 0o777 == 0o600
 
 
