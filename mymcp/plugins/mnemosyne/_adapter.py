@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +48,7 @@ from mymcp.plugins.mnemosyne._settings import (
     memory_root,
 )
 from mymcp.plugins.mnemosyne.memory import (
+    MAX_DIRECTORY_DEPTH,
     RECORD_SUFFIX,
     TOOL_GATES,
     CursorCodec,
@@ -263,9 +265,17 @@ class Mnemosyne:
             return
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self.build_index, name="mymcp-memory-index", daemon=True
+            target=self._build_in_background, name="mymcp-memory-index", daemon=True
         )
         self._thread.start()
+
+    def _build_in_background(self) -> None:
+        # A thread's uncaught exception is printed as a traceback, which is no log line;
+        # the calls still read the memory without the build (each makes its scope current).
+        try:
+            self.build_index()
+        except Exception as exc:
+            _build_log.error("index_build outcome=error error=%s", type(exc).__name__)
 
     def stop_index_build(self) -> None:
         """Ask a running build to end at its next progress report (a server's shutdown)."""
@@ -339,11 +349,35 @@ class Mnemosyne:
 
 
 def _count_candidates(root: Path) -> int:
-    """Record-looking names under the root, counted cheaply (names only, no stat), so
-    progress can say how far along a build is."""
+    """Record-looking names under the root, counted cheaply (names, and the entry types
+    the listing gives), so progress can say how far along a build is.
+
+    Walked as the index walks: no link is followed, a scope that is one included (it
+    could lead anywhere, the whole filesystem among it), and nothing deeper than the
+    index reads is listed; and without recursion, which a deep tree would exhaust."""
     total = 0
+    pending: list[tuple[str, int]] = []
     for scope in Scope:
-        for _, directories, files in os.walk(root / scope.value):
-            total += sum(1 for name in files if name.endswith(RECORD_SUFFIX))
-            directories[:] = [name for name in directories if not name.startswith(".")]
+        top = os.path.join(root, scope.value)
+        try:
+            if stat.S_ISDIR(os.lstat(top).st_mode):
+                pending.append((top, 0))
+        except OSError:
+            continue
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if name.endswith(RECORD_SUFFIX):
+                        total += 1
+                    elif (
+                        depth < MAX_DIRECTORY_DEPTH
+                        and not name.startswith(".")
+                        and entry.is_dir(follow_symlinks=False)
+                    ):
+                        pending.append((entry.path, depth + 1))
+        except OSError:
+            continue  # the build itself names what it cannot read
     return total

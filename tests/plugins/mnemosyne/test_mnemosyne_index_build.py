@@ -277,3 +277,58 @@ def test_a_root_others_may_write_to_is_named_in_the_log(
     )
     assert warned == expected
     assert all(str(root) not in r.getMessage() for r in caplog.records)  # no path in logs
+
+
+def test_the_build_counts_nothing_through_a_scope_that_is_a_link(
+    root: Path, tmp_path: Path, lines: Callable[[], list[str]]
+) -> None:
+    # A scope linked elsewhere (to /, say) must not have the build list what is there.
+    elsewhere = tmp_path / "elsewhere" / "topic"
+    elsewhere.mkdir(parents=True)
+    for number in range(600):
+        (elsewhere / f"mem_{uuid.UUID(int=number + 1).hex}.json").write_text("{}")
+    (root / "knowledge").symlink_to(elsewhere.parent, target_is_directory=True)
+    _plugin(root).build_index(clock=Steps(1.5))
+    progress = [line for line in lines() if line.startswith("index_build indexed=")]
+    assert progress[0] == "index_build indexed=512/2101"
+
+
+def test_a_tree_deeper_than_the_index_reads_is_counted_and_built_without_recursion(
+    root: Path, lines: Callable[[], list[str]]
+) -> None:
+    # Deeper than the interpreter's recursion limit: a recursive walk would fail.
+    top = root / "project" / "alpha"
+    deepest = top
+    for _ in range(1100):  # not `mkdir(parents=True)`, which recurses too
+        deepest = deepest / "d"
+        deepest.mkdir()
+    try:
+        _plugin(root).build_index(clock=Steps(1.5))
+        said = lines()
+        assert said[-1].startswith("index_build outcome=done records=2101 skipped=2 seconds=")
+        assert "index_build indexed=512/2101" in said
+    finally:
+        while deepest != top:
+            deepest.rmdir()
+            deepest = deepest.parent
+
+
+def test_a_build_that_fails_says_so_in_one_line(
+    root: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = _plugin(root)
+
+    def failing() -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(plugin, "build_index", failing)
+    caught: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", caught.append)
+    with caplog.at_level(logging.INFO, logger="mymcp"):
+        plugin.start_index_build()
+        assert plugin._thread is not None
+        plugin._thread.join(30)
+    assert caught == []  # nothing reached the thread's traceback printer
+    assert [r.getMessage() for r in caplog.records if "index_build" in r.getMessage()] == [
+        "index_build outcome=error error=RecursionError"
+    ]
