@@ -318,10 +318,12 @@ def _only_type_misses(error: jsonschema_rs.ValidationError) -> bool:
 def _branch_score(
     branch: Sequence[jsonschema_rs.ValidationError], at: list[str | int]
 ) -> tuple[int, int]:
-    # The branch that went wrong in the fewest places is the one the caller meant; a
-    # branch refused at its own root by type/const/enum is the wrong branch, not a typo.
+    # A branch refused at its own root by type/const/enum is the wrong branch, not a
+    # typo, however few its complaints (a string breaking two rules of a nullable field
+    # is a bad string, not a missing null); among the rest, the branch that went wrong
+    # in the fewest places is the one the caller meant.
     misses = sum(1 for e in branch if e.kind.name in _DISCRIMINATING and e.instance_path == at)
-    return (len(branch), misses)
+    return (misses, len(branch))
 
 
 def _most_relevant(
@@ -420,7 +422,11 @@ def _phrase(error: jsonschema_rs.ValidationError) -> str:
         "multipleOf": "must be a multiple of {}",
     }
     if rule in bounded:
-        return bounded[rule].format(_limit(kind))
+        limit = _limit(kind)
+        phrase = bounded[rule].format(limit)
+        if limit == "1":  # "a minimum of 1 character", not "1 characters"
+            phrase = phrase.removesuffix("s")
+        return phrase
     return "breaks a rule of the schema"
 
 

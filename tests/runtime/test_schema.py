@@ -213,6 +213,14 @@ def test_violation_names_field_and_rule_and_never_the_value(
     }
 
 
+def test_a_bound_of_one_is_worded_in_the_singular() -> None:
+    violation = _validator(schema(v={"type": "string", "minLength": 1})).check({"v": ""})
+    assert violation is not None
+    assert violation.message == (
+        "Argument 'v' is shorter than the minimum of 1 character (minLength)."
+    )
+
+
 def test_unexpected_argument_names_are_shown_only_when_plain() -> None:
     validator = _validator(schema())
     plain = validator.check({"tz": 5})
@@ -271,6 +279,24 @@ _REMEMBER = {
             "namespace.label",
             "type",
         ),
+        # A nullable field given a string that breaks two of its rules is a bad string,
+        # not a missing null: the string's rule is named.
+        ("memory_remember", {**_REMEMBER, "language": ""}, "language", "minLength"),
+        ("memory_remember", {**_REMEMBER, "language": "x" * 36}, "language", "maxLength"),
+        (
+            "memory_remember",
+            {**_REMEMBER, "collection": {"id": "", "label": None}},
+            "collection.id",
+            "minLength",
+        ),
+        ("memory_list", {"scope": "project", "collection_id": ""}, "collection_id", "minLength"),
+        (
+            "memory_inspect",
+            {"reference": {**_REFERENCE, "collection_id": ""}},
+            "reference.collection_id",
+            "minLength",
+        ),
+        ("memory_remember", {**_REMEMBER, "collection": 5}, "collection", "type"),
     ],
 )
 def test_memory_tool_violations_name_the_real_fault(
