@@ -36,34 +36,31 @@ What is caught
     * private keys: PEM and PGP "BEGIN ... PRIVATE KEY" armour in any letter case and with
       any key-type words, PuTTY key-file headers, OpenSSH key bodies (their base64 magic)
       and age secret keys;
-    * credentials: AWS access-key ids; GitHub classic and fine-grained, GitLab, npm, Slack
-      (tokens and webhooks), Stripe, Google (API keys, OAuth client secrets and access
-      tokens), Azure AD client secrets and SAS signatures, Twilio, SendGrid, OpenAI,
-      Anthropic, Hugging Face, PyPI, Docker Hub, DigitalOcean, Shopify and Databricks
-      tokens; MyMCP's own operator tokens; ``Authorization: Basic`` / ``Bearer`` header
-      text and long bearer values; URLs with ``user:password@``; key=value and key: value
-      pairs (any letter case, the key anywhere in an identifier such as DB_PASSWORD,
-      aws_secret_access_key or clientSecret) whose key names a password, passphrase,
-      secret, API key, access/refresh/auth/session token or Azure account/shared access
-      key and whose value has four or more characters, unless the value plainly refers to
-      a secret kept elsewhere (``${VAR}``, ``{{ template }}``, ``<placeholder>``, a call or
-      subscript such as ``os.environ["X"]``, a variable or attribute name such as
-      ``auth_token`` or ``self.secret``, a ``****`` mask), the identifier names something
-      about the secret (MAX_PASSWORD_LENGTH, PASSWORD_FILE), or the key sits inside a
-      longer identifier and the unquoted value is a type, keyword or common variable name
-      (``aws_secret_access_key=None``); keys naming any other token, a signature or
-      ``something_key`` when the value has sixteen or more characters mixing letters and
-      digits; and prose such as "my password is hunter2", "password for the router:
-      Xk9!mq2z", "my password's hunter2x" or "my api key is abcd1234efgh5678". The code
-      and prose rules are heuristics: a bare key (``password: ...``) refuses any other
-      value of four or more characters; after "password is" any quoted value of four or
-      more characters is a password and so is a word that does not read as English (a
-      word of three letters or fewer, a listed word such as "correct" or "required", or
-      one ending like a participle, adverb or adjective, "-ed", "-ing", "-ly", "-able",
-      "-ous", ...); after words with everyday senses ("my secret is", "the token is",
-      "the password's") only a value that looks like a secret is one: six or more
-      characters mixing letters with digits or symbols, or with letter case changing
-      inside the word.
+    * credentials: AWS access-key ids; GitHub classic and fine-grained, GitLab, npm, Slack (tokens
+      and webhooks), Stripe, Google (API keys, OAuth client secrets and access tokens), Azure AD
+      client secrets and SAS signatures, Twilio, SendGrid, OpenAI, Anthropic, Hugging Face, PyPI,
+      Docker Hub, DigitalOcean, Shopify and Databricks tokens; MyMCP's own operator tokens;
+      ``Authorization: Basic`` / ``Bearer`` header text and long bearer values; URLs with
+      ``user:password@``; key=value and key: value pairs (the value on the same line or the next,
+      any letter case, the key anywhere in an identifier such as DB_PASSWORD, aws_secret_access_key
+      or clientSecret) whose key names a password, passphrase, secret, API key,
+      access/refresh/auth/session token or Azure account/shared access key and whose value has four
+      or more characters, unless the value plainly refers to a secret kept elsewhere (``${VAR}``,
+      ``{{ template }}``, ``<placeholder>``, a call or subscript such as ``os.environ["X"]``, a
+      variable or attribute name such as ``auth_token`` or ``self.secret``, a ``****`` mask), the
+      identifier names something about the secret (MAX_PASSWORD_LENGTH, PASSWORD_FILE), or the key
+      sits inside a longer identifier and the unquoted value is a type, keyword or common variable
+      name (``aws_secret_access_key=None``); keys naming any other token, a signature or
+      ``something_key`` when the value has sixteen or more characters mixing letters and digits; and
+      prose such as "my password is hunter2", "password for the router: Xk9!mq2z", "my password's
+      hunter2x" or "my api key is abcd1234efgh5678". The code and prose rules are heuristics: a bare
+      key (``password: ...``) refuses any other value of four or more characters; after "password
+      is" any quoted value of four or more characters is a password and so is a word that does not
+      read as English (a word of three letters or fewer, a listed word such as "correct" or
+      "required", or one ending like a participle, adverb or adjective, "-ed", "-ing", "-ly",
+      "-able", "-ous", ...); after words with everyday senses ("my secret is", "the token is", "the
+      password's") only a value that looks like a secret is one: six or more characters mixing
+      letters with digits or symbols, or with letter case changing inside the word.
     * compact JOSE tokens: three dot-separated base64url segments, the first a JSON
       header starting ``eyJ``;
     * US social-security numbers: 3-2-4 with hyphens, always; 3-2-4 with single spaces or
@@ -452,7 +449,9 @@ _JOIN: Final = r"[ _.-]?"
 # never backtracked into (what follows it cannot start with one of its characters
 # anyway); dense key words would otherwise each cost forty failed attempts.
 _KEY_REST: Final = r"(?=(?P<rest>(?:[_.-][a-z0-9_.-]{0,40})?))(?P=rest)"
-_ASSIGN: Final = r"[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?P<quote>[\"'`]?)"
+# The value may start on the next line ("password:" and the value below it, as notes
+# and YAML blocks put it).
+_ASSIGN: Final = r"[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?:\n[ \t]{0,8})?(?P<quote>[\"'`]?)"
 # A value ends at white space, a quote or a closing bracket, comma or semicolon (code
 # such as "check(password: str)" is no assignment of "str)").
 _VALUE: Final = r"[^\s\"'`,;)\]}]"

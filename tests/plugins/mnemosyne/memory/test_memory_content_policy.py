@@ -735,6 +735,11 @@ def test_aws_secret_access_key_values_are_refused(text: str) -> None:
         "signature=3f9a8b7c6d5e4f3a2b1c",
         "STRIPE_WEBHOOK_KEY=a1b2c3d4e5f6g7h8i9j0",
         "Bearer 7f3a9c2e8b1d4f6a0c5e9b2d",
+        # The value on the line below its key, as notes and YAML blocks write it.
+        "password:\nhunter2hunter2",
+        "Router password:\n  Xk9!mq2z",
+        "api_key:\n    0123abcd",
+        "GITHUB_TOKEN =\nabcd1234efgh5678ijkl",
     ],
 )
 def test_assignments_of_secret_keys_are_refused(text: str) -> None:
