@@ -26,6 +26,7 @@ logs go to stderr, and the launcher makes sure nothing else reaches stdout.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import select
 import threading
@@ -113,13 +114,39 @@ class _LineReader:
 
     def _read_into(self, send: MemoryObjectSendStream[object], token: EventLoopToken) -> None:
         # Up to the limit's worth of message, then its line end, CR LF as well as LF.
-        while line := self._source.readline(self._limit + 2):
+        while line := self._readline(self._limit + 2):
             item: object = line
             if len(line) > self._limit and len(line.rstrip(b"\r\n")) > self._limit:
                 item = _TOO_LONG
                 while line and not line.endswith(b"\n"):  # skip the rest of it
-                    line = self._source.readline(self._limit)
+                    line = self._readline(self._limit)
             from_thread.run(send.send, item, token=token)
+
+    def _readline(self, size: int) -> bytes:
+        """The next line, or its first `size` bytes; empty only at end of input.
+
+        A client may hand over a pipe it made non-blocking. Reading it answers what has
+        arrived so far, a piece of a line or nothing, which is no end of input: wait for
+        more, as a blocking read would."""
+        line = self._source.readline(size)
+        while not line.endswith(b"\n") and len(line) < size and self._waits_for_more():
+            more = self._source.readline(size - len(line))
+            if not more:  # readable, yet nothing to read: the input has ended
+                break
+            line += more
+        return line
+
+    def _waits_for_more(self) -> bool:
+        """On a non-blocking input, wait until it is readable (data, or its end) and
+        answer True; on a blocking one a short read was the end of input: False."""
+        try:
+            descriptor = self._source.fileno()
+            if os.get_blocking(descriptor):
+                return False
+        except (OSError, ValueError):  # no descriptor (a test's stream), or closed
+            return False
+        select.select([descriptor], [], [])
+        return True
 
 
 class StdioServer:

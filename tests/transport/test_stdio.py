@@ -9,6 +9,7 @@ pipes, where the test controls when a tool finishes.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import json
 import os
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -983,3 +985,34 @@ def test_a_client_that_never_reads_stderr_is_still_answered_and_can_stop_it(
         process.wait()
     assert answered == set(range(1, count + 2))
     assert status == 0
+
+
+def _pending_bytes(descriptor: int) -> int:
+    return int.from_bytes(
+        fcntl.ioctl(descriptor, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder, signed=True
+    )
+
+
+def test_a_non_blocking_input_is_waited_on_not_read_as_ended() -> None:
+    # A client may hand over a pipe it made non-blocking: a read then answers only what
+    # has arrived, a piece of a line or nothing, and neither is the end of input.
+    from mymcp.transport._stdio import _LineReader
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    ping = _line({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    read: list[bytes] = []
+    with os.fdopen(read_end, "rb") as source, os.fdopen(write_end, "wb", buffering=0) as sink:
+        reader = _LineReader(source, 1 << 20)
+        sink.write(ping[:10])
+        thread = threading.Thread(target=lambda: read.append(reader._readline(1 << 20)))
+        thread.start()
+        while _pending_bytes(read_end) and thread.is_alive():
+            pass  # until the half line has been taken from the pipe
+        sink.write(ping[10:])
+        sink.write(b"and no end")
+        sink.close()  # the rest of the input, then its end
+        thread.join(30)
+        assert read == [ping]
+        assert reader._readline(1 << 20) == b"and no end"  # a last line without its end
+        assert reader._readline(1 << 20) == b""
