@@ -369,6 +369,14 @@ def _outcome_code(result: Mapping[str, Any]) -> str:
     return "tool_error"
 
 
+# The members of initialize's params, the type each must have, and its name in an error.
+_INITIALIZE_MEMBERS: Final = (
+    ("protocolVersion", str, "a string"),
+    ("capabilities", dict, "an object"),
+    ("clientInfo", dict, "an object"),
+)
+
+
 class Dispatcher:
     """Answers requests against one immutable HostRuntime, as governed."""
 
@@ -432,6 +440,12 @@ class Dispatcher:
         params = request.params
         if not isinstance(params, dict):  # decoded JSON: objects are dicts
             return error_response(request.id, ErrorCode.INVALID_PARAMS), None
+        # A member left out is tolerated, as clients older than the rule omit some; one
+        # of the wrong type is refused, since a session opened on it would be misread.
+        for member, kind, name in _INITIALIZE_MEMBERS:
+            if member in params and not isinstance(params[member], kind):
+                message = f"initialize params: {member} must be {name}"
+                return error_response(request.id, ErrorCode.INVALID_PARAMS, message), None
         version = negotiate_version(params.get("protocolVersion"))
         result: dict[str, Any] = {
             "protocolVersion": version,

@@ -54,7 +54,6 @@ def test_initialize_issues_a_visible_ascii_session_and_server_info(client) -> No
         ("2025-06-18", "2025-06-18"),
         ("2099-01-01", "2025-11-25"),
         ("2025-03-26", "2025-11-25"),
-        (7, "2025-11-25"),
     ],
 )
 def test_version_negotiation(client, requested, answered) -> None:
@@ -62,6 +61,27 @@ def test_version_negotiation(client, requested, answered) -> None:
         "/mcp", json=rpc("initialize", {"protocolVersion": requested}), headers=HEADERS
     )
     assert response.json()["result"]["protocolVersion"] == answered
+
+
+@pytest.mark.parametrize(
+    ("member", "value", "wanted"),
+    [
+        ("protocolVersion", 7, "a string"),
+        ("capabilities", 5, "an object"),
+        ("capabilities", [], "an object"),
+        ("clientInfo", "mymcp", "an object"),
+        ("clientInfo", None, "an object"),
+    ],
+)
+def test_initialize_params_of_the_wrong_type_open_no_session(client, member, value, wanted) -> None:
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, member: value}
+    response = client.post("/mcp", json=rpc("initialize", params), headers=HEADERS)
+    assert response.status_code == 200
+    assert "mcp-session-id" not in response.headers
+    assert response.json()["error"] == {
+        "code": -32602,
+        "message": f"initialize params: {member} must be {wanted}",
+    }
 
 
 def test_initialize_accepts_a_handshake_version_header(client) -> None:

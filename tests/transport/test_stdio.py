@@ -168,6 +168,20 @@ INITIALIZE = {
 }
 
 
+def test_an_initialize_refused_for_its_params_leaves_the_session_to_open(
+    sandbox: Sandbox,
+) -> None:
+    # The process has one session: a malformed initialize must not be what opens it.
+    malformed = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": 5}}
+    replies, _, status = _raw(sandbox, [_line(malformed), _line({**INITIALIZE, "id": 2})])
+    assert status == 0
+    assert replies[0]["error"] == {
+        "code": -32602,
+        "message": "initialize params: capabilities must be an object",
+    }
+    assert replies[1]["result"]["protocolVersion"] == "2025-11-25"
+
+
 def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) -> None:
     overlong = b'{"jsonrpc":"2.0","id":9,"method":"ping","pad":"' + b"x" * (1 << 21) + b'"}\n'
     lines = [
