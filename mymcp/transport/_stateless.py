@@ -57,7 +57,11 @@ from mymcp.transport._jsonrpc import (
     error_response,
     result_response,
 )
-from mymcp.transport._versions import ADVERTISED_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mymcp.transport._versions import (
+    ADVERTISED_VERSIONS,
+    HANDSHAKE_ERA_VERSIONS,
+    MODERN_PROTOCOL_VERSIONS,
+)
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -512,8 +516,7 @@ class StatelessEra:
             if not isinstance(version, str):
                 problem = "The protocol version is no string"
                 return self._error(request, ErrorCode.INVALID_PARAMS, problem)
-            data = {"supported": list(ADVERTISED_VERSIONS), "requested": version}
-            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+            return self._unsupported(request, version)
         if not isinstance(capabilities, dict):
             problem = "The client capabilities are no object"
             return self._error(request, ErrorCode.INVALID_PARAMS, problem)
@@ -529,9 +532,18 @@ class StatelessEra:
         stated = mirrored.version if mirrored is not None else ()
         requested = decode_mirrored_value(stated[0]) if len(stated) == 1 else None
         if requested is not None and requested not in MODERN_PROTOCOL_VERSIONS:
-            data = {"supported": list(ADVERTISED_VERSIONS), "requested": requested}
-            return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, None, data)
+            return self._unsupported(request, requested)
         return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
+
+    def _unsupported(self, request: Request, requested: str) -> dict[str, Any]:
+        """The error for a revision this era does not serve. `supported` lists the
+        handshake revisions too; when the one asked for is among them, the message says
+        how to use it, or the error would seem to refuse what it lists."""
+        data = {"supported": list(ADVERTISED_VERSIONS), "requested": requested}
+        message = None
+        if requested in HANDSHAKE_ERA_VERSIONS:
+            message = f"{requested} is a handshake revision: open a session with initialize"
+        return self._error(request, ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, message, data)
 
     def _header_mismatch(
         self,

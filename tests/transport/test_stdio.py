@@ -182,6 +182,26 @@ def test_an_initialize_refused_for_its_params_leaves_the_session_to_open(
     assert replies[1]["result"]["protocolVersion"] == "2025-11-25"
 
 
+def test_a_stateless_request_naming_a_handshake_revision_is_told_to_initialize(
+    sandbox: Sandbox,
+) -> None:
+    def listing(version: str) -> bytes:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        return _line({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+
+    replies, _, _ = _raw(sandbox, [listing("2025-11-25"), listing("2099-01-01")])
+    handshake, unknown = (reply["error"] for reply in replies)
+    assert handshake["code"] == unknown["code"] == -32022
+    assert handshake["message"] == (
+        "2025-11-25 is a handshake revision: open a session with initialize"
+    )
+    assert handshake["data"]["requested"] == "2025-11-25"
+    assert "handshake" not in unknown["message"]
+
+
 def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) -> None:
     overlong = b'{"jsonrpc":"2.0","id":9,"method":"ping","pad":"' + b"x" * (1 << 21) + b'"}\n'
     lines = [
