@@ -692,3 +692,25 @@ def test_a_file_where_a_namespace_would_be_is_named_by_memory_check(
     assert len(named) == 1
     assert "(reason=not_a_directory," in named[0]
     assert "notes.txt" not in checked.stdout
+
+
+def test_search_reads_a_root_whose_write_lock_is_unusable(
+    sandbox: Sandbox, memory: dict[str, Any]
+) -> None:
+    # Only writes take the lock: every reading command works without it, search too.
+    lock = sandbox.memory_root / ".mnemosyne.lock"
+    lock.unlink(missing_ok=True)
+    os.mkfifo(lock, 0o600)
+    found = run_cli(["memory", "search", "preference", "which editor"], sandbox.environ())
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines() == [_path(memory["editor"]), "  Editor  [matched: editor]"]
+
+
+@pytest.mark.parametrize("query", ["", "q" * 1001])
+def test_a_refused_search_is_one_line_of_error(sandbox: Sandbox, query: str) -> None:
+    refused = run_cli(["memory", "search", "project", query], sandbox.environ())
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        "mymcp: error: query must be non-blank text of at most 1000 characters "
+        "(code=invalid_query, field=query)\n"
+    )

@@ -294,16 +294,19 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         arguments["namespace_id"] = args.namespace
     if args.tags:
         arguments["tags"] = list(args.tags)
-    # Recall answers a fault of the root as a result, which names no path: the terminal
-    # names the root and the fault, as the other commands do.
-    fault = _root_fault()
-    if fault is not None:
-        return _error(fault)
     outcome = memory.service.recall(arguments)
     answer = outcome.payload
-    if args.json or outcome.is_error:
+    if outcome.is_error:
+        # Recall answers a fault of the root as a result, which names no path: the
+        # terminal names the root and the fault, as the other commands do. Only a fault
+        # that kept recall from reading counts (a write lock it cannot take does not).
+        code = answer.get("code")
+        fault = _root_fault() if code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value else None
+        field = f", field={answer['field']}" if "field" in answer else ""
+        return _error(fault or f"{answer.get('message')} (code={code}{field})")
+    if args.json:
         print(json_for_terminal(answer, indent=2), file=out)
-        return EXIT_FAILURE if outcome.is_error else EXIT_OK
+        return EXIT_OK
     for found in answer["memories"]:
         reference = parse_reference(found["reference"])
         where = (
