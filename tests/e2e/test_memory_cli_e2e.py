@@ -714,3 +714,14 @@ def test_a_refused_search_is_one_line_of_error(sandbox: Sandbox, query: str) -> 
         "mymcp: error: query must be non-blank text of at most 1000 characters "
         "(code=invalid_query, field=query)\n"
     )
+
+
+def test_a_refused_search_with_json_is_the_tools_own_answer(sandbox: Sandbox) -> None:
+    refused = run_cli(["memory", "search", "project", "", "--json"], sandbox.environ())
+    assert refused.returncode == 1
+    answer = json.loads(refused.stdout)
+    assert (answer["status"], answer["code"], answer["field"]) == (
+        "invalid_request",
+        "invalid_query",
+        "query",
+    )

@@ -302,8 +302,13 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         # that kept recall from reading counts (a write lock it cannot take does not).
         code = answer.get("code")
         fault = _root_fault() if code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value else None
+        if fault is not None:
+            return _error(fault)
+        if args.json:  # the tool's own answer, as a script asked for
+            print(json_for_terminal(answer, indent=2), file=out)
+            return EXIT_FAILURE
         field = f", field={answer['field']}" if "field" in answer else ""
-        return _error(fault or f"{answer.get('message')} (code={code}{field})")
+        return _error(f"{answer.get('message')} (code={code}{field})")
     if args.json:
         print(json_for_terminal(answer, indent=2), file=out)
         return EXIT_OK
