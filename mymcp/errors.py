@@ -87,6 +87,9 @@ _KIND_NAMES: Final[Mapping[type, str]] = {
 }
 
 
+_MAX_SHOWN_KEY: Final = 200
+
+
 @dataclass(frozen=True, slots=True)
 class Location:
     """Where a fault is. `source` is a file path, an environment variable (`$NAME`) or a
@@ -103,7 +106,12 @@ class Location:
         if self.line is not None:
             position = f"{self.line}" + (f":{self.column}" if self.column is not None else "")
             head = f"{head}:{position}" if head else f"line {position}"
-        return ": ".join(part for part in (head, self.key) if part)
+        key = self.key
+        if key is not None and len(key) > _MAX_SHOWN_KEY:
+            # A key is the file's own text: one of any length must not make a diagnostic
+            # line of that length (values are cut short the same way).
+            key = key[:_MAX_SHOWN_KEY] + "..."
+        return ": ".join(part for part in (head, key) if part)
 
     def filled(self, other: Location) -> Location:
         """This location with every part it lacks taken from `other`."""

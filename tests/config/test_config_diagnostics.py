@@ -32,6 +32,15 @@ def test_an_unknown_key_is_named_with_the_keys_its_table_takes() -> None:
     )
 
 
+def test_a_key_of_any_length_is_shown_cut_short() -> None:
+    error = _error("schema_version = 8\n[server]\n" + "k" * 60_000 + " = 1\n")
+    assert error.location.key == "server." + "k" * 60_000  # kept whole for callers
+    assert str(error) == (
+        f"{FILE}:3:1: server.{'k' * 193}...: MyMCP configuration does not match its schema: "
+        "unknown key; [server] takes address, log_format, log_level, port (code=invalid_schema)"
+    )
+
+
 def test_a_mistyped_value_names_the_expected_type_and_the_value() -> None:
     error = _error('schema_version = 7\n[server]\nport = "8000"\n')
     assert (error.location.line, error.location.column) == (3, 1)
