@@ -4,6 +4,9 @@ every argument and option says what it takes."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -125,3 +128,28 @@ def test_a_usage_error_shows_what_was_typed_with_controls_escaped(
     assert "\x07" not in error
     assert "\u202e" not in error
     assert "mymcp" in error.splitlines()[-1]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("command", [["--help"], ["memory", "list", "--help"], ["--version"]])
+def test_help_that_cannot_be_written_says_so(command: list[str], buffered: bool) -> None:
+    # Unbuffered, the write itself fails (argparse used to drop that); buffered, the
+    # flush after it does.
+    environ = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if not buffered:
+        environ["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "wb") as full:
+        ended = subprocess.run(
+            [sys.executable, "-m", "mymcp.cli", *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environ,
+            timeout=60,
+            check=False,
+        )
+    assert (ended.returncode, ended.stderr) == (
+        1,
+        "mymcp: error: the output could not be written: No space left on device\n",
+    )

@@ -18,6 +18,7 @@ from mymcp.cli.terminal import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    EXIT_OK,
     end_process,
     refused_log_environment,
 )
@@ -53,8 +54,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return end_process(status)
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """The command line, or the status of `--help` or `--version`, which print and
+    leave: output of theirs that cannot be written says so, as any command's does."""
+    parsed: list[argparse.Namespace] = []
+
+    def parse(_: object) -> int:
+        try:
+            parsed.append(build_parser().parse_args(argv))
+        except SystemExit as leaving:
+            if leaving.code not in (0, None):  # a usage error, already said on stderr
+                raise
+        return EXIT_OK
+
+    # A server may run with its standard output closed (help, if asked for, then goes
+    # to stderr), which the output handling would refuse.
+    status = parse(None) if sys.stdout is None else _until_the_reader_leaves(parse, None)
+    return parsed[0] if parsed else status
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
+    if isinstance(args, int):
+        return args
     refusal = refused_log_environment(args)
     if refusal is not None:
         return refusal

@@ -5,12 +5,16 @@ settings, so `--help` is instant."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mymcp import __version__
 from mymcp._escaping import escape_invisible
 from mymcp.logs import LOG_FORMATS, LOG_LEVELS
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 _DESCRIPTION = (
     "MyMCP: a local-first MCP host. Without a command it serves "
@@ -66,6 +70,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_invisible(message))
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse drops a failed write of help or the version without a word: on
+        # standard output, let it fail, so that the caller says it could not be written,
+        # as for any command's output.
+        if message and file is not None and file is sys.stdout:
+            file.write(message)
+        else:
+            super()._print_message(message, file)
 
 
 def build_parser() -> argparse.ArgumentParser:
