@@ -26,6 +26,8 @@ logs go to stderr, and the launcher makes sure nothing else reaches stdout.
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import secrets
 import select
@@ -61,6 +63,8 @@ from mymcp.transport._jsonrpc import (
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
 
 __all__ = ["DRAIN_SECONDS", "MAX_LINE_BYTES", "MAX_REQUESTS", "StdioServer"]
+
+_log = logging.getLogger("mcp")
 
 MAX_LINE_BYTES: Final = MAX_BODY_BYTES
 """The longest message line read, as the HTTP endpoint bounds a body."""
@@ -344,8 +348,12 @@ class StdioServer:
                 return
             try:
                 await to_thread.run_sync(_write_line, sink, body, abandon_on_cancel=True)
-            except (OSError, ValueError):
+            except (OSError, ValueError) as exc:
+                # Said once: every later reply is dropped with it, and the lines logging
+                # them would otherwise read as delivered.
                 self._sink = None
+                reason = errno.errorcode.get(getattr(exc, "errno", None) or 0, "closed")
+                _log.warning("output outcome=unwritable reason=%s", reason)
             except anyio.get_cancelled_exc_class():
                 self._sink = None
                 raise

@@ -9,9 +9,11 @@ pipes, where the test controls when a tool finishes.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -1050,3 +1052,33 @@ def test_a_non_blocking_input_is_waited_on_not_read_as_ended() -> None:
         assert read == [ping]
         assert reader._readline(1 << 20) == b"and no end"  # a last line without its end
         assert reader._readline(1 << 20) == b""
+
+
+class _FullSink:
+    """A standard output on a full disk: every write fails."""
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+def test_output_that_cannot_be_written_is_logged_once(
+    pipes: tuple[Any, Any, Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    source, to_server, _, _ = pipes
+    server = _served("odd", tool("odd", "quick"))
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, _FullSink())
+            for number in (1, 2, 3):
+                to_server.write(_line({"jsonrpc": "2.0", "id": number, "method": "ping"}))
+            to_server.close()
+
+    with caplog.at_level(logging.INFO, logger="mcp"):
+        anyio.run(scenario)
+    said = [r.getMessage() for r in caplog.records if r.name == "mcp"]
+    assert said.count("output outcome=unwritable reason=ENOSPC") == 1
+    assert sum(line.startswith("response id=") for line in said) == 3  # all made, none lost
