@@ -623,10 +623,15 @@ def test_a_scope_that_is_no_directory_is_named_by_both_checks(
     whole = run_cli(["check"], sandbox.environ())
     assert whole.returncode == 1
     assert "Traceback" not in whole.stderr
-    assert (
+    named = (
         f"mymcp: error: {scope}: Mnemosyne cannot read a scope: {why} "
         "(code=memory_scope_unavailable)"
-    ) in whole.stderr.splitlines()
+    )
+    assert named in whole.stderr.splitlines()
+    # The commands that read the scope name the same fault, not only the root.
+    for command in (["list", "project"], ["export", "project"], ["search", "project", "x"]):
+        failed = run_cli(["memory", *command], sandbox.environ())
+        assert (failed.returncode, failed.stderr) == (1, named + "\n"), command
 
 
 def test_a_linked_scope_is_named_as_unusable_by_both_checks(

@@ -31,6 +31,7 @@ from mymcp.plugins.mnemosyne._memory_check import (
     PROBLEM_TEXT,
     check_root,
     run_memory_check,
+    scope_fault,
 )
 from mymcp.plugins.mnemosyne._settings import (
     MnemosyneSettings,
@@ -140,16 +141,25 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
     except MyMCPError as exc:
         return _error(str(exc))
     except MemoryOperationError as exc:
-        return _error(_operation_failure(exc))
+        return _error(_operation_failure(exc, getattr(args, "scope", None)))
 
 
-def _operation_failure(exc: MemoryOperationError) -> str:
-    """The tool's message, and for an unusable root the root and what is wrong with it:
-    the tools may not name paths, this terminal must."""
+def _operation_failure(exc: MemoryOperationError, scope: str | None = None) -> str:
+    """The tool's message, and for an unusable root (or `scope` of it) the path and
+    what is wrong with it: the tools may not name paths, this terminal must."""
     text = f"{exc.message} (code={exc.code.value})"
     if exc.code is not ErrorCode.MEMORY_SOURCE_UNAVAILABLE:
         return text
-    return _root_fault() or f"{check_root().root}: {text}"
+    return _source_fault(scope) or f"{check_root().root}: {text}"
+
+
+def _source_fault(scope: str | None) -> str | None:
+    """What is wrong with the memory root or, given one, its `scope`, naming the path;
+    None when neither shows a fault."""
+    fault = _root_fault()
+    if fault is None and scope is not None:
+        fault = scope_fault(check_root().root, scope)
+    return fault
 
 
 def _root_fault() -> str | None:
@@ -301,7 +311,8 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         # terminal names the root and the fault, as the other commands do. Only a fault
         # that kept recall from reading counts (a write lock it cannot take does not).
         code = answer.get("code")
-        fault = _root_fault() if code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value else None
+        unavailable = code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value
+        fault = _source_fault(args.scope) if unavailable else None
         if fault is not None:
             return _error(fault)
         if args.json:  # the tool's own answer, as a script asked for

@@ -48,6 +48,7 @@ __all__ = [
     "memory_problems",
     "problem_line",
     "run_memory_check",
+    "scope_fault",
 ]
 
 EXIT_OK: Final = 0
@@ -293,6 +294,27 @@ def _largest(sizes: Mapping[Scope, int]) -> Scope:
     return max(sizes, key=lambda scope: sizes[scope])
 
 
+def _scope_unavailable(path: Path, text: str) -> Diagnostic:
+    return Diagnostic(
+        "memory_scope_unavailable", "Mnemosyne cannot read a scope", Location(str(path)), text
+    )
+
+
+def scope_fault(root: Path, scope: str) -> str | None:
+    """What keeps `scope` of `root` from being read, as `mymcp check` names it (a link or
+    something other than a directory in its place), or None."""
+    path = root / scope
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None  # absent: read as empty, created by the first write
+    if stat.S_ISLNK(mode):
+        return _scope_unavailable(path, _SCOPE_LINK).render()
+    if not stat.S_ISDIR(mode):
+        return _scope_unavailable(path, PROBLEM_TEXT[_SCOPE_BLOCKED]).render()
+    return None
+
+
 def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnostic]]:
     """`mymcp check`'s view of the memory: summary lines, and findings (errors: a root
     that is relative, unsafe or cannot be created, a scope over the candidate limit;
@@ -316,14 +338,7 @@ def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnosti
     findings.extend(_over_limit(root, sizes, limit))
     blocked = [problem for problem in problems if _blocks_scope(problem)]
     for problem in blocked:
-        findings.append(
-            Diagnostic(
-                "memory_scope_unavailable",
-                "Mnemosyne cannot read a scope",
-                Location(source=str(root.joinpath(*problem.parts))),
-                _problem_text(problem),
-            )
-        )
+        findings.append(_scope_unavailable(root.joinpath(*problem.parts), _problem_text(problem)))
     problems = [problem for problem in problems if problem not in blocked]
     if problems:
         findings.append(
