@@ -51,6 +51,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MAX_DIRECTORY_DEPTH,
     RECORD_SUFFIX,
     TOOL_GATES,
+    WITHDRAWN,
     CursorCodec,
     ErrorCode,
     MemoryOperationError,
@@ -161,8 +162,12 @@ def _queued_bridge(
     The handler runs on the event loop as the call arrives, so the deadline starts
     there; the operation gets it and waits for the root lock only until then. A call
     still queued for a worker thread at the deadline gives up there with memory_busy,
-    without running; one that has started always runs to its end (its outcome is kept
-    even when the deadline passes meanwhile).
+    without running; one that holds the lock runs to its end (its outcome is kept even
+    when the deadline passes meanwhile).
+
+    A call its client withdraws (cancels) while it waits for the lock writes nothing:
+    the thread cannot be stopped, but the lock's wait ends there, so that what the audit
+    records, `cancelled`, is what happened.
     """
 
     async def handle(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +177,16 @@ def _queued_bridge(
         def run() -> None:
             done.append(operation(arguments, deadline=deadline))
 
-        with anyio.move_on_after(timeout):
-            await to_thread.run_sync(run, limiter=threads())
+        withdrawn = threading.Event()
+        token = WITHDRAWN.set(withdrawn)  # the worker runs in a copy of this context
+        try:
+            with anyio.move_on_after(timeout):
+                await to_thread.run_sync(run, limiter=threads())
+        except BaseException:
+            withdrawn.set()  # cancelled: the thread may still be waiting for the lock
+            raise
+        finally:
+            WITHDRAWN.reset(token)
         outcome = done[0] if done else refuse_busy(arguments)
         return structured_result(outcome.payload, is_error=outcome.is_error)
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import itertools
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -39,6 +43,7 @@ from mymcp.plugins.mnemosyne.memory import (
     ToolOutcome,
     tool_definition,
 )
+from mymcp.plugins.mnemosyne.memory import store as store_module
 from mymcp.runtime._composition import compose_runtime
 from mymcp.runtime.bootstrap import production_binding
 
@@ -505,3 +510,60 @@ def test_a_started_mutation_runs_to_its_end_and_keeps_its_outcome() -> None:
         return results
 
     assert [r["structuredContent"] for r in anyio.run(scenario)] == [{"status": "remembered"}]
+
+
+@pytest.mark.parametrize("cancel", ["task", "scope"])
+def test_a_mutation_withdrawn_while_it_waits_for_the_lock_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cancel: str
+) -> None:
+    # Over HTTP a withdrawn call's task is cancelled outright; on stdio its cancel scope
+    # is. Either way the worker thread, waiting for another process's lock, must give up
+    # rather than write what the audit records as cancelled.
+    from tests.console.conftest import remember_arguments
+
+    root = tmp_path / "memory"
+    root.mkdir(mode=0o700)
+    settings = MnemosyneSettings(**dict.fromkeys(GATES, True))
+    plugin = create_mnemosyne(settings, environ={"MNEMOSYNE_MEMORY_ROOT": str(root)})
+    (remember,) = (
+        t for t in plugin.adapter.contribution.tools if t.capability.local_id == ("memory_remember")
+    )
+    waiting = threading.Event()
+    real_sleep = store_module.time.sleep
+
+    def sleep(seconds: float) -> None:  # the lock's poll: the call is now waiting for it
+        waiting.set()
+        real_sleep(seconds)
+
+    monkeypatch.setattr(store_module.time, "sleep", sleep)
+    holder = os.open(root / ".mnemosyne.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process's write, as the lock sees it
+    outcomes: list[Mapping[str, Any]] = []
+
+    async def scenario() -> None:
+        async def call() -> None:
+            outcomes.append(await remember.handler(remember_arguments("Withdrawn")))
+
+        async with anyio.create_task_group() as group:
+            if cancel == "task":
+                task = asyncio.get_running_loop().create_task(call())
+                await anyio.to_thread.run_sync(waiting.wait, 30)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            else:
+                group.start_soon(call)
+                await anyio.to_thread.run_sync(waiting.wait, 30)
+                group.cancel_scope.cancel()
+            # The other process is done while the withdrawn call's thread still waits:
+            # its next look at the lock finds it free.
+            os.close(holder)
+
+    anyio.run(scenario)
+    # A call after it runs on a free lock and, as writers take the lock in turn, only
+    # once the withdrawn call's thread has let go of it.
+    after = handlers_of(plugin.adapter)["memory_remember"](remember_arguments("Kept"))
+    assert after["structuredContent"]["status"] == "remembered"
+    titles = [json.loads(path.read_text())["title"] for path in root.rglob("mem_*.json")]
+    assert titles == ["Kept"]
+    assert all(o["structuredContent"]["code"] == "memory_busy" for o in outcomes)

@@ -58,6 +58,7 @@ from .search import Bm25Parameters, DocumentTerms, TermIndex, document_terms
 from .store import (
     LOCK_FILE_NAME,
     MAX_RECORD_BYTES,
+    WITHDRAWN,
     RecordRejected,
     RecordWriter,
     SkipReason,
@@ -136,6 +137,7 @@ __all__ = [
     "reference_of",
     "reference_parts",
     "root_lock",
+    "WITHDRAWN",
     "Scope",
     "serialize_record",
     "SkipReason",

@@ -22,10 +22,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
+
+from anyio import from_thread
 
 from mymcp._safefile import create_private_directories, create_private_directory
 from mymcp._strictjson import StrictJsonError, load_strict_json
@@ -664,6 +667,28 @@ def _log_unusable_lock() -> None:
     _store_log.warning("root_lock outcome=unusable file=%s", LOCK_FILE_NAME)
 
 
+# The mutation call a worker thread runs for, and whether it was withdrawn while the
+# mutation waited for the lock (its client cancelled it): set by whoever runs mutations
+# on worker threads, read where the waiting ends, so that a withdrawn call writes nothing.
+WITHDRAWN: ContextVar[threading.Event | None] = ContextVar("mnemosyne_withdrawn", default=None)
+
+
+def _withdrawn() -> bool:
+    """Whether the call this thread works for was withdrawn: its event was set, or,
+    on one of anyio's worker threads, the task waiting for it was cancelled (a stdio
+    client's cancellation, or the call's time running out)."""
+    event = WITHDRAWN.get()
+    if event is not None and event.is_set():
+        return True
+    try:
+        from_thread.check_cancelled()
+    except RuntimeError:  # not an anyio worker thread (a command's own work)
+        return False
+    except BaseException:  # that task's cancellation, raised here to say so
+        return True
+    return False
+
+
 LOCK_TIMEOUT_SECONDS: Final = 5.0
 # Polling interval bounds while another process holds the lock: short at first so a
 # brief holder costs little, capped so a long one is not polled in a tight loop.
@@ -694,12 +719,14 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
                     break
                 except BlockingIOError:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0 or _withdrawn():
                         raise MemoryOperationError(ErrorCode.MEMORY_BUSY) from None
                     time.sleep(min(pause, remaining))
                     pause = min(pause * 2, _LAST_POLL)
                 except OSError:
                     raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+            if _withdrawn():  # withdrawn while waiting: nothing is written (closing unlocks)
+                raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
             try:
                 yield
             finally:
