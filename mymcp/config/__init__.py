@@ -31,6 +31,7 @@ from mymcp.config._loader import (
     locate_in_configuration,
     parse_host_configuration,
     toml_error_position,
+    undecodable_position,
     validate_semantics,
 )
 from mymcp.config._location import config_path, home_directory, xdg_directory
@@ -88,6 +89,7 @@ __all__ = [
     "parse_principal_selector",
     "parse_tool_selector",
     "toml_error_position",
+    "undecodable_position",
     "validate_semantics",
     "xdg_directory",
 ]

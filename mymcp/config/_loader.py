@@ -30,6 +30,7 @@ __all__ = [
     "locate_in_configuration",
     "parse_host_configuration",
     "toml_error_position",
+    "undecodable_position",
     "validate_semantics",
 ]
 
@@ -49,6 +50,13 @@ def toml_error_position(error: tomllib.TOMLDecodeError, text: str) -> tuple[str,
     if end is not None:
         return message[: end.start()], Location(line=text.count("\n") + 1)
     return message, Location()
+
+
+def undecodable_position(data: bytes, error: UnicodeDecodeError) -> tuple[str, Location]:
+    """The complaint about the first byte of `data` that is no UTF-8, and its line as a
+    location."""
+    complaint = f"byte 0x{data[error.start]:02x} at offset {error.start} is not UTF-8"
+    return complaint, Location(line=data[: error.start].count(b"\n") + 1)
 
 
 _KEY_PART: Final = r"""(?:[A-Za-z0-9_-]+|"[^"\\]*"|'[^']*')"""
@@ -193,11 +201,9 @@ def parse_host_configuration(data: bytes, source: Path | None = None) -> HostCon
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        complaint, position = undecodable_position(data, exc)
         raise ConfigurationError(
-            "invalid_utf8",
-            location=Location(where.source, line=line),
-            detail=f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
+            "invalid_utf8", location=position.filled(where), detail=complaint
         ) from None
     if text.startswith("\ufeff"):
         # Some editors save one; the TOML parser's own complaint would not name it.

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
-from mymcp.config import home_directory, key_position, toml_error_position, xdg_directory
+from mymcp.config import (
+    home_directory,
+    key_position,
+    toml_error_position,
+    undecodable_position,
+    xdg_directory,
+)
 from mymcp.errors import NOWHERE, ConfigurationError, Location, MnemosyneSettingsError, found
 from mymcp.plugins.mnemosyne.memory import CANDIDATE_LIMIT_DEFAULT, CANDIDATE_LIMIT_MAX
 
@@ -231,7 +237,8 @@ def parse_settings_document(data: bytes, source: Path | None = None) -> dict[str
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise _error("invalid_toml", where, f"byte {exc.start} is not UTF-8") from None
+        complaint, position = undecodable_position(data, exc)
+        raise _error("invalid_toml", position.filled(where), complaint) from None
     try:
         # tomllib already rejects duplicate keys and redefined tables.
         document = tomllib.loads(text)

@@ -384,6 +384,16 @@ def test_a_toml_error_in_the_settings_file_names_line_and_column(tmp_path: Path)
     assert (info.value.location.source, info.value.location.line) == (str(path), 2)
 
 
+def test_a_byte_that_is_no_utf8_is_named_with_its_line_value_and_offset(tmp_path: Path) -> None:
+    path = write_settings(tmp_path, b"[memory]\nremember_enabled = true\n# caf\xe9\n")
+    with pytest.raises(MnemosyneSettingsError) as info:
+        load(tmp_path)
+    assert str(info.value) == (
+        f"{path}:3: Mnemosyne settings file is not valid UTF-8 TOML: byte 0xe9 at offset 38 "
+        "is not UTF-8 (code=invalid_toml)"
+    )
+
+
 # --- memory root ---------------------------------------------------------------------------
 
 
