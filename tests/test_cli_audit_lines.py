@@ -60,3 +60,30 @@ def test_a_fresh_audit_directory_verifies_as_empty(
     audit.close()
     assert main(["audit", "verify", "--directory", str(tmp_path / "audit")]) == 0
     assert capsys.readouterr().out.startswith("ok records=")
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied", "cut"])
+def test_show_says_when_the_record_head_names_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    for number in range(3):
+        audit.append("tool_call", principal="local", tool=f"t{number}", decision="allowed")
+    audit.close()
+    assert main(["audit", "show", "--directory", str(directory)]) == 0
+    whole = capsys.readouterr()
+    assert len(whole.out.splitlines()) == 3
+    assert whole.err == ""
+    (segment,) = directory.glob("segment-*")
+    if damage == "removed":
+        segment.unlink()
+    elif damage == "emptied":
+        segment.write_bytes(b"")
+    else:  # the newest record cut off
+        lines = segment.read_bytes().splitlines(keepends=True)
+        segment.write_bytes(b"".join(lines[:-1]))
+    assert main(["audit", "show", "--directory", str(directory)]) == 0
+    shown = capsys.readouterr()
+    assert shown.err.startswith("note: the record HEAD names (seq ")
+    assert shown.err.endswith("run mymcp audit verify\n")

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,7 @@ def _parse_since(text: str, now: datetime) -> datetime | None:
 
 def audit_command(args: argparse.Namespace) -> int:
     from mymcp.governance import read_records, verify_audit
-    from mymcp.governance.audit_format import HEAD_FILE, KEY_FILE
+    from mymcp.governance.audit_format import HEAD_FILE, KEY_FILE, read_head
 
     try:
         directory = _audit_path(args.directory)
@@ -215,9 +216,20 @@ def audit_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+    # HEAD before the records: a record a running server adds meanwhile comes after it.
+    head = read_head(directory)
+    every = list(read_records(directory))
+    if head is not None and head[0] > 0 and not _holds_record(every, head):
+        # `show` reads what is there and skips what it cannot read; a log without the
+        # record HEAD names was cut or altered, and must not pass for a quiet one.
+        print(
+            f"note: the record HEAD names (seq {head[0]}) is not in the log; it may have "
+            "been cut or altered: run mymcp audit verify",
+            file=sys.stderr,
+        )
     records = [
         record
-        for record in read_records(directory)
+        for record in every
         if (args.tool is None or record.get("tool") == args.tool)
         and (args.principal is None or record.get("principal") == args.principal)
         and (args.event is None or record.get("event") == args.event)
@@ -228,6 +240,11 @@ def audit_command(args: argparse.Namespace) -> int:
     for record in records:
         print(json.dumps(record, sort_keys=True) if args.json else _readable(record))
     return EXIT_OK
+
+
+def _holds_record(records: Sequence[Mapping[str, object]], head: tuple[int, str]) -> bool:
+    seq, digest = head
+    return any(r.get("seq") == seq and r.get("hash") == digest for r in reversed(records))
 
 
 def _holds_an_audit_log(directory: Path) -> bool:
