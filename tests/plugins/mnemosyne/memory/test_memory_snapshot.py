@@ -609,8 +609,13 @@ def test_the_first_save_of_a_process_deletes_the_snapshots_of_roots_that_are_gon
     interrupted = paths[removed].with_name(f".{paths[removed].name}.{int(ended.stdout)}.1.tmp")
     interrupted.write_bytes(paths[removed].read_bytes())
     shutil.rmtree(removed)
+    # Made again as another directory: made before the old one goes, so that the file
+    # system cannot hand it the old one's inode number, which would make it the same root
+    # to anyone comparing (and did, now and then, under load).
+    fresh = tmp_path / "recreated-fresh"
+    fresh.mkdir()
     shutil.rmtree(recreated)
-    recreated.mkdir()
+    fresh.rename(recreated)
     # A later process: its first save prunes; later saves in it do not look again.
     monkeypatch.setattr(snapshot_module, "_PRUNED", set())
     _saved(root, cache)
