@@ -221,9 +221,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Bytes received since the head being read began (None once it is complete).
     _head_received: int | None = 0
     _head_too_large = False
-    # Bytes received since the head ended, and how many fields the head had.
+    # Bytes received since the head ended.
     _after_head = 0
-    _head_fields = 0
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
@@ -292,7 +291,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._refuse_head()
         elif self._after_head > self.max_bytes_after_head:
             self._drop_mid_request("Request body too large.")
-        elif len(self.headers) > self._head_fields and self._trailers_too_large():
+        elif self.headers and self._trailers_too_large():
             self._drop_mid_request("Request trailer fields too large.")
 
     def _refuse_head(self) -> None:
@@ -318,13 +317,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._begin(self.header_seconds)
 
     def _trailers_too_large(self) -> bool:
-        """Whether the trailer fields after a chunked body (uvicorn adds them to the
-        head's fields) are beyond the head's bounds. Counted here rather than field by
-        field: a parser callback per header would cost every request far more."""
-        trailers = self.headers[self._head_fields :]
+        """Whether the trailer fields after a chunked body (collected in `headers`, which
+        the head no longer uses once complete) are beyond the head's bounds. Counted here
+        rather than field by field: a parser callback per header would cost every
+        request far more."""
         return (
-            len(trailers) > self.max_header_fields
-            or _head_size(b"", trailers) > self.max_header_bytes
+            len(self.headers) > self.max_header_fields
+            or _head_size(b"", self.headers) > self.max_header_bytes
         )
 
     def _drop_mid_request(self, reason: str) -> None:
@@ -338,7 +337,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         received = self._head_received or 0
         self._head_received = None
         self._after_head = 0
-        self._head_fields = len(self.headers)
         # The bytes received since the head began bound its size, so the head itself is
         # measured only when more arrived (a body in the same packet), or when it began
         # inside a packet that completed the previous request (nothing counted).
@@ -355,6 +353,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.limit_concurrency = 0 if busy else None
         earlier = self.cycle
         super().on_headers_complete()
+        # The parser adds trailer fields (after a chunked body) to this list, which is
+        # the request's own header list in its scope. A trailer must not act as a
+        # header: an `Authorization` or `Mcp-Session-Id` arriving after the body would
+        # otherwise count whenever it came in the same read as the head. Trailers go to
+        # a list of their own, bounded and then dropped (ASGI carries no request
+        # trailers).
+        self.headers = []
         if earlier is not None and not earlier.response_complete:
             # This request waits behind others (pipelined): those not yet answered are
             # remembered, since uvicorn keeps only the newest.
@@ -363,7 +368,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._begin(self.body_seconds)
 
     def on_message_complete(self) -> None:
-        if len(self.headers) > self._head_fields and self._trailers_too_large():
+        if self.headers and self._trailers_too_large():
             self._drop_mid_request("Request trailer fields too large.")
             raise _HeadTooLarge  # stops the parser: nothing more is read
         answering = self.cycle is not None and not self.cycle.response_complete

@@ -255,6 +255,30 @@ def test_trailer_fields_within_the_bounds_are_served() -> None:
     run(scenario)
 
 
+def test_trailer_fields_never_reach_the_request_s_headers() -> None:
+    # A credential or session id sent after the body must not act as a header, even
+    # when it arrives in the same read as the head (the parser has then added it before
+    # the application looks at the headers).
+    seen: list[list[tuple[bytes, bytes]]] = []
+    app = Held(holding=False)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(list(scope["headers"]))
+        await app(scope, receive, send)
+
+    async def scenario() -> None:
+        connection = Server(recording, ConnectionLimits()).connect()  # type: ignore[arg-type]
+        trailers = b"authorization: Bearer t\r\nmcp-session-id: s\r\n\r\n"
+        chunked = _chunked_head() + b"2\r\n{}\r\n0\r\n" + trailers
+        connection.send(chunked + request(headers="x-next: 1\r\n"))  # and one more after
+        await settle()
+        assert bytes(connection.written).count(b"HTTP/1.1 200 OK") == 2
+        names = [[name for name, _ in headers] for headers in seen]
+        assert names == [[b"host", b"transfer-encoding"], [b"host", b"x-next", b"content-length"]]
+
+    run(scenario)
+
+
 def test_a_request_sending_too_much_after_its_head_is_cut_off() -> None:
     # One trailer value that never ends is kept by the parser until it does: the bytes
     # after the head bound it while it is still arriving.
