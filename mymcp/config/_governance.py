@@ -113,10 +113,6 @@ class ApprovalSettings:
     ttl_seconds: int = DEFAULT_APPROVAL_TTL_SECONDS
 
 
-def _is_clean_text(value: str) -> bool:
-    return bool(value) and value.isprintable() and value.strip() == value
-
-
 def parse_principal_selector(text: object, where: str = "principal") -> PrincipalSelector:
     """Check one principal selector's shape; raises a `policy_invalid_principal` error."""
     if not isinstance(text, str):
@@ -137,19 +133,22 @@ def parse_principal_selector(text: object, where: str = "principal") -> Principa
         )
     read = _read_selector_value(value)
     stem, prefix = read if read is not None else ("", False)
-    if read is None or (not prefix and not stem) or (stem and not _is_clean_text(stem)):
+    if read is None or (not prefix and not stem):
         raise ConfigurationError.at(
             "policy_invalid_principal",
             where,
-            f"{shown(text)}: the value after '{kind}:' must be printable text, with '*' "
+            f"{shown(text)}: the value after '{kind}:' must not be empty, and may have '*' "
             "only as a trailing glob (write a '*' that is part of the value as '\\*')",
         )
+    # A subject selector takes exactly the subjects authentication accepts (spaces at
+    # either end and non-ASCII spaces included): a rule must be able to name each one.
     if kind != "scope" and not _may_name_a_subject(stem, prefix):
         raise ConfigurationError.at(
             "policy_invalid_principal",
             where,
             f"{shown(text)} can never match: a subject is at most {MAX_SUBJECT_CODE_POINTS} "
-            "characters of visible text, in Unicode's composed form (NFC)",
+            "characters, not blank, without control, format, private-use or unassigned "
+            "characters, in Unicode's composed form (NFC)",
         )
     # Authentication drops every scope that is not a scope token, so such a selector matches
     # no token, and the step-up 403 asking for it would send a client round in a loop. A
@@ -191,7 +190,8 @@ def _may_name_a_subject(stem: str, prefix: bool) -> bool:
     if not prefix:
         return is_valid_subject(stem)
     return (
-        len(stem) <= MAX_SUBJECT_CODE_POINTS
+        not any(unicodedata.category(char).startswith("C") for char in stem)
+        and len(stem) <= MAX_SUBJECT_CODE_POINTS
         and len(stem.encode("utf-8", "surrogatepass")) <= MAX_SUBJECT_BYTES
         and unicodedata.is_normalized("NFC", stem)
     )
