@@ -343,6 +343,9 @@ def test_expiry_follows_the_injected_clock(
         ({"scope": "a  b"}, {"a", "b"}),
         ({"scope": 'ok bad"quote back\\slash'}, {"ok"}),
         ({"scope": 7, "scp": [1, None, "x"]}, {"x"}),
+        # Both claims: the standard one alone, never the union of the two.
+        ({"scope": "memory.read", "scp": ["memory.write"]}, {"memory.read"}),
+        ({"scope": "", "scp": ["memory.write"]}, set()),
         ({}, set()),
     ],
 )
