@@ -82,7 +82,9 @@ __all__ = [
     "answer_stopping",
 ]
 
-_ALLOW = "GET, POST, DELETE"
+# GET is answered (a session's checks, then 405: this server sends no messages of its
+# own) but never served, so no 405 lists it as allowed.
+_ALLOW = "POST, DELETE"
 _ALLOW_STATELESS = "POST"
 _MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
 

@@ -304,12 +304,14 @@ def test_other_methods_get_405_with_allow(client) -> None:
     for method in ("PUT", "PATCH"):
         response = client.request(method, "/mcp")
         assert response.status_code == 405
-        assert response.headers["allow"] == "GET, POST, DELETE"
+        assert response.headers["allow"] == "POST, DELETE"
 
 
 def test_get_with_session_is_405_and_needs_event_stream(client) -> None:
     session = initialize(client)
-    assert client.get("/mcp", headers=session_headers(session)).status_code == 405
+    refused = client.get("/mcp", headers=session_headers(session))
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == "POST, DELETE"  # never the method it refused
     json_only = session_headers(session, accept="application/json")
     assert client.get("/mcp", headers=json_only).status_code == 406
     assert client.get("/mcp", headers=HEADERS).status_code == 400
