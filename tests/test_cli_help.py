@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from mymcp.cli import main
-from mymcp.cli.parser import build_parser
+from mymcp.cli.parser import SERVING_COMMANDS, build_parser
 
 
 def _commands(
@@ -153,3 +153,17 @@ def test_help_that_cannot_be_written_says_so(command: list[str], buffered: bool)
         1,
         "mymcp: error: the output could not be written: No space left on device\n",
     )
+
+
+def test_the_logging_defaults_each_command_states_are_the_ones_it_uses() -> None:
+    # Only the serving commands read `[server]`'s logging keys; the others log warnings
+    # unless asked for more, and their help must not promise otherwise.
+    for path, parser in _commands(build_parser()):
+        if not path:
+            continue
+        helps = {action.dest: action.help or "" for action in parser._actions}
+        serving = path[0] in SERVING_COMMANDS
+        where = "mymcp " + " ".join(path)
+        assert ("[server] log_level" in helps["log_level"]) is serving, where
+        assert ("[server] log_format" in helps["log_format"]) is serving, where
+        assert helps["log_level"].endswith("then info)" if serving else "then warning)"), where

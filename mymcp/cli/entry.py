@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from mymcp.cli.checks import check_command, plugin_command
 from mymcp.cli.governance import audit_command, auth_command, console_command, policy_command
-from mymcp.cli.parser import build_parser
+from mymcp.cli.parser import SERVING_COMMANDS, build_parser
 from mymcp.cli.serving import serve, stdio
 from mymcp.cli.terminal import (
     EXIT_BROKEN_PIPE,
@@ -84,7 +84,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return serve(args=args)
     if args.command == "stdio":
         return stdio(args)
-    if args.command != "check":
+    if args.command not in SERVING_COMMANDS:
         # Every line comes out in the one format from the first on, before any file is
         # read; these short commands log only warnings and errors (a broken configuration,
         # a skipped memory file) unless the command line or the environment asks for more.

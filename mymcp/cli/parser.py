@@ -23,36 +23,51 @@ _DESCRIPTION = (
 )
 
 
-def logging_options(*, top_level: bool) -> argparse.ArgumentParser:
-    """`--log-level` and `--log-format`, accepted before or after the command."""
+SERVING_COMMANDS = frozenset({"serve", "stdio", "check"})
+"""The commands (with `mymcp` alone) whose logging defaults come from the host
+configuration's `[server]` keys; every other command logs warnings and errors only,
+unless the command line or the environment asks for more."""
+
+
+def logging_options(*, top_level: bool, serving: bool = True) -> argparse.ArgumentParser:
+    """`--log-level` and `--log-format`, accepted before or after the command. Their help
+    gives the defaults of a `serving` command (which reads `[server]`'s logging keys) or
+    of a short one (which logs only warnings unless asked, and never reads them)."""
     options = argparse.ArgumentParser(add_help=False)
     default = None if top_level else argparse.SUPPRESS
+    server = "[server] log_level, then info" if serving else "warning"
     options.add_argument(
         "--log-level",
         choices=tuple(LOG_LEVELS),
         default=default,
-        help="log level (default: MYMCP_LOG_LEVEL, then [server] log_level, then info)",
+        help=f"log level (default: MYMCP_LOG_LEVEL, then {server})",
     )
+    server = "[server] log_format, then text" if serving else "text"
     options.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default=default,
-        help="log line format (default: MYMCP_LOG_FORMAT, then [server] log_format, then text)",
+        help=f"log line format (default: MYMCP_LOG_FORMAT, then {server})",
     )
     return options
 
 
 def _command(
-    commands: Any, name: str, summary: str, description: str | None = None
+    commands: Any,
+    name: str,
+    summary: str,
+    description: str | None = None,
+    *,
+    serving: bool = False,
 ) -> argparse.ArgumentParser:
     """A subcommand listed with `summary`, whose own --help opens with `description` (by
     default the summary as a sentence). Every command and subcommand takes the logging
-    options too, so they may come before or after it."""
+    options too, so they may come before or after it; only the `serving` ones (`serve`,
+    `stdio`, `check`) read their defaults from the host configuration."""
     if description is None:
         description = summary[0].upper() + summary[1:] + "."
-    parser = commands.add_parser(
-        name, help=summary, description=description, parents=[logging_options(top_level=False)]
-    )
+    options = logging_options(top_level=False, serving=serving)
+    parser = commands.add_parser(name, help=summary, description=description, parents=[options])
     return parser  # type: ignore[no-any-return]
 
 
@@ -95,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "from the host configuration (default 127.0.0.1:8000), until interrupted. The "
         "configuration, plugins and credentials are checked first; a fault ends the start "
         "with exit 1 before anything binds. `mymcp` without a command does the same.",
+        serving=True,
     )
     _command(
         commands,
@@ -105,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "is the principal `local`. The process ends when stdin closes. With [approval] "
         "it also serves the console at the configured address, where approvals are "
         "decided.",
+        serving=True,
     )
     _command(
         commands,
@@ -115,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         "manifests, credentials, policy, Mnemosyne settings, the memory root and its "
         "files) without serving and without creating any file, and print what was found. "
         "A fault is printed with its file, key, line and cause, and exits 1.",
+        serving=True,
     )
     plugin = _command(commands, "plugin", "plugin tools").add_subparsers(
         dest="plugin_command", metavar="SUBCOMMAND", required=True
@@ -194,10 +212,14 @@ def _memory_parser(commands: Any) -> None:
     )
     narrowing = listing.add_mutually_exclusive_group()
     narrowing.add_argument(
-        "--collection", metavar="C", help=f"only this collection ({_IDENTIFIER_HELP})"
+        "--collection",
+        metavar="C",
+        help=f"only this collection of the namespace ({_IDENTIFIER_HELP}; needs --namespace)",
     )
     narrowing.add_argument(
-        "--no-collection", action="store_true", help="only memories outside any collection"
+        "--no-collection",
+        action="store_true",
+        help="only the namespace's memories outside any collection (needs --namespace)",
     )
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     show = _command(
