@@ -48,6 +48,7 @@ from mymcp.config._model import (
     PluginDeclaration,
     ServerSettings,
 )
+from mymcp.errors import ConfigurationError
 
 __all__ = [
     "BUNDLED_PLUGIN_ID",
@@ -68,6 +69,7 @@ __all__ = [
     "ApprovalSettings",
     "AuditSettings",
     "AuthenticationSettings",
+    "ConfigurationError",
     "HostConfiguration",
     "McpSettings",
     "PluginBinding",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -388,3 +390,27 @@ def test_config_example_loads_from_the_xdg_location(config_home: ConfigHome) -> 
     runtime = build_runtime(config, create_mnemosyne(MnemosyneSettings(), environ=environ))
     view = Policy(config.policy, runtime).view("anonymous")
     assert view.allowed == {"list_tools", "memory_recall", "memory_list", "memory_inspect"}
+
+
+def _documented_loader_example() -> str:
+    """The Python example of CONFIGURATION.md's "Using the loader from Python"."""
+    text = (REPO / "docs" / "CONFIGURATION.md").read_text()
+    section = text.split("## Using the loader from Python", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_loader_example_runs_as_written(config_home: ConfigHome) -> None:
+    example = _documented_loader_example()
+    environ = {**os.environ, **config_home.environ}
+    config_home.write(to_toml({"schema_version": 8, "server": {"port": 8123}}))
+    done = subprocess.run(
+        [sys.executable, "-c", example], env=environ, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("127.0.0.1 8123 ")
+    config_home.write("schema_version = 99\n")
+    done = subprocess.run(
+        [sys.executable, "-c", example], env=environ, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "(code=unsupported_schema_version)" in done.stderr
