@@ -42,6 +42,14 @@ def auth_command(args: argparse.Namespace) -> int:
         if args.action == "create":
             token, credential_id = create_token(path, args.subject)
             print(f"credential id: {credential_id}", file=sys.stderr)
+            if args.verifier_file is not None:
+                # A relative --verifier-file is read from the current directory; the
+                # configuration takes only an absolute path, so say which file it was.
+                print(
+                    f"verifier file: {escape_invisible(str(path))} (the server reads the "
+                    "file authentication.operator_bearer.verifier_path names)",
+                    file=sys.stderr,
+                )
             print("The token is shown once; restart the server to use it.", file=sys.stderr)
             print(token)
         elif args.action == "list":

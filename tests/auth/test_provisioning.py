@@ -170,3 +170,22 @@ def test_list_and_revoke_on_absent_file(verifier: Path) -> None:
     assert revoke_token(verifier, "0" * 32) is False
     assert revoke_token(verifier, "not-an-id") is False
     assert not verifier.exists()
+
+
+def test_a_relative_verifier_file_is_created_where_it_is_said_to_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The configuration takes only absolute paths: the command names the file it wrote,
+    # so the operator can put exactly that in `verifier_path`.
+    from mymcp.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    argv = ["auth", "token", "create", "--subject", "bob", "--verifier-file", "rel.json"]
+    assert main(argv) == 0
+    token = capsys.readouterr()
+    written = tmp_path / "rel.json"
+    assert written.is_file()
+    assert f"verifier file: {written} " in token.err
+    assert token.out.startswith("mymcp1.")
