@@ -94,11 +94,17 @@ def _check_declarations(
     }
     for index, declaration in enabled:
         if declaration.type not in required or required[declaration.type] is None:
+            # A name MyMCP has never had is most likely a typo; a real type is missing
+            # its settings table (or the schema predates it).
+            problem = (
+                f"no adapter of type {declaration.type!r} can be enabled under this schema"
+                if declaration.type in required
+                else f"{declaration.type!r} is no adapter type"
+            )
             raise _failure(
                 "adapter_type_unavailable",
-                f"no adapter of type {declaration.type!r} can be enabled under this schema; "
-                f"the types are {OPERATOR_BEARER_TYPE} (schema 4+) and {OAUTH_JWT_TYPE} "
-                "(schema 5+), each with its settings table",
+                f"{problem}; the types are {OPERATOR_BEARER_TYPE} (schema 4+) and "
+                f"{OAUTH_JWT_TYPE} (schema 5+), each with its settings table",
                 Location(key=f"authentication.adapters[{index}].type"),
             )
     for index, declaration in enabled:

@@ -92,10 +92,20 @@ def test_disabled_adapters_are_never_composed(tmp_path: Path) -> None:
     assert run(auth.authenticate([])) is AuthFailure.NO_EVIDENCE
 
 
+def _detail(*args: object) -> str:
+    with pytest.raises(HostAuthenticationCompositionError) as info:
+        build_authenticator(*args)  # type: ignore[arg-type]
+    return info.value.detail or ""
+
+
 def test_unknown_type(caplog: pytest.LogCaptureFixture, verifier: Path) -> None:
     adapter = bearer(kind="basic-v1")
     assert (
         failure_code(caplog, settings(adapter, path=verifier), SERVER) == "adapter_type_unavailable"
+    )
+    # Said as the likely typo it is, not as something the schema lacks.
+    assert _detail(settings(adapter, path=verifier), SERVER).startswith(
+        "'basic-v1' is no adapter type; the types are operator-bearer-v1"
     )
 
 
@@ -103,6 +113,9 @@ def test_schema_three_has_no_composer(caplog: pytest.LogCaptureFixture) -> None:
     assert failure_code(caplog, settings(bearer()), SERVER) == "adapter_type_unavailable"
     oauth = bearer(kind="oauth-jwt-jwks-v1")
     assert failure_code(caplog, settings(oauth), SERVER) == "adapter_type_unavailable"
+    assert _detail(settings(oauth), SERVER).startswith(
+        "no adapter of type 'oauth-jwt-jwks-v1' can be enabled under this schema;"
+    )
 
 
 @pytest.mark.parametrize(
