@@ -130,30 +130,33 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
     if not refusals:
         return EXIT_OK  # the names bind either way: the entry does not matter
     try:
-        binding = _declared_binding(definition, load_host_configuration())
+        configuration = load_host_configuration()
     except ConfigurationError:
-        binding = None
+        configuration = None
         print(
             "mymcp: note: the host configuration does not load (`mymcp check` says why), "
             "so the tool names were judged as if the plugin had no [[plugins]] entry",
             file=sys.stderr,
         )
-    return EXIT_OK if _tool_names_bind(refusals, binding) else EXIT_FAILURE
+    return EXIT_OK if _tool_names_bind(refusals, definition, configuration) else EXIT_FAILURE
 
 
-def _declared_binding(definition: PluginDefinition, configuration: HostConfiguration) -> str | None:
-    """The binding of the plugin's [[plugins]] entry; None when it has none."""
-    for declaration in configuration.plugins:
+def _tool_names_bind(
+    refusals: Mapping[str, MyMCPError],
+    definition: PluginDefinition,
+    configuration: HostConfiguration | None,
+) -> bool:
+    """Whether the plugin's tools can be published under the binding of its [[plugins]]
+    entry in `configuration` (without one, the default, namespaced), given what the start
+    refuses under each binding. A refusal under that binding fails the check with the
+    start's own line; without an entry, what local binding would refuse is a warning."""
+    from mymcp.config import locate_in_configuration
+
+    binding = key = None
+    for index, declaration in enumerate(configuration.plugins if configuration else ()):
         if declaration.id == definition.plugin_id:
-            return declaration.binding
-    return None
-
-
-def _tool_names_bind(refusals: Mapping[str, MyMCPError], binding: str | None) -> bool:
-    """Whether the plugin's tools can be published under `binding` (None: the plugin has
-    no [[plugins]] entry, so the default, namespaced), given what the start refuses under
-    each binding. A refusal under that binding fails the check with the start's own
-    line; without an entry, what local binding would refuse is a warning."""
+            binding, key = declaration.binding, f"plugins[{index}]"
+            break
     if binding is None and "local" in refusals:
         print(
             f'mymcp: warning: declared with binding = "local", it would not start: '
@@ -161,10 +164,14 @@ def _tool_names_bind(refusals: Mapping[str, MyMCPError], binding: str | None) ->
             file=sys.stderr,
         )
     refusal = refusals.get(binding or "namespaced")
-    if refusal is not None:
-        fail(refusal)
-        return False
-    return True
+    if refusal is None:
+        return True
+    if configuration is not None and refusal.code == "external_plugin_name_collision":
+        # The start names the entry whose binding made the clash: so does the check.
+        refusal.locate(Location(key=f"{key}.binding"))
+        locate_in_configuration(refusal, configuration.source)
+    fail(refusal)
+    return False
 
 
 def _naming_refusals(definition: PluginDefinition) -> dict[str, MyMCPError]:
@@ -241,8 +248,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
-    binding = _declared_binding(definition, configuration)
-    if not _tool_names_bind(_naming_refusals(definition), binding):
+    if not _tool_names_bind(_naming_refusals(definition), definition, configuration):
         return EXIT_FAILURE
     try:
         values, origin = _declared_configuration(definition, configuration)
@@ -255,7 +261,9 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
         print(f"mymcp: error: {mismatch.render()}", file=sys.stderr)
     # Each tool as the start binds it: its definition published and its schemas compiled
     # by the same code, so the check refuses exactly what the start refuses.
-    bind = binding_policy({definition.plugin_id} if binding == "local" else ())
+    plugin_id = definition.plugin_id
+    local = any(p.id == plugin_id and p.binding == "local" for p in configuration.plugins)
+    bind = binding_policy({plugin_id} if local else ())
     for tool in adapter.contribution.tools:
         try:
             bound = bind_tool(bind(tool.capability), tool)

@@ -279,8 +279,16 @@ class _Preflighted:
     definition: PluginDefinition
 
 
+NamesCheck = Callable[[Sequence[tuple[str, PluginDefinition]]], None]
+"""Given each enabled plugin's key path (`plugins[2]`) and manifest definition, raises
+for names the start could not publish, before any plugin's code has run."""
+
+
 def load_external_plugins(
-    declarations: Sequence[PluginDeclaration], source: Path | None = None
+    declarations: Sequence[PluginDeclaration],
+    source: Path | None = None,
+    *,
+    check_names: NamesCheck | None = None,
 ) -> tuple[PluginAdapter, ...]:
     """Load the enabled external plugins, in declaration order.
 
@@ -290,7 +298,9 @@ def load_external_plugins(
     declared capabilities, and distinct module names. Only then is each module imported
     and its `mymcp_plugin_v1()` called; the returned adapter must match its manifest.
     Disabled declarations are never touched. `source` is the configuration file, named
-    in errors. Binding and collision checks belong to runtime composition.
+    in errors. Binding and collision checks belong to runtime composition, which passes
+    `check_names` so that a clash the manifests already show stops the start before any
+    module is imported.
     """
     enabled = [
         (f"plugins[{index}]", declaration)
@@ -328,10 +338,12 @@ def load_external_plugins(
         if module in modules:
             raise ExternalPluginLoadError(
                 "external_plugin_composition_invalid",
-                location=Location(where.source, key=f"{plugin.where}.module"),
+                location=Location(key=f"{plugin.where}.module"),
                 detail=f"module {module!r} is already declared by {modules[module]}",
             ) from None
         modules[module] = plugin.where
+    if check_names is not None:
+        check_names([(plugin.where, plugin.definition) for plugin in plugins])
     return tuple(
         activate_external_plugin(
             str(plugin.declaration.module), plugin.definition, plugin.declaration.configuration

@@ -1,8 +1,9 @@
 """Two-phase startup: frozen settings first, then `build_host()` composes everything.
 
-Order: semantic checks, preflight and import of external plugins, the bundled Mnemosyne
-adapter and its parity check, bindings (Mnemosyne's names and those of plugins declared
-`binding = "local"` are their local ids, every other one
+Order: semantic checks, the bundled Mnemosyne adapter and its parity check, the
+preflight of external plugins' manifests, their tool names (a clash fails before any
+plugin's code runs), the import of external plugins, bindings (Mnemosyne's names and
+those of plugins declared `binding = "local"` are their local ids, every other one
 `<plugin-id>__<tool-local-id>`), `list_tools` over the whole surface, a new generation,
 the policy (its selectors are resolved against the composed tools), authentication, and
 last the audit log (the only step that creates files). Any failure raises and leaves no
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +30,11 @@ from mymcp.config import (
 from mymcp.errors import (
     ExternalPluginLoadError,
     HostRuntimeCompositionError,
+    Location,
     MyMCPError,
 )
 from mymcp.governance import Approvals, Governance, Policy, approval_required_tools, open_audit
-from mymcp.plugin import QualifiedCapabilityId, validate_plugin_contract
+from mymcp.plugin import PluginDefinition, QualifiedCapabilityId, validate_plugin_contract
 from mymcp.plugins.mnemosyne import (
     Mnemosyne,
     create_mnemosyne,
@@ -98,14 +100,18 @@ def production_binding(capability: QualifiedCapabilityId) -> str:
 
 
 def refuse_declared_names(
-    names: Mapping[QualifiedCapabilityId, str], local_plugins: Collection[str]
+    names: Mapping[QualifiedCapabilityId, str],
+    local_plugins: Collection[str],
+    keys: Mapping[str, str] | None = None,
 ) -> None:
     """Refuse, by name of the cause, a declared tool name the start cannot publish: a
     locally bound name that clashes with another tool's name or a reserved one, or an
     external plugin's name that is reserved for the host or not a valid MCP tool name
     (a plugin id `mymcp` namespaces into the host's own prefix; a 64-character plugin id
     and tool id make 130 characters). Declared capabilities count even while a gate keeps
-    them off, so that switching a gate on later can never make startup fail."""
+    them off, so that switching a gate on later can never make startup fail. `keys`
+    gives each declared plugin's key path in the configuration (`plugins[2]`), for the
+    error to point at the `binding` that caused a clash."""
     owners: dict[str, QualifiedCapabilityId] = {}
     for capability, name in names.items():
         clash = owners.setdefault(name, capability) != capability
@@ -117,8 +123,11 @@ def refuse_declared_names(
                 if clash
                 else f"only the host may use it (plugin {capability.plugin_id!r})"
             )
+            bound = capability.plugin_id if capability.plugin_id in local_plugins else holder
+            key = (keys or {}).get(bound)
             raise ExternalPluginLoadError(
                 "external_plugin_name_collision",
+                location=Location(key=None if key is None else f"{key}.binding"),
                 detail=f"the tool name {name!r} is taken: {taken}",
             )
     try:
@@ -138,23 +147,40 @@ def plugin_composition_error(exc: HostRuntimeCompositionError) -> ExternalPlugin
     return ExternalPluginLoadError(code, location=exc.location, detail=f"{exc.code}: {exc.detail}")
 
 
+def _declared_names(
+    definitions: Iterable[PluginDefinition], binding: BindingPolicy
+) -> dict[QualifiedCapabilityId, str]:
+    """Every capability the plugins declare (gated ones too), with its public name."""
+    return {
+        capability: binding(capability)
+        for definition in definitions
+        for capability in (
+            QualifiedCapabilityId(definition.plugin_id, d.kind, d.local_id)
+            for d in definition.capabilities
+        )
+    }
+
+
 def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> HostRuntime:
     """Compose the bundled plugin and every enabled external plugin into one runtime."""
     local = {p.id for p in configuration.plugins if p.enabled and p.binding == "local"}
     binding = binding_policy(local)
     try:
-        externals = load_external_plugins(configuration.plugins, configuration.source)
         bundled = mnemosyne.adapter
         validate_plugin_contract(bundled, mnemosyne_manifest())
-        declared = {
-            capability: binding(capability)
-            for adapter in (bundled, *externals)
-            for capability in (
-                QualifiedCapabilityId(adapter.definition.plugin_id, d.kind, d.local_id)
-                for d in adapter.definition.capabilities
-            )
-        }
-        refuse_declared_names(declared, local)
+
+        def check_names(plugins: Sequence[tuple[str, PluginDefinition]]) -> None:
+            # From the manifests alone, before any plugin's code runs: a clash they show
+            # is a configuration mistake, and importing would only run code for nothing.
+            definitions = (bundled.definition, *(definition for _, definition in plugins))
+            keys = {definition.plugin_id: key for key, definition in plugins}
+            refuse_declared_names(_declared_names(definitions, binding), local, keys)
+
+        externals = load_external_plugins(
+            configuration.plugins, configuration.source, check_names=check_names
+        )
+        # The adapters match their manifests (checked as each was activated).
+        declared = _declared_names((a.definition for a in (bundled, *externals)), binding)
         try:
             contributions = [bundled.contribution, *(a.contribution for a in externals)]
             runtime = compose_runtime(
@@ -173,6 +199,10 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)
+        # A fault of a [[plugins]] entry gets the configuration's file and line; a
+        # manifest's own fault already names the manifest.
+        if exc.location.key is not None and exc.location.source is None:
+            locate_in_configuration(exc, configuration.source)
         raise
     _log.info(
         "runtime_composition outcome=loaded bundled=1 external=%d capabilities=%d",

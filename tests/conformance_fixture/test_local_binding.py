@@ -104,6 +104,23 @@ def test_a_local_name_that_collides_is_refused(workspace: Workspace, local_id: s
     assert caught.value.code == COLLISION
 
 
+def test_a_collision_the_manifests_show_stops_the_start_before_any_plugin_code_runs(
+    workspace: Workspace,
+) -> None:
+    ran = workspace.root / "imported"
+    marker = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+    innocent = workspace.plugin("innocent", extra=marker)  # declared first, imported first
+    clashing = _local(
+        workspace.plugin("fixed", manifest=_tools("fixed", "memory_forget"), extra=marker)
+    )
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        _runtime(workspace, innocent, clashing)
+    assert caught.value.code == COLLISION
+    assert not ran.exists()  # neither module was imported
+    # The entry whose `binding` made the clash is named.
+    assert caught.value.location.key == "plugins[1].binding"
+
+
 def test_two_local_plugins_with_one_tool_id_are_refused(workspace: Workspace) -> None:
     first = _local(workspace.plugin("first", manifest=_tools("first", "shared")))
     second = _local(workspace.plugin("second", manifest=_tools("second", "shared")))
