@@ -661,6 +661,16 @@ def _open_lock_file(root: Path) -> int:
     return fd
 
 
+def _is_the_lock_file(root: Path, fd: int) -> bool:
+    """Whether ``fd`` is still the file named as the root's lock file."""
+    try:
+        named = os.lstat(root / LOCK_FILE_NAME)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
 def _log_unusable_lock() -> None:
     # The write's own log line says only that the source is unavailable; this one says
     # where to look (the checks name the file and what is there).
@@ -716,15 +726,25 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except BlockingIOError:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or _withdrawn():
                         raise MemoryOperationError(ErrorCode.MEMORY_BUSY) from None
                     time.sleep(min(pause, remaining))
                     pause = min(pause * 2, _LAST_POLL)
+                    continue
                 except OSError:
                     raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+                if _is_the_lock_file(root, fd):
+                    break
+                if time.monotonic() >= deadline:  # swapped again and again: give up
+                    raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
+                # The file was removed or replaced since it was opened (by hand, while
+                # another writer held it): a lock on it keeps out no one who opens the
+                # file now in its place, so that one is locked instead.
+                replaced, fd = fd, -1
+                os.close(replaced)
+                fd = _open_lock_file(root)
             if _withdrawn():  # withdrawn while waiting: nothing is written (closing unlocks)
                 raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
             try:
@@ -733,7 +753,8 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
                 with contextlib.suppress(OSError):
                     fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            os.close(fd)
+            if fd >= 0:  # -1 when reopening the swapped file failed
+                os.close(fd)
     finally:
         thread_lock.release()
 

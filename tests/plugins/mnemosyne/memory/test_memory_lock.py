@@ -3,6 +3,7 @@ reads that never wait for it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -162,3 +163,45 @@ def test_a_call_that_never_got_a_turn_is_refused_as_busy_and_logged(
     assert [r.getMessage() for r in caplog.records if r.name == "mcp.memory_remember"] == [
         "event=memory_remember outcome=storage_error code=memory_busy"
     ]
+
+
+def test_a_waiter_whose_lock_file_was_swapped_locks_the_file_in_its_place(
+    root: Path, held_elsewhere: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Someone removes the lock file while one writer holds it and another waits on it.
+    # When the holder is done the waiter gets the removed file's lock, which keeps out no
+    # one opening the new file: it must lock the new one before it writes.
+    opened = threading.Event()
+    real_open = store_module._open_lock_file
+
+    def open_lock_file(at: Path) -> int:
+        fd = real_open(at)
+        opened.set()
+        return fd
+
+    monkeypatch.setattr(store_module, "_open_lock_file", open_lock_file)
+    inside, leave = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with root_lock(root, timeout=30):
+            inside.set()
+            leave.wait(30)
+
+    waiter = threading.Thread(target=writer)
+    waiter.start()
+    try:
+        assert opened.wait(30)  # the waiter holds the old file open and polls its lock
+        (root / LOCK_FILE_NAME).unlink()
+        (root / LOCK_FILE_NAME).write_bytes(b"")  # another process's fresh lock file
+        assert held_elsewhere.stdin is not None
+        held_elsewhere.stdin.close()  # the holder is done: the old file's lock is free
+        assert inside.wait(30)
+        probe = os.open(root / LOCK_FILE_NAME, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # the new file is the one held now
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        leave.set()
+        waiter.join(30)
