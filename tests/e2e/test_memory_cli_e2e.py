@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
+from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT
 from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import MYMCP, Sandbox, log_and_errors, run_cli, serve
 
@@ -31,7 +32,11 @@ def _remember(sandbox: Sandbox, **arguments: Any) -> dict[str, Any]:
     arguments.setdefault("language", "en")
     arguments.setdefault("origin", "explicit_user_statement")
     arguments.setdefault("tags", [])
-    answer: dict[str, Any] = plugin.mutations.remember(arguments).payload
+    try:
+        answer: dict[str, Any] = plugin.mutations.remember(arguments).payload
+    finally:
+        # Closed now, not when the test process exits, long after the sandbox is gone.
+        plugin.close()
     assert answer["status"] == "remembered", answer
     return answer
 
@@ -281,7 +286,12 @@ def test_an_import_rehearsal_fails_where_the_write_would(
     rehearsed = run_cli(["memory", "import", str(dump)], env)
     applied = run_cli(["memory", "import", str(dump), "--apply"], env)
     assert rehearsed.returncode == applied.returncode == 1
-    failure = f"{dump}:1: memory_source_unavailable: the memory source is unavailable"
+    # The line names what is in the way, as `memory check` does.
+    namespace = ("project", first["namespace"]["id"])
+    failure = (
+        f"{dump}:1: memory_source_unavailable: {other.joinpath(*namespace)}: "
+        f"{PROBLEM_TEXT['not_a_directory']} (reason=not_a_directory, file={file_id(namespace)})"
+    )
     assert failure in rehearsed.stdout.splitlines()
     # Line for line the same report, but for the closing summary's wording.
     assert rehearsed.stdout.splitlines()[:-1] == applied.stdout.splitlines()[:-1]

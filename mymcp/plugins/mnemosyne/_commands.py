@@ -30,6 +30,7 @@ from mymcp.errors import MyMCPError, shown
 from mymcp.plugins.mnemosyne._memory_check import (
     PROBLEM_TEXT,
     check_root,
+    container_fault,
     run_memory_check,
     scope_fault,
 )
@@ -56,6 +57,7 @@ from mymcp.plugins.mnemosyne.memory import (
     RecordRejected,
     Scope,
     V2Reference,
+    candidate_limit_exceeded,
     file_id,
     is_identifier,
     location_agrees,
@@ -127,21 +129,32 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
         if command == "check":
             return run_memory_check(settings, out)
         memory = _Memory(settings, writes=command == "import" and args.apply)
-        if command == "list":
-            return _list(memory, args, out)
-        if command == "show":
-            return _show(memory, args.target, out)
-        if command == "search":
-            return _search(memory, args, out)
-        if command == "stats":
-            return _stats(memory, args.json, out)
-        if command == "export":
-            return _export(memory, Scope(args.scope), out)
-        return _import(memory, args.file, args.apply, out)
+        try:
+            return _dispatch(memory, args, out)
+        finally:
+            # Its index saves its snapshot now, while the command still runs, rather
+            # than when the process exits: run in process (a test), that may be long
+            # after the cache directory and the root are gone.
+            memory.service.close()
     except MyMCPError as exc:
         return _error(str(exc))
     except MemoryOperationError as exc:
         return _error(_operation_failure(exc, getattr(args, "scope", None)))
+
+
+def _dispatch(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
+    command = args.memory_command
+    if command == "list":
+        return _list(memory, args, out)
+    if command == "show":
+        return _show(memory, args.target, out)
+    if command == "search":
+        return _search(memory, args, out)
+    if command == "stats":
+        return _stats(memory, args.json, out)
+    if command == "export":
+        return _export(memory, Scope(args.scope), out)
+    return _import(memory, args.file, args.apply, out)
 
 
 def _operation_failure(exc: MemoryOperationError, scope: str | None = None) -> str:
@@ -341,27 +354,60 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
+    """Counts per scope and namespace. A scope that cannot be read (a file in its place)
+    does not hide the others: they are counted, the scope is named on stderr as every
+    other command names it, and the command fails, for the counts are then not all."""
     index = memory.service.current_index()
-    report: dict[str, Any] = {"root": str(memory.root), "scopes": {}}
+    report: dict[str, Any] = {"root": str(memory.root), "scopes": {}, "unavailable": []}
+    faults: list[str] = []
     for scope in Scope:
-        index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
+        try:
+            index.refresh(scope, recursive=True, candidate_limit=CANDIDATE_LIMIT_MAX)
+        except MemoryOperationError as exc:
+            fault = _scope_blocked(exc, scope)
+            if fault is None:
+                raise
+            faults.append(fault)
+            report["unavailable"].append(scope.value)
+            # Counted as `memory check` counts it, one entry passed over in the scope
+            # itself, so that the skipped total still matches the check's problems.
+            report["scopes"][scope.value] = {"-": {**_NOTHING, "skipped": 1}}
+            continue
         namespaces = _scope_counts(index, scope)
         if namespaces:
             report["scopes"][scope.value] = namespaces
     if as_json:
         print(json.dumps(report, indent=2), file=out)
-        return EXIT_OK
-    print(escape_invisible(f"memory root: {memory.root}"), file=out)
-    columns = ("active", "archived", "legacy", "skipped", "bytes")
-    print(_row("scope / namespace", columns), file=out)
-    totals = [0] * len(columns)
-    for scope, namespaces in report["scopes"].items():
+    else:
+        _print_table(memory.root, report["scopes"], out)
+    for fault in faults:
+        _error(fault)
+    return EXIT_FAILURE if faults else EXIT_OK
+
+
+def _scope_blocked(exc: MemoryOperationError, scope: Scope) -> str | None:
+    """The fault of one scope's own entry that made reading it fail, named as the other
+    commands name it; None when the fault is elsewhere (the root itself: then nothing
+    can be counted, and the root's fault is the one to name)."""
+    if exc.code is not ErrorCode.MEMORY_SOURCE_UNAVAILABLE or _root_fault() is not None:
+        return None
+    return scope_fault(check_root().root, scope.value)
+
+
+_COLUMNS: Final = ("active", "archived", "legacy", "skipped", "bytes")
+_NOTHING: Final[Mapping[str, int]] = dict.fromkeys(_COLUMNS, 0)
+
+
+def _print_table(root: Path, scopes: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
+    print(escape_invisible(f"memory root: {root}"), file=out)
+    print(_row("scope / namespace", _COLUMNS), file=out)
+    totals = [0] * len(_COLUMNS)
+    for scope, namespaces in scopes.items():
         for name, counts in namespaces.items():
-            values = [counts[key] for key in columns]
+            values = [counts[key] for key in _COLUMNS]
             totals = [a + b for a, b in zip(totals, values, strict=True)]
             print(escape_invisible(_row(f"{scope} / {name}", values)), file=out)
     print(_row("total", totals), file=out)
-    return EXIT_OK
 
 
 def _scope_counts(index: MemoryIndex, scope: Scope) -> dict[str, dict[str, int]]:
@@ -462,9 +508,8 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     fault = _root_fault()  # or every valid line would read as invalid
     if fault is not None:
         return _error(fault)
-    mutations = MutationService(memory.service, memory.settings.candidate_limit)
-    counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0}
-    rehearsed: set[int] = set()  # a dry run's memories so far: a repeat is no new one
+    importer = _Importer(memory, apply)
+    counts = {"new": 0, "existing": 0, "skipped": 0, "invalid": 0, "busy": 0}
     name = _echoed(str(file))
     try:
         handle = open(file, "rb")  # noqa: SIM115 - closed below
@@ -476,9 +521,20 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
             if text is not None:
                 if not text.strip():
                     continue
-                verdict = _import_line(mutations, text, apply, rehearsed)
+                verdict = importer.line(text)
             counts[verdict[0]] += 1
             print(escape_invisible(f"{name}:{number}: {verdict[1]}"), file=out)
+            if verdict[0] == "busy":
+                # Another process kept the memory's lock past the wait: the file is not
+                # at fault, and every later line would wait as long again. Running the
+                # same import again finds the lines done so far already present.
+                print(
+                    f"stopped at line {number}: another writer held the memory lock; this "
+                    "line and those after it were not imported. Run the same command "
+                    "again to go on (what was imported counts as already present).",
+                    file=out,
+                )
+                break
     action = "remembered" if apply else "would remember"
     print(
         f"{action} {counts['new']}, already present {counts['existing']}, "
@@ -486,7 +542,7 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
         + ("" if apply else " (dry run: add --apply to write)"),
         file=out,
     )
-    return EXIT_FAILURE if counts["invalid"] else EXIT_OK
+    return EXIT_FAILURE if counts["invalid"] or counts["busy"] else EXIT_OK
 
 
 def _decoded(data: bytes | None) -> tuple[str | None, tuple[str, str]]:
@@ -540,23 +596,101 @@ def _lifecycle_fault(document: Mapping[str, Any]) -> str | None:
     return f"{code} (lifecycle.state): lifecycle.state must be {states}; got {shown(state)}"
 
 
-def _import_line(
-    mutations: MutationService, line: str, apply: bool, rehearsed: set[int]
-) -> tuple[str, str]:
-    try:
-        # Strict, as every record file is read: no NaN, repeated key, deep nesting or
-        # integer too long to read gets further than this line's report.
-        document = load_strict_json(line, unicode_text=True)
-    except StrictJsonError as exc:
-        return "invalid", f"not JSON ({_json_fault(exc)})"
-    if not isinstance(document, dict):
-        return "invalid", "not a JSON object"
-    fault = _lifecycle_fault(document)
-    if fault is not None:
-        return "invalid", fault
-    lifecycle = document.get("lifecycle")
-    if isinstance(lifecycle, dict) and lifecycle["state"] == "archived":
-        return "skipped", "archived: left out (import brings in active memories only)"
+class _Importer:
+    """Imports the lines of one file, or rehearses them. A dry run writes nothing, so the
+    root it reads never holds what the file's earlier lines would have added: it keeps
+    that itself (which memories, and how many files per scope) to answer each line as
+    `--apply` will, a repeat of an earlier line and a scope filled up included."""
+
+    def __init__(self, memory: _Memory, apply: bool) -> None:
+        self._memory = memory
+        self._apply = apply
+        self._mutations = MutationService(memory.service, memory.settings.candidate_limit)
+        self._rehearsed: set[int] = set()
+        self._added: Counter[Scope] = Counter()
+
+    def line(self, line: str) -> tuple[str, str]:
+        """The verdict on one line: its count ("new", "existing", "skipped", "invalid")
+        and what to print."""
+        try:
+            # Strict, as every record file is read: no NaN, repeated key, deep nesting or
+            # integer too long to read gets further than this line's report.
+            document = load_strict_json(line, unicode_text=True)
+        except StrictJsonError as exc:
+            return "invalid", f"not JSON ({_json_fault(exc)})"
+        if not isinstance(document, dict):
+            return "invalid", "not a JSON object"
+        fault = _lifecycle_fault(document)
+        if fault is not None:
+            return "invalid", fault
+        lifecycle = document.get("lifecycle")
+        if isinstance(lifecycle, dict) and lifecycle["state"] == "archived":
+            return "skipped", "archived: left out (import brings in active memories only)"
+        arguments = _remember_arguments(document)
+        outcome = self._mutations.import_record(arguments, dry_run=not self._apply)
+        answer = outcome.payload
+        if outcome.is_error:
+            if answer["code"] == ErrorCode.MEMORY_BUSY.value:
+                return "busy", f"{answer['code']}: {answer['message']}"
+            return "invalid", self._refusal(answer, arguments)
+        reference = parse_reference(answer["reference"])
+        where = _display(reference_parts(reference)) if isinstance(reference, V2Reference) else "?"
+        status = answer["status"]
+        if status in ("already_exists", "existing_archived"):
+            return "existing", f"{status}: {where}"
+        if status == "would_remember" and isinstance(reference, V2Reference):
+            # The id is drawn when the record is written; a dry run's would be a different one.
+            where = _display((*reference_parts(reference)[:-1], "<new id>.json"))
+            # `--apply` finds a repeat before it counts the scope: so does the rehearsal.
+            identity = answer["identity"]
+            if identity in self._rehearsed:
+                return "existing", f"already_exists: {where} (an earlier line of this file)"
+            if self._filled(reference.scope):
+                return "invalid", self._over_limit()
+            self._rehearsed.add(identity)
+            self._added[reference.scope] += 1
+        return "new", f"{status}: {where}"
+
+    def _refusal(self, answer: Mapping[str, Any], arguments: Mapping[str, Any]) -> str:
+        code = answer["code"]
+        if code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value:
+            # What is in the way of the record's directories, named as `memory check`
+            # names it: the tool may not show paths, this terminal must. A rehearsal
+            # only finds it after the scope's count, which `--apply` checks first.
+            container = _container_of(arguments)
+            if container is None:  # not reached: the tool accepted the arguments
+                return f"{code}: {_unplaced_fault()}"
+            if not self._apply and self._filled(Scope(container[0])):
+                return self._over_limit()
+            fault = container_fault(check_root().root, container)
+            return f"{code}: {fault or _unplaced_fault()}"
+        field = f" ({answer['field']})" if "field" in answer else ""
+        message = answer["message"]
+        if code == "invalid_origin":
+            # Import keeps any origin a record may have, not only the two an agent may
+            # claim, which is what the tool's own message lists.
+            message = f"origin must be one of {', '.join(ORIGINS)}"
+        return f"{code}{field}: {message}"
+
+    def _filled(self, scope: Scope) -> bool:
+        """Whether the records this rehearsal would already have added to ``scope`` fill
+        it to the candidate limit, so that `--apply` refuses the next one there."""
+        added = self._added[scope]
+        if not added:
+            return False  # the tool itself counted what the scope holds
+        limit = self._memory.settings.candidate_limit
+        index = self._memory.service.current_index()
+        held = index.refresh(scope, recursive=True, candidate_limit=limit).candidates
+        return held + added >= limit
+
+    def _over_limit(self) -> str:
+        refusal = candidate_limit_exceeded(self._memory.settings.candidate_limit, adding=True)
+        return f"{refusal.code.value}: {refusal.message}"
+
+
+def _remember_arguments(document: Mapping[str, Any]) -> dict[str, Any]:
+    """`memory_remember`'s arguments from an exported record: its id, times, revision and
+    any other field are not arguments, and are not kept."""
     provenance = document.get("provenance")
     arguments = {key: document.get(key) for key in _REMEMBERED}
     arguments["origin"] = provenance.get("origin") if isinstance(provenance, dict) else None
@@ -564,26 +698,26 @@ def _import_line(
         arguments["occurred_at"] = document["occurred_at"]
     if isinstance(arguments["namespace"], dict):
         arguments["namespace"] = dict(arguments["namespace"])
-    outcome = mutations.import_record(arguments, dry_run=not apply)
-    answer = outcome.payload
-    if outcome.is_error:
-        field = f" ({answer['field']})" if "field" in answer else ""
-        message = answer["message"]
-        if answer["code"] == "invalid_origin":
-            # Import keeps any origin a record may have, not only the two an agent may
-            # claim, which is what the tool's own message lists.
-            message = f"origin must be one of {', '.join(ORIGINS)}"
-        return "invalid", f"{answer['code']}{field}: {message}"
-    reference = parse_reference(answer["reference"])
-    where = _display(reference_parts(reference)) if isinstance(reference, V2Reference) else "?"
-    status = answer["status"]
-    if status in ("already_exists", "existing_archived"):
-        return "existing", f"{status}: {where}"
-    if status == "would_remember" and isinstance(reference, V2Reference):
-        # The id is drawn when the record is written; a dry run's would be a different one.
-        where = _display((*reference_parts(reference)[:-1], "<new id>.json"))
-        identity = answer["identity"]
-        if identity in rehearsed:
-            return "existing", f"already_exists: {where} (an earlier line of this file)"
-        rehearsed.add(identity)
-    return "new", f"{status}: {where}"
+    return arguments
+
+
+def _container_of(arguments: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The scope, namespace and collection directories a record with these (accepted)
+    arguments is written to, or None when they do not name them."""
+    scope, namespace = arguments.get("scope"), arguments.get("namespace")
+    collection = arguments.get("collection")
+    if scope not in _SCOPES or not isinstance(namespace, dict):
+        return None
+    names = [namespace.get("id")]
+    if collection is not None:
+        names.append(collection.get("id") if isinstance(collection, dict) else None)
+    if not all(isinstance(name, str) and is_identifier(name) for name in names):
+        return None
+    return (scope, *names)
+
+
+def _unplaced_fault() -> str:
+    """The root's fault when a write failed with nothing in its way below the root; the
+    root and the tool's sentence when the root shows none either (it changed meanwhile)."""
+    text = ErrorCode.MEMORY_SOURCE_UNAVAILABLE.message
+    return _root_fault() or f"{check_root().root}: {text}"

@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
@@ -37,6 +37,7 @@ from mymcp.plugins.mnemosyne.memory import (
     Problem,
     Scope,
     file_id,
+    unsafe_permissions,
 )
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "RootCheck",
     "check_memory",
     "check_root",
+    "container_fault",
     "is_unsafe_mode",
     "memory_problems",
     "problem_line",
@@ -126,6 +128,15 @@ class RootCheck:
     @property
     def failed(self) -> bool:
         return any(finding.severity == "error" for finding in self.findings)
+
+    @property
+    def state(self) -> str:
+        """What follows the root's path on the checks' first line: a note for a root
+        that is absent and that the first remember can create. A root that cannot be
+        created gets none: the error after it says why."""
+        if self.present or self.failed or self.root.exists():
+            return ""
+        return " (absent; created by the first remember)"
 
 
 def _unknown_variable_warnings(environ: Mapping[str, str]) -> Iterator[Diagnostic]:
@@ -315,6 +326,35 @@ def scope_fault(root: Path, scope: str) -> str | None:
     return None
 
 
+def container_fault(root: Path, parts: Sequence[str]) -> str | None:
+    """What keeps a write from reaching the directory ``parts`` below ``root`` (a scope,
+    then a namespace and a collection in it), named as the checks name it, or None when
+    every step is a directory a write may enter or is still to be created. A write never
+    goes through a link, into something other than a directory, or into a directory
+    others may write to, so the first such step is what is in the way."""
+    fault = scope_fault(root, parts[0]) if parts else None
+    if fault is not None:
+        return fault
+    for depth in range(1, len(parts) + 1):
+        try:
+            info = os.lstat(root.joinpath(*parts[:depth]))
+        except FileNotFoundError:
+            return None  # this step and those below it are created by the write
+        except OSError:
+            reason = "unreadable"
+        else:
+            if stat.S_ISLNK(info.st_mode):
+                reason = "symlink"
+            elif not stat.S_ISDIR(info.st_mode):
+                reason = "not_a_directory"
+            elif unsafe_permissions(info):
+                reason = "unsafe_permissions"
+            else:
+                continue
+        return problem_line(root, Problem(tuple(parts[:depth]), reason))
+    return None
+
+
 def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnostic]]:
     """`mymcp check`'s view of the memory: summary lines, and findings (errors: a root
     that is relative, unsafe or cannot be created, a scope over the candidate limit;
@@ -324,8 +364,7 @@ def check_memory(settings: MnemosyneSettings) -> tuple[list[str], list[Diagnosti
     root = checked.root
     findings = list(checked.findings)
     if not checked.present:
-        state = " (absent; created by the first remember)" if not root.exists() else ""
-        return [escape_invisible(f"memory: {root}{state}")], findings
+        return [escape_invisible(f"memory: {root}{checked.state}")], findings
     problems, sizes = memory_problems(root)
     largest = _largest(sizes)
     limit = settings.candidate_limit
@@ -358,8 +397,7 @@ def run_memory_check(settings: MnemosyneSettings, out: TextIO) -> int:
     over and every scope over the candidate limit, one line each; exit 1 when any."""
     checked = check_root()
     root = checked.root
-    state = "" if checked.present or root.exists() else " (absent; created by the first remember)"
-    print(escape_invisible(f"memory root: {root}{state}"), file=out)
+    print(escape_invisible(f"memory root: {root}{checked.state}"), file=out)
     errors = [finding for finding in checked.findings if finding.severity == "error"]
     for finding in checked.findings:
         if finding.severity == "warning":

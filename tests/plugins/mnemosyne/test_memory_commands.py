@@ -1,10 +1,11 @@
 """`mymcp memory …` against hostile input: lines `import` cannot take, arguments `show`
-and `import` cannot use, memory text that would drive the terminal, and files `stats`
-must count as `check` does.
+and `import` cannot use, memory text that would drive the terminal, files and scopes
+`stats` must count as `check` does, and roots a dry run of `import` must judge as
+`--apply` then does.
 
 Like the other tests of these commands (tests/e2e/test_memory_cli_e2e.py), they run the
-real `mymcp` in a private HOME; the two properties run the filter itself and `import`
-in process, over generated input.
+real `mymcp` in a private HOME; the two properties run `import` in process, over
+generated input.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import shutil
 import tempfile
 import unicodedata
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mymcp import cli
@@ -410,22 +412,47 @@ def test_stats_counts_every_file_check_names(sandbox: Sandbox, tmp_path: Path) -
     assert skipped == {"-": 1, "mymcp": 3, "shared": 1}
 
 
-# -- properties ------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_stats_names_a_scope_that_is_no_directory_as_the_other_commands_do(
+    sandbox: Sandbox,
+) -> None:
+    # One scope's entry being a file must not hide the rest: stats counts the scopes it
+    # can read, names the one it cannot exactly as `list` does, and fails.
+    _remember(sandbox, title="Kept", content="The one good record.")
+    blocked = sandbox.memory_root / "self"
+    blocked.write_text("x")
+    blocked.chmod(0o600)
+    env = sandbox.environ()
+    listed = run_cli(["memory", "list", "self"], env)
+    assert (listed.returncode, listed.stderr) == (
+        1,
+        f"mymcp: error: {blocked}: Mnemosyne cannot read a scope: "
+        f"{PROBLEM_TEXT['scope_unavailable']} (code=memory_scope_unavailable)\n",
+    )
+    stats = run_cli(["memory", "stats"], env)
+    assert (stats.returncode, stats.stderr) == (1, listed.stderr)
+    assert [line.split()[:7] for line in stats.stdout.splitlines()[2:-1]] == [
+        ["self", "/", "-", "0", "0", "0", "1"],
+        ["project", "/", "mymcp", "1", "0", "0", "0"],
+    ]
+    assert stats.stdout.splitlines()[-1].split()[:5] == ["total", "1", "0", "0", "1"]
+    as_json = run_cli(["memory", "stats", "--json"], env)
+    assert (as_json.returncode, as_json.stderr) == (1, listed.stderr)
+    report = json.loads(as_json.stdout)
+    assert report["unavailable"] == ["self"]
+    assert report["scopes"]["self"] == {
+        "-": {"active": 0, "archived": 0, "legacy": 0, "skipped": 1, "bytes": 0}
+    }
+    assert report["scopes"]["project"]["mymcp"]["active"] == 1
+    # The skipped total is still what `memory check` counts.
+    checked = run_cli(["memory", "check"], env)
+    assert checked.stdout.splitlines()[-1] == "memory check: 1 problem(s)"
+    blocked.unlink()
+    fine = run_cli(["memory", "stats", "--json"], env)
+    assert (fine.returncode, json.loads(fine.stdout)["unavailable"]) == (0, [])
 
 
-@contextlib.contextmanager
-def _private_home() -> Iterator[Path]:
-    """A private HOME and memory root for in-process commands, for all examples at once."""
-    with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch:
-        home = Path(directory)
-        for key in list(os.environ):
-            if key.startswith(("MNEMOSYNE_", "XDG_")):
-                patch.delenv(key)
-        patch.setenv("HOME", str(home))
-        patch.setenv("XDG_CONFIG_HOME", str(home / "config"))
-        patch.setenv("XDG_CACHE_HOME", str(home / "cache"))
-        patch.setenv("MNEMOSYNE_MEMORY_ROOT", str(home / "memory"))
-        yield home
+# -- import: what a dry run predicts, and what is in the way --------------------------------
 
 
 _RECORD: dict[str, Any] = {
@@ -439,6 +466,228 @@ _RECORD: dict[str, Any] = {
     "tags": [],
     "provenance": {"origin": "explicit_user_statement", "recorded_via": "memory_remember"},
 }
+
+
+def _record(title: str, namespace: str = "mymcp", **extra: Any) -> dict[str, Any]:
+    """An active project decision as `memory export` writes its fields to import."""
+    return {
+        **_RECORD,
+        "namespace": {"kind": "project", "id": namespace, "label": None},
+        "title": title,
+        "content": f"The decision called {title}.",
+        **extra,
+    }
+
+
+def _utc_now() -> str:
+    """Now, as records write their times (whole seconds, UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _as_applied(lines: list[str]) -> list[str]:
+    """A dry run's report as `--apply` words it, ids aside: the ids are drawn on writing,
+    and a repeat of an earlier line is found on disk, not in the file."""
+    return [
+        line.replace(": would_remember: ", ": remembered: ").removesuffix(
+            " (an earlier line of this file)"
+        )
+        for line in _without_ids(lines)
+    ]
+
+
+def _without_ids(lines: list[str]) -> list[str]:
+    return [re.sub(r"mem_[0-9a-f]{32}\.json", "<new id>.json", line) for line in lines]
+
+
+@pytest.mark.slow
+def test_a_dry_run_stops_at_the_candidate_limit_where_apply_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    dump = tmp_path / "three.jsonl"
+    records = [_record("First"), _record("Second"), _record("Third"), _record("First")]
+    dump.write_text("".join(json.dumps(record) + "\n" for record in records))
+    env = sandbox.environ(
+        {
+            "MNEMOSYNE_MEMORY_ROOT": str(tmp_path / "empty-root"),
+            "MNEMOSYNE_MEMORY_CANDIDATE_LIMIT": "2",
+        }
+    )
+    rehearsed = run_cli(["memory", "import", str(dump)], env)
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    full = (
+        "candidate_limit_exceeded: the scope already holds 2 candidate files, the candidate "
+        "limit, and no memory is added past it; the operator raises it with [memory] "
+        "candidate_limit in ~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT "
+        "(at most 1000000)"
+    )
+    where = "project/mymcp/<new id>.json"
+    assert rehearsed.stdout.splitlines() == [
+        f"{dump}:1: would_remember: {where}",
+        f"{dump}:2: would_remember: {where}",
+        f"{dump}:3: {full}",
+        # A repeat is found before the scope is counted, with --apply as in the dry run.
+        f"{dump}:4: already_exists: {where} (an earlier line of this file)",
+        "would remember 2, already present 1, left out 0, invalid 1 "
+        "(dry run: add --apply to write)",
+    ]
+    assert _without_ids(applied.stdout.splitlines()[:-1]) == _as_applied(
+        rehearsed.stdout.splitlines()[:-1]
+    )
+    assert applied.stdout.splitlines()[-1] == (
+        "remembered 2, already present 1, left out 0, invalid 1"
+    )
+    assert rehearsed.returncode == applied.returncode == 1
+
+
+@pytest.mark.slow
+def test_an_import_makes_new_memories_of_what_the_export_holds(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # What the export/import section of OPERATIONS.md says an import keeps and drops.
+    _remember(sandbox, title="Loopback only", content="The server binds to loopback only.")
+    exported = json.loads(run_cli(["memory", "export", "project"], sandbox.environ()).stdout)
+    old = {**exported, "created_at": "2020-01-01T00:00:00Z", "updated_at": "2020-01-02T00:00:00Z"}
+    old["lifecycle"] = {"state": "active", "revision": 7}
+    unknown = {**old, "title": "Unknown field", "surprise": {"kept": False}}
+    without = {key: value for key, value in old.items() if key != "lifecycle"}
+    lines = [
+        old,
+        unknown,
+        {**without, "title": "No lifecycle"},
+        {**old, "title": "Null lifecycle", "lifecycle": None},
+        {**old, "title": "Empty lifecycle", "lifecycle": {}},
+        {**old, "title": "Archived", "lifecycle": {"state": "archived", "revision": 2}},
+    ]
+    dump = tmp_path / "round-trip.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    other = tmp_path / "other-root"
+    started = _utc_now()
+    applied = run_cli(
+        ["memory", "import", str(dump), "--apply"],
+        sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(other)}),
+    )
+    ended = _utc_now()
+    assert applied.stdout.splitlines()[-1] == (
+        "remembered 4, already present 0, left out 1, invalid 1"
+    )
+    assert f"{dump}:5: invalid_record (lifecycle.state): lifecycle has no state" in applied.stdout
+    written = {
+        body["title"]: body
+        for body in (json.loads(path.read_text()) for path in other.rglob("*.json"))
+    }
+    assert sorted(written) == ["Loopback only", "No lifecycle", "Null lifecycle", "Unknown field"]
+    for body in written.values():
+        assert body["id"] != exported["id"]
+        assert started <= body["created_at"] == body["updated_at"] <= ended
+        assert body["lifecycle"] == {"state": "active", "revision": 1}
+        origin = exported["provenance"]["origin"]
+        assert body["provenance"] == {"origin": origin, "recorded_via": "import"}
+        assert "surprise" not in body
+        kept = ("scope", "namespace", "collection", "kind", "language", "content", "tags")
+        assert {key: body[key] for key in kept} == {key: exported[key] for key in kept}
+
+
+@pytest.mark.slow
+def test_import_names_what_is_in_the_way_of_a_record_as_check_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    root = tmp_path / "other-root"
+    (root / "project").mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
+    (root / "project" / "mymcp").write_text("in the way")
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (root / "project" / "other").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (root / "preference").write_text("in the way")
+    secret = "Nobody may read this sentence."
+    lines = [
+        _record("Blocked", content=secret),
+        _record("Linked", "other", content=secret),
+        {
+            **_record("Whole scope", content=secret),
+            "scope": "preference",
+            "kind": "preference",
+            "namespace": {"kind": "domain", "id": "editing", "label": None},
+        },
+        _record("Fine", "fine", collection={"id": "c1", "label": None}),
+    ]
+    dump = tmp_path / "blocked.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root)})
+    checked = run_cli(["memory", "check"], env).stdout.splitlines()
+    named = {line.split(": ", 1)[0]: line for line in checked}
+    scope = run_cli(["memory", "list", "preference"], env).stderr.removeprefix("mymcp: error: ")
+    unavailable = "memory_source_unavailable: "
+    expected = [
+        f"{dump}:1: {unavailable}{named[f'{root}/project/mymcp']}",
+        f"{dump}:2: {unavailable}{named[f'{root}/project/other']}",
+        f"{dump}:3: {unavailable}{scope.rstrip()}",
+    ]
+    rehearsed = run_cli(["memory", "import", str(dump)], env)
+    applied = run_cli(["memory", "import", str(dump), "--apply"], env)
+    assert rehearsed.stdout.splitlines()[:3] == applied.stdout.splitlines()[:3] == expected
+    assert "(reason=not_a_directory," in expected[0]
+    assert "(reason=symlink," in expected[1]
+    assert "(code=memory_scope_unavailable)" in expected[2]
+    assert (
+        rehearsed.stdout.splitlines()[3]
+        == f"{dump}:4: would_remember: project/fine/c1/<new id>.json"
+    )
+    assert secret not in rehearsed.stdout + rehearsed.stderr + applied.stdout + applied.stderr
+
+
+@pytest.mark.slow
+def test_memory_check_says_a_root_is_created_by_remember_only_when_it_can_be(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    roots = {
+        tmp_path / "new" / "memory": " (absent; created by the first remember)",
+        a_file / "sub": "",
+        tmp_path / "dangling": "",
+    }
+    for root, note in roots.items():
+        env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root)})
+        checked = run_cli(["memory", "check"], env)
+        assert checked.stdout.splitlines()[0] == f"memory root: {root}{note}"
+        assert checked.returncode == (0 if note else 1)
+        whole = run_cli(["check"], env)
+        assert f"memory: {root}{note}" in whole.stdout.splitlines()
+        assert whole.returncode == (0 if note else 1)
+
+
+def test_list_help_says_a_collection_needs_a_namespace(sandbox: Sandbox) -> None:
+    # Without --namespace either option is refused (exit 2): the help must say so.
+    helped = run_cli(["memory", "list", "--help"], sandbox.environ({"COLUMNS": "1000"}))
+    options = {line.split()[0]: line for line in helped.stdout.splitlines() if "collection" in line}
+    assert "needs --namespace" in options["--collection"]
+    assert "needs --namespace" in options["--no-collection"]
+    refused = run_cli(["memory", "list", "project", "--collection", "c1"], sandbox.environ())
+    assert refused.returncode == 2
+
+
+# -- properties ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _private_home(extra: dict[str, str] | None = None) -> Iterator[Path]:
+    """A private HOME and memory root for in-process commands, for all examples at once;
+    ``extra`` sets more variables."""
+    with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch:
+        home = Path(directory)
+        for key in list(os.environ):
+            if key.startswith(("MNEMOSYNE_", "XDG_")):
+                patch.delenv(key)
+        patch.setenv("HOME", str(home))
+        patch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+        patch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+        patch.setenv("MNEMOSYNE_MEMORY_ROOT", str(home / "memory"))
+        for key, value in (extra or {}).items():
+            patch.setenv(key, value)
+        yield home
+
+
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
@@ -508,3 +757,111 @@ def _state_of(line: str) -> object:
         return None
     state: object = document["lifecycle"]["state"]
     return "invalid" if state not in ("active", "archived") else state
+
+
+_Line = tuple[str, str, dict[str, str] | None]
+# Lines that try each way a dry run could part from `--apply`: a repeat of a memory the
+# root holds or of an earlier line, a scope filled up, a file in a record's way. Two
+# scopes, three namespaces in one (one with a file in its place), two titles, three states.
+_import_lines = st.lists(
+    st.tuples(
+        st.sampled_from(["mymcp", "other", "blocked", "preference"]),
+        st.sampled_from(["First", "Second"]),
+        st.sampled_from([{"state": "active"}, {"state": "archived"}, None]),
+    ),
+    max_size=7,
+)
+
+
+def _import_line(place: str, title: str, lifecycle: dict[str, str] | None) -> str:
+    record = _record(title, place)
+    if place == "preference":
+        namespace = {"kind": "domain", "id": "editing", "label": None}
+        record = {**record, "scope": "preference", "kind": "preference", "namespace": namespace}
+    if lifecycle is not None:
+        record["lifecycle"] = lifecycle
+    return json.dumps(record) + "\n"
+
+
+def _run(arguments: list[str]) -> tuple[int, list[str]]:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+        status = cli.main(arguments)
+    return status, printed.getvalue().splitlines()
+
+
+@settings(max_examples=40, deadline=None)
+@given(limit=st.integers(1, 3), held=_import_lines, lines=_import_lines)
+# A full scope is refused before a file in the way is met; the root's own memories and
+# the file's earlier lines fill a scope together.
+@example(limit=1, held=[], lines=[("mymcp", "First", None), ("blocked", "Second", None)])
+@example(
+    limit=2,
+    held=[("mymcp", "First", None)],
+    lines=[
+        ("mymcp", "First", None),
+        ("preference", "First", None),
+        ("other", "Second", None),
+        ("mymcp", "Second", None),
+        ("preference", "Second", None),
+    ],
+)
+def test_a_dry_run_reports_line_for_line_what_apply_then_does(
+    limit: int, held: list[_Line], lines: list[_Line]
+) -> None:
+    """Over a root that already holds some memories, a dry run says of every line what
+    `--apply` then does: remembered, found (on disk or earlier in the file), left out,
+    refused for a full scope or for a file in the way."""
+    with _private_home({"MNEMOSYNE_MEMORY_CANDIDATE_LIMIT": str(limit)}) as home:
+        (home / "memory" / "project").mkdir(parents=True, mode=0o700)
+        (home / "memory").chmod(0o700)
+        (home / "memory" / "project" / "blocked").write_text("in the way")
+        before, dump = home / "held.jsonl", home / "lines.jsonl"
+        before.write_text("".join(_import_line(*line) for line in held))
+        dump.write_text("".join(_import_line(*line) for line in lines))
+        _run(["memory", "import", str(before), "--apply"])
+        rehearsed, predicted = _run(["memory", "import", str(dump)])
+        applied, reported = _run(["memory", "import", str(dump), "--apply"])
+    assert _without_ids(reported[:-1]) == _as_applied(predicted[:-1])
+    assert rehearsed == applied
+    assert reported[-1] + " (dry run: add --apply to write)" == predicted[-1].replace(
+        "would remember", "remembered"
+    )
+
+
+def test_an_import_stops_where_another_writer_keeps_the_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A held lock is no fault of the file: the import says where it stopped and how to
+    # go on, instead of counting the line invalid and waiting again for every later one.
+    import fcntl
+    import types
+
+    from mymcp.plugins.mnemosyne.memory import store as store_module
+
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:  # the lock's poll, on a clock of the test's own
+        clock[0] += seconds
+
+    fake = types.SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep)
+    monkeypatch.setattr(store_module, "time", fake)
+    with _private_home() as home:
+        dump = home / "two.jsonl"
+        lines = [_import_line("mymcp", title, None) for title in ("First", "Second")]
+        dump.write_text("".join(lines))
+        root = home / "memory"
+        root.mkdir(mode=0o700)
+        holder = os.open(root / ".mnemosyne.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)  # another process's write, as the lock sees it
+            status, output = _run(["memory", "import", str(dump), "--apply"])
+        finally:
+            os.close(holder)
+        assert sorted(path.name for path in root.rglob("*.json")) == []
+    assert status == 1
+    assert re.fullmatch(r".*two\.jsonl:1: memory_busy: another writer holds the .+", output[0])
+    assert output[1].startswith("stopped at line 1: another writer held the memory lock")
+    assert output[2] == "remembered 0, already present 0, left out 0, invalid 0"
+    assert len(output) == 3  # the second line was not tried
+    assert clock[0] >= 5.0  # it did wait the usual time first
