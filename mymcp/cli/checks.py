@@ -51,6 +51,7 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"plugins disabled: {', '.join(disabled)}")
     print(f"tools: {', '.join(host.runtime.registry.names)}")
     print(f"authentication: {_authentication_summary(configuration.authentication)}")
+    _warn_of_unknown_adapter_types(configuration)
     policy = configuration.policy
     if policy is None:
         print("policy: none (every principal may call every tool)")
@@ -92,6 +93,24 @@ def _check_memory(settings: MnemosyneSettings | None) -> int:
         return EXIT_FAILURE
     print("mymcp: check OK")
     return EXIT_OK
+
+
+def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
+    """A disabled adapter is never composed, so the start accepts any type for it; a type
+    MyMCP has never had is still most likely a typo that fails the start once the adapter
+    is enabled, and the check is where to hear of it."""
+    from mymcp.config import OAUTH_JWT_ADAPTER_TYPE, OPERATOR_BEARER_ADAPTER_TYPE
+
+    known = (OPERATOR_BEARER_ADAPTER_TYPE, OAUTH_JWT_ADAPTER_TYPE)
+    where = f"{configuration.source}: " if configuration.source else ""
+    for index, adapter in enumerate(configuration.authentication.adapters):
+        if not adapter.enabled and adapter.type not in known:
+            print(
+                f"mymcp: warning: {where}authentication.adapters[{index}].type: "
+                f"{adapter.type!r} is no adapter type (the types are {' and '.join(known)}); "
+                "the adapter is disabled, and enabling it would fail the start",
+                file=sys.stderr,
+            )
 
 
 def _authentication_summary(settings: AuthenticationSettings) -> str:

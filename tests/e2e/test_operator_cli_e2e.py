@@ -427,3 +427,20 @@ def test_check_with_stderr_closed_still_reports_on_stdout(sandbox: Sandbox) -> N
     )
     assert finished.returncode == 0
     assert finished.stdout.splitlines()[-1] == "mymcp: check OK"
+
+
+def test_check_warns_of_a_disabled_adapter_whose_type_does_not_exist(sandbox: Sandbox) -> None:
+    # The start never composes a disabled adapter, so it accepts the typo; the check is
+    # where the operator hears of it, before enabling the adapter fails the start.
+    sandbox.write_config(
+        "schema_version = 8\n[authentication]\nanonymous_enabled = true\n"
+        '[[authentication.adapters]]\nid = "later"\ntype = "operator-baerer-v1"\n'
+        'enabled = false\nroute = { source = "authorization", scheme = "bearer" }\n'
+    )
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    assert "mymcp: check OK" in checked.stdout
+    assert (
+        f"mymcp: warning: {sandbox.config_file}: authentication.adapters[0].type: "
+        "'operator-baerer-v1' is no adapter type"
+    ) in checked.stderr
