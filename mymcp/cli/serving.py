@@ -256,7 +256,7 @@ def stdio(args: argparse.Namespace) -> int:
     # and closing a file under a read waits for that read to end.
     with replies:
         try:
-            host = build_host()
+            host = build_host(authenticates=False)  # every caller on stdio is `local`
         except MyMCPError as exc:
             settle_logging(logs, args)
             return fail(exc)

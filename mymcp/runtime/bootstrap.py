@@ -22,6 +22,7 @@ from mymcp import __version__
 from mymcp.auth import Authenticator, build_authenticator
 from mymcp.config import (
     BUNDLED_PLUGIN_ID,
+    AuthenticationSettings,
     HostConfiguration,
     load_host_configuration,
     locate_in_configuration,
@@ -217,12 +218,16 @@ def build_host(
     home: Path | None = None,
     *,
     with_audit: bool = True,
+    authenticates: bool = True,
     configuration: HostConfiguration | None = None,
 ) -> Host:
     """Read configuration and settings, then compose the runtime, policy, authentication
     and audit. `with_audit=False` leaves the audit directory untouched (for `check`);
-    `configuration` is the host configuration when the caller has loaded it already (the
-    launcher listens on its address before anything is built)."""
+    `authenticates=False` composes no adapter (for stdio, whose one caller is the local
+    user who started it: no verifier file is read and no issuer is asked for its keys,
+    so a laptop offline still serves it); `configuration` is the host configuration when
+    the caller has loaded it already (the launcher listens on its address before
+    anything is built)."""
     if configuration is None:
         configuration = load_host_configuration(environ, home)
     validate_semantics(configuration)
@@ -236,9 +241,9 @@ def build_host(
         locate_in_configuration(exc, configuration.source)
         raise
     try:
-        authenticator = build_authenticator(
-            configuration.authentication, configuration.server
-        ).with_scopes_supported(policy.step_up_scopes)
+        settings = configuration.authentication if authenticates else AuthenticationSettings()
+        authenticator = build_authenticator(settings, configuration.server)
+        authenticator = authenticator.with_scopes_supported(policy.step_up_scopes)
     except MyMCPError as exc:
         if exc.location.source is None:  # a verifier file's own fault names that file
             locate_in_configuration(exc, configuration.source)

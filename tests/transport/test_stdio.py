@@ -41,6 +41,7 @@ from mymcp.transport import Dispatcher, StatelessEra, StdioServer
 from mymcp.transport._dispatch import _WorkerLimits
 from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
+from tests.e2e.auth_sandbox import bearer_config
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.runtime.test_external import Workspace
 from tests.synthetic import contribution, external_bindings, schema, tool
@@ -251,6 +252,19 @@ def test_a_startup_failure_is_reported_on_stderr_only(sandbox: Sandbox) -> None:
     replies, stderr, status = _raw(sandbox, [_line(INITIALIZE)])
     assert (replies, status) == ([], 1)
     assert "code=unsupported_schema_version" in stderr
+
+
+def test_stdio_serves_whatever_the_http_authentication_would_need(sandbox: Sandbox) -> None:
+    # Its one caller is the local user: a missing verifier file (or an issuer out of
+    # reach) stops `serve` and `check`, but not the process a desktop client starts.
+    missing = sandbox.root / "credentials" / "operator-bearer.json"
+    sandbox.write_config(bearer_config(sandbox, missing))
+    replies, stderr, status = _raw(sandbox, [_line(INITIALIZE)])
+    assert status == 0, stderr
+    assert replies[0]["result"]["protocolVersion"] == "2025-11-25"
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 1
+    assert "(code=verifier_source)" in checked.stderr
 
 
 def test_end_of_input_ends_the_process_cleanly(sandbox: Sandbox) -> None:
