@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeGuard
@@ -100,6 +101,10 @@ def project_subject(issuer: str, sub: str) -> str:
     digest = hashlib.sha256(issuer.encode("utf-8") + b"\x00" + sub.encode("utf-8")).digest()
     return f"oauth-jwt-v1:{b64url_encode(digest)}"
 
+
+# The same logger as the start's authentication lines: downloads while serving are
+# the same concern.
+_log = logging.getLogger("mymcp.host.authentication")
 
 MAX_SCOPES = 64
 
@@ -213,8 +218,12 @@ class OAuthJwtAdapter:
             # stopping): the download has its own deadline and ends by itself.
             fetched = await to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
             self._keys = fetched
-        except DiscoveryError:
-            return None  # keep serving with the keys we already trust
+        except DiscoveryError as exc:
+            # Keep serving with the keys already trusted, but say so: a rotation that
+            # cannot be fetched otherwise shows only as tokens refused with 401.
+            _log.warning("jwks_refresh outcome=error code=%s", exc.code)
+            return None
+        _log.info("jwks_refresh outcome=loaded keys=%d", len(fetched))
         return self._keys.get(kid)
 
     async def authenticate(self, payload: str) -> Identity | AuthFailure:

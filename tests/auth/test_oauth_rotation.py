@@ -4,6 +4,7 @@ and only a few requests may wait for a download that is running."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import dataclass, field
 
@@ -78,8 +79,12 @@ def test_second_unknown_kid_within_sixty_seconds_does_not_refetch(
 
 
 def test_failed_refetch_keeps_the_current_keys(
-    setup: Setup, rsa_key: rsa.RSAPrivateKey, ec_key: ec.EllipticCurvePrivateKey
+    setup: Setup,
+    rsa_key: rsa.RSAPrivateKey,
+    ec_key: ec.EllipticCurvePrivateKey,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="mymcp.host.authentication")
     idp, clock, auth = setup
     idp.overrides[JWKS_URI] = (500, b"")
     assert check(auth, mint(ec_key, alg="ES256", kid="unknown")) is AuthFailure.REJECTED
@@ -88,6 +93,14 @@ def test_failed_refetch_keeps_the_current_keys(
     assert check(auth, mint(ec_key, alg="ES256", kid="unknown")) is AuthFailure.REJECTED
     assert idp.count(JWKS_URI) == 3
     assert isinstance(check(auth, mint(rsa_key, alg="RS256", kid="old")), Principal)
+    # Each failed download is said, without a URL or key material, so a rotation that
+    # cannot be fetched does not show only as tokens refused.
+    refreshes = [r.getMessage() for r in caplog.records if "jwks_refresh" in r.getMessage()]
+    assert refreshes == [
+        "jwks_refresh outcome=error code=jwks_unavailable",
+        "jwks_refresh outcome=error code=jwks_invalid",
+    ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if "jwks_refresh" in r.msg)
 
 
 def test_unsigned_garbage_with_unknown_kids_is_throttled(setup: Setup) -> None:
