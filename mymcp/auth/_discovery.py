@@ -41,8 +41,6 @@ __all__ = [
 USER_AGENT = "MyMCP/oauth-jwt-jwks-v1"
 FETCH_DEADLINE_SECONDS = 10.0
 MAX_METADATA_BYTES = 16 * 1024
-# No single read waits longer: the whole deadline is checked between reads.
-_READ_SECONDS = FETCH_DEADLINE_SECONDS / 2
 
 HttpClientFactory = Callable[[ssl.SSLContext], httpx.Client]
 """Builds the client for one fetch session from the verified TLS context MyMCP made."""
@@ -181,7 +179,11 @@ def _fetch(
             "GET",
             url,
             headers=headers,
-            timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS, read=_READ_SECONDS),
+            # A slow provider may be silent for most of the deadline before it answers
+            # (a cold start): a read may wait that long. What ends a slow answer is the
+            # deadline, which cuts the connection (`_Deadline`); the longer read timeout
+            # only bounds a client whose connection cannot be cut.
+            timeout=httpx.Timeout(FETCH_DEADLINE_SECONDS, read=2 * FETCH_DEADLINE_SECONDS),
             extensions={"trace": trace},
         )
         response = client.send(request, stream=True, follow_redirects=False)

@@ -228,8 +228,7 @@ def test_fetch_gives_up_at_its_deadline_while_the_response_head_trickles(
 ) -> None:
     """A server that sends part of its response head and then nothing more, within each
     read's timeout, is cut off at the fetch's deadline, not at the read timeout."""
-    monkeypatch.setattr(_discovery, "FETCH_DEADLINE_SECONDS", 0.5)
-    monkeypatch.setattr(_discovery, "_READ_SECONDS", 60.0)  # far beyond the deadline
+    monkeypatch.setattr(_discovery, "FETCH_DEADLINE_SECONDS", 0.5)  # reads may wait 1 s
     release = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -279,3 +278,32 @@ def test_default_client_policy() -> None:
         assert c.follow_redirects is False
         assert c.trust_env is False
         assert c.timeout.connect == 10.0
+
+
+@pytest.mark.slow
+def test_a_provider_silent_for_more_than_half_the_deadline_is_still_heard() -> None:
+    """An identity provider that takes six of its ten seconds to start answering (a cold
+    start) is within the deadline, and its answer is read."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answered = threading.Event()
+
+    def slow() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            # Silent past half the deadline (the old read timeout), then the answer.
+            answered.wait(_discovery.FETCH_DEADLINE_SECONDS * 0.6)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    server = threading.Thread(target=slow, daemon=True)
+    server.start()
+    limits = httpx.Limits(max_keepalive_connections=0)
+    try:
+        with httpx.Client(trust_env=False, limits=limits) as c:
+            body = fetch_bounded(c, f"http://127.0.0.1:{port}/jwks", max_bytes=100, kind="jwks")
+    finally:
+        answered.set()
+        server.join(10)
+        listener.close()
+    assert body == b"{}"
