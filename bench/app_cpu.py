@@ -19,9 +19,11 @@ A case the other version does not serve (the stateless era, governance) is left 
 With `--instructions`, the plain cases are counted instead of timed: each runs alone
 under valgrind's callgrind twice, with `--requests` and with three times as many, and
 the difference of the two instruction totals per extra request is printed. The count
-does not depend on the machine's speed or load at all (the same figure comes back to
-the instruction), so it settles differences of a fraction of a microsecond that no
-timing can. It needs valgrind (`apt-get install valgrind`) and takes a few minutes.
+does not depend on the machine's speed or load (two runs of the same code agree to
+within about 200 instructions of some 225,000, from thread and event-loop timing), so
+it settles differences of a fraction of a microsecond that no timing can, though not
+differences smaller than that spread. It needs valgrind (`apt-get install valgrind`)
+and takes a few minutes.
 Each request's scope carries a connection watch, as MyMCP's own HTTP protocol gives
 every request. With `--protocol` as well, each counted request is sent instead as HTTP
 bytes through that protocol (uvicorn's parser, MyMCP's bounds, the response written
