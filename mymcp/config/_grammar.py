@@ -25,6 +25,7 @@ __all__ = [
     "is_safe_absolute_path",
     "is_scope_token",
     "is_valid_subject",
+    "issuer_problem",
 ]
 
 SUPPORTED_SCHEMA_VERSIONS: Final = range(1, 9)
@@ -99,34 +100,78 @@ def is_adapter_route_token(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 64 and bool(_ROUTE_TOKEN.fullmatch(value))
 
 
-def _is_issuer_host(netloc: str) -> bool:
-    host, colon, port = netloc.partition(":")
-    if colon and port != "443":
-        return False
-    if "." not in host or host == "localhost" or host.endswith(".localhost"):
-        return False
-    labels = host.split(".")
-    if not all(_DNS_LABEL.fullmatch(label) for label in labels):
-        return False
-    return not all(label.isdigit() for label in labels)
-
-
 def is_issuer(value: object) -> bool:
     """A canonical `https` OAuth issuer under the host's strict grammar."""
-    if not isinstance(value, str) or not value.startswith("https://"):
-        return False
+    return issuer_problem(value) is None
+
+
+def _issuer_host_problem(netloc: str) -> str | None:
+    host, colon, port = netloc.partition(":")
+    if colon and port != "443":
+        return "the port must be absent or 443"
+    if not host:
+        return "the issuer needs a host after 'https://'"
+    if "." not in host:
+        return "the host needs a dot (a DNS name, not localhost or an IP)"
+    if host == "localhost" or host.endswith(".localhost"):
+        return "the host must not be localhost or a name under .localhost"
+    labels = host.split(".")
+    if not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        return (
+            "the host's labels must be 1-63 letters, digits or '-', not starting or ending "
+            "with '-' (no empty label, no trailing dot)"
+        )
+    if all(label.isdigit() for label in labels):
+        return "the host must be a DNS name, not an IP address"
+    return None
+
+
+def _issuer_path_problem(path: str) -> str | None:
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        if not segment:
+            if index == len(segments) - 1:
+                return "the path must not end with '/' (only a lone '/' may follow the host)"
+            return "the path must not contain '//' (an empty segment)"
+        if segment in (".", ".."):
+            return "the path must not contain '.' or '..' segments"
+        if _PATH_SEGMENT.fullmatch(segment) is None:
+            return (
+                "the path may hold only letters, digits and the characters "
+                "- . _ ~ ! $ & ' ( ) * + , ; = : @"
+            )
+    return None
+
+
+def issuer_problem(value: object) -> str | None:
+    """The first issuer rule `value` breaks, in words for the operator, or None for an
+    issuer (the one grammar: `is_issuer` asks this).
+
+    The rules are checked from the left of the URL to its right (scheme, characters
+    anywhere, user info, host and port, path), so when several are broken the answer
+    names the one the operator reads first. No backslash, quote or bracket is allowed in
+    the path, which another URL parser might read differently.
+    """
+    if not isinstance(value, str):
+        return "the issuer must be a string"
+    if not value.startswith("https://"):
+        return "the issuer must start with 'https://' (lowercase)"
     if not all(0x21 <= ord(char) <= 0x7E for char in value):
-        return False
-    if any(char in value for char in "?#%[]"):
-        return False
+        return "the issuer must be printable ASCII without spaces"
+    if "?" in value:
+        return "the issuer must not have a query ('?')"
+    if "#" in value:
+        return "the issuer must not have a fragment ('#'), not even an empty one"
+    if "%" in value:
+        return "the issuer must not contain '%' (no percent-encoding)"
+    if "[" in value or "]" in value:
+        return "the issuer must not contain '[' or ']' (no IPv6 literal)"
     netloc, slash, path = value[len("https://") :].partition("/")
-    if "@" in netloc or netloc != netloc.lower() or not _is_issuer_host(netloc):
-        return False
-    if not slash or not path:
-        return True  # no path, or exactly "/"
-    # RFC 3986 path characters only: no backslash, quote or bracket that another URL
-    # parser might read differently.
-    return all(
-        segment not in (".", "..") and _PATH_SEGMENT.fullmatch(segment) is not None
-        for segment in path.split("/")
-    )
+    if "@" in netloc:
+        return "the issuer must not have user information ('user@') before the host"
+    if netloc != netloc.lower():
+        return "the host must be lowercase"
+    problem = _issuer_host_problem(netloc)
+    if problem is not None or not slash or not path:
+        return problem  # no path, or exactly "/", is fine
+    return _issuer_path_problem(path)

@@ -30,9 +30,9 @@ from mymcp.config._grammar import (
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
     is_adapter_route_token,
-    is_issuer,
     is_module_name,
     is_safe_absolute_path,
+    issuer_problem,
 )
 from mymcp.config._model import (
     AdapterDeclaration,
@@ -360,11 +360,15 @@ def _authentication(value: object, version: int) -> AuthenticationSettings:
     if version >= 5:
         raw_issuer = _source_table(table, "oauth_jwt", OAUTH_JWT_ADAPTER_TYPE, has_oauth)
         if has_oauth:
-            if not is_issuer(raw_issuer):
-                _expected(
+            problem = issuer_problem(raw_issuer)
+            if problem is not None:
+                # The first rule that failed, not the whole grammar: an issuer copied from
+                # a provider's page usually breaks one rule, and the operator should not
+                # have to work out which.
+                raise ConfigurationError.at(
+                    "invalid_schema",
                     "authentication.oauth_jwt.issuer",
-                    "an https issuer URL with a lowercase DNS host, no query, fragment or '%'",
-                    raw_issuer,
+                    f"{problem}; got {found(raw_issuer)}",
                 )
             issuer = raw_issuer
     return AuthenticationSettings(

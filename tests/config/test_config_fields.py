@@ -17,8 +17,9 @@ from mymcp.config._grammar import (
     is_issuer,
     is_module_name,
     is_safe_absolute_path,
+    issuer_problem,
 )
-from mymcp.errors import ConfigurationError
+from mymcp.errors import ConfigurationError, found
 from mymcp.plugin import is_plugin_id
 from tests.config.helpers import adapter, failure, minimal, parse, plugin, to_toml
 
@@ -337,6 +338,45 @@ def test_invalid_issuers(value: Any) -> None:
     assert failure(document).code == "invalid_schema"
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("https://issuer.example:8443", "the port must be absent or 443"),
+        ("https://issuer.example:", "the port must be absent or 443"),
+        ("https://issuer.example/realms/dev/", "the path must not end with '/'"),
+        ("https://issuer", "the host needs a dot (a DNS name, not localhost or an IP)"),
+        ("https://localhost", "the host needs a dot"),
+        ("https://auth.localhost", "must not be localhost"),
+        ("https://127.0.0.1", "not an IP address"),
+        ("https://[::1]", "no IPv6 literal"),
+        ("https://issuer.example//x", "must not contain '//'"),
+        ("https://issuer.example/./x", "'.' or '..' segments"),
+        ("https://issuer.example/a/..", "'.' or '..' segments"),
+        ("https://issuer.example#", "not even an empty one"),
+        ("https://Issuer.example", "the host must be lowercase"),
+        ("https://user@issuer.example", "user information"),
+        ("https://issuer.example?x=1", "query"),
+        ("https://issuer.example/%2F", "'%'"),
+        ("http://issuer.example", "must start with 'https://'"),
+        ("https://issuer.example/ x", "printable ASCII without spaces"),
+        ("https://a..example", "the host's labels must be"),
+        ("https://issuer.example/a\\b", "the path may hold only"),
+        ("https://", "needs a host"),
+        (1, "must be a string"),
+    ],
+)
+def test_an_invalid_issuer_names_the_rule_it_breaks(value: Any, problem: str) -> None:
+    document = _with_adapters(
+        adapter(adapter_type="oauth-jwt-jwks-v1"), oauth_jwt={"issuer": value}
+    )
+    error = failure(document)
+    assert error.code == "invalid_schema"
+    assert error.location.key == "authentication.oauth_jwt.issuer"
+    assert error.detail is not None
+    assert problem in error.detail
+    assert error.detail.endswith(f"; got {found(value)}")
+
+
 def test_authentication_composition_checks_are_left_to_composition() -> None:
     # An enabled OAuth adapter on a non-bearer route with anonymous access loads here;
     # route and anonymous rules belong to authentication composition.
@@ -476,6 +516,56 @@ def test_issuer_grammar(labels: list[str], path: list[str], port: bool) -> None:
         and not any(p in (".", "..") for p in path)
     )
     assert is_issuer(value) == expected
+
+
+# Issuer-like text: each part is well-formed four times in five and otherwise breaks a
+# rule, so both answers, and every rule, come up often.
+def _mostly(good: st.SearchStrategy[str], *bad: str) -> st.SearchStrategy[str]:
+    # (Hypothesis draws the ends of an integer range far more often than the middle.)
+    return st.tuples(st.integers(0, 8), good, st.sampled_from(bad)).map(
+        lambda drawn: drawn[2] if drawn[0] in (3, 6) else drawn[1]
+    )
+
+
+_ISSUER_SCHEME = _mostly(st.just("https://"), "http://", "HTTPS://", "", "https:/")
+_ISSUER_USERINFO = _mostly(st.just(""), "user@", "@")
+_ISSUER_LABEL = _mostly(LABEL, "", "localhost", "Upper", "-a", "a-", "127", "a" * 64)
+_ISSUER_PORT = _mostly(st.sampled_from(["", ":443"]), ":8443", ":", ":0443", ":443:1")
+_ISSUER_SEGMENT = _mostly(
+    st.from_regex(r"[A-Za-z0-9._~!$&'()*+,;=:@-]{1,5}", fullmatch=True),
+    *["", ".", "..", "%2F", "a b", "a\\b", "é", "[x]", "a?b", "a#", '"', "{", "^"],
+)
+_ISSUER_TAIL = _mostly(st.sampled_from(["", "/"]), "?", "?x=1", "#", "#f")
+
+
+@st.composite
+def _issuer_like(draw: st.DrawFn) -> str:
+    host = ".".join(draw(st.lists(_ISSUER_LABEL, min_size=1, max_size=4)))
+    path = draw(st.lists(_ISSUER_SEGMENT, max_size=4))
+    return (
+        draw(_ISSUER_SCHEME)
+        + draw(_ISSUER_USERINFO)
+        + host
+        + draw(_ISSUER_PORT)
+        + "".join("/" + segment for segment in path)
+        + draw(_ISSUER_TAIL)
+    )
+
+
+@given(st.one_of(_issuer_like(), st.text(max_size=40), st.integers(), st.none()))
+def test_an_issuer_is_refused_with_one_rule_in_one_line(value: object) -> None:
+    # Whatever is written, the answer is an issuer or one rule in words for a terminal.
+    problem = issuer_problem(value)
+    assert is_issuer(value) == (problem is None)
+    if problem is not None:
+        assert problem.isascii()
+        assert problem.isprintable()
+        assert problem.startswith("the ")
+    elif isinstance(value, str):  # what the grammar accepts, the configuration takes
+        document = _with_adapters(
+            adapter(adapter_type="oauth-jwt-jwks-v1"), oauth_jwt={"issuer": value}
+        )
+        assert parse(document).authentication.oauth_issuer == value
 
 
 @given(st.text(max_size=40))
