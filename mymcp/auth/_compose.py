@@ -138,10 +138,12 @@ def _operator_bearer(path: Path) -> OperatorBearerAdapter:
         raise _failure("verifier_source", f"{exc.code}: {exc.detail}", exc.location) from None
 
 
-def _fetch_keys(client: httpx.Client, jwks_uri: str) -> Mapping[str, VerificationKey]:
+def _fetch_keys(
+    client: httpx.Client, jwks_uri: str, *, refresh: bool = False
+) -> Mapping[str, VerificationKey]:
     body = fetch_bounded(client, jwks_uri, max_bytes=MAX_JWKS_BYTES, kind="jwks")
     try:
-        return parse_jwks(body)
+        return parse_jwks(body, quiet=refresh)
     except DiscoveryError as exc:
         exc.locate(Location(source=jwks_uri))
         raise
@@ -150,7 +152,7 @@ def _fetch_keys(client: httpx.Client, jwks_uri: str) -> Mapping[str, Verificatio
 def _refetch_keys(factory: HttpClientFactory, jwks_uri: str) -> Mapping[str, VerificationKey]:
     # A fresh context per fetch session: system store plus SSL_CERT_FILE/SSL_CERT_DIR.
     with factory(ssl.create_default_context()) as client:
-        return _fetch_keys(client, jwks_uri)
+        return _fetch_keys(client, jwks_uri, refresh=True)
 
 
 def _oauth(

@@ -208,9 +208,10 @@ def _candidate(entry: Mapping[str, object]) -> VerificationKey:
     return VerificationKey(kid=kid, key=loader(entry), algorithms=algorithms)
 
 
-def _log_skipped(skipped: list[tuple[int, str | None, _Skip]]) -> None:
+def _log_skipped(skipped: list[tuple[int, str | None, _Skip]], *, quiet: bool) -> None:
     for index, kid, skip in skipped:
-        level = logging.INFO if skip.reason in _NOT_FOR_SIGNING else logging.WARNING
+        warn = not quiet and skip.reason not in _NOT_FOR_SIGNING
+        level = logging.WARNING if warn else logging.INFO
         # The kid is printable ASCII of at most 128 characters (otherwise "-"), so it
         # cannot break the line; the reason is one of this module's words.
         _LOG.log(
@@ -222,9 +223,12 @@ def _log_skipped(skipped: list[tuple[int, str | None, _Skip]]) -> None:
         )
 
 
-def parse_jwks(body: bytes) -> Mapping[str, VerificationKey]:
+def parse_jwks(body: bytes, *, quiet: bool = False) -> Mapping[str, VerificationKey]:
     """Return the usable keys by kid, or raise DiscoveryError('jwks_invalid') with a
-    detail naming the reason. Logs each skipped entry once (see the module's notes)."""
+    detail naming the reason. Logs each skipped entry once (see the module's notes),
+    at INFO only when `quiet`: a download while serving, which any token naming an
+    unknown key can cause once a minute, must not let anyone fill the log with warnings
+    the start has already given."""
     try:
         document = load_strict_json(body, max_bytes=MAX_JWKS_BYTES)
     except StrictJsonError as exc:
@@ -266,7 +270,7 @@ def parse_jwks(body: bytes) -> Mapping[str, VerificationKey]:
             )
         keys[candidate.kid] = candidate
         positions[candidate.kid] = index
-    _log_skipped(skipped)
+    _log_skipped(skipped, quiet=quiet)
     if not keys:
         if not skipped:
             raise _invalid("no usable signing key: the 'keys' array is empty")

@@ -8,8 +8,8 @@ only a few more such requests wait for it and the rest are rejected at once. Sha
 header-JSON and missing-claim problems are `malformed`; everything else is `rejected`.
 The signature is checked before the payload is trusted.
 
-Scopes come from `scope` (space-separated, RFC 8693/9068) or, in a token without a
-`scope` string, from `scp` (a string or a list, as several providers send it). Entries
+Scopes come from `scope` (space-separated, RFC 8693/9068, or a list) or, in a token
+without one, from `scp` (a string or a list, as several providers send it). Entries
 that are not RFC 6749 scope tokens are ignored, and at most 64 are kept: scopes only
 ever add permissions through policy rules, so dropping a malformed one can only take
 access away, never grant it.
@@ -110,14 +110,14 @@ MAX_SCOPES = 64
 
 
 def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
-    """The scopes a token carries, from `scope` or, when it has no `scope` string, from
-    `scp`; malformed entries are ignored.
+    """The scopes a token carries, from `scope` or, when it has no `scope` (a string or a
+    list), from `scp`; malformed entries are ignored.
 
     One claim, not both: a token carrying both states its scopes twice, and taking their
     union would grant more than either says. `scope` is the standard claim (RFC 9068).
     """
     value = claims.get("scope")
-    if not isinstance(value, str):
+    if not isinstance(value, str | list):  # a list too, as some providers send it
         value = claims.get("scp")
     raw: list[object] = []
     if isinstance(value, str):

@@ -338,7 +338,7 @@ def load_external_plugins(
         if module in modules:
             raise ExternalPluginLoadError(
                 "external_plugin_composition_invalid",
-                location=Location(key=f"{plugin.where}.module"),
+                location=Location(where.source, key=f"{plugin.where}.module"),
                 detail=f"module {module!r} is already declared by {modules[module]}",
             ) from None
         modules[module] = plugin.where

@@ -200,9 +200,13 @@ def build_runtime(configuration: HostConfiguration, mnemosyne: Mnemosyne) -> Hos
             raise
     except MyMCPError as exc:
         _log.error("runtime_composition outcome=error code=%s", exc.code)
-        # A fault of a [[plugins]] entry gets the configuration's file and line; a
-        # manifest's own fault already names the manifest.
-        if exc.location.key is not None and exc.location.source is None:
+        # A fault of a [[plugins]] entry gets the configuration's line (and file); a
+        # manifest's own fault names the manifest, and keeps its own key.
+        where = exc.location
+        in_configuration = where.source is None or (
+            configuration.source is not None and where.source == str(configuration.source)
+        )
+        if where.key is not None and where.line is None and in_configuration:
             locate_in_configuration(exc, configuration.source)
         raise
     _log.info(

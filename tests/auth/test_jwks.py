@@ -393,3 +393,17 @@ def test_a_refused_set_names_its_reason_at_startup(
     assert info.value.code == "oauth_validation_source"
     assert "jwks_invalid" in str(info.value)
     assert "the same kid 'same'" in str(info.value)
+
+
+def test_a_download_while_serving_logs_its_skipped_keys_quietly(
+    small_rsa_key: rsa.RSAPrivateKey,
+    ec_key: ec.EllipticCurvePrivateKey,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Any token naming an unknown key may cause one download a minute: its skipped keys,
+    # warned about at the start, are not warned about again each time.
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    body = json.dumps({"keys": [public_jwk(ec_key, "good"), public_jwk(small_rsa_key, "old")]})
+    assert list(parse_jwks(body.encode(), quiet=True)) == ["good"]
+    assert caplog.messages == ["jwks_key outcome=skipped kid=old reason=rsa_size entry=1"]
+    assert [record.levelno for record in caplog.records] == [logging.INFO]

@@ -346,6 +346,8 @@ def test_expiry_follows_the_injected_clock(
         # Both claims: the standard one alone, never the union of the two.
         ({"scope": "memory.read", "scp": ["memory.write"]}, {"memory.read"}),
         ({"scope": "", "scp": ["memory.write"]}, set()),
+        ({"scope": ["memory.read", "admin"]}, {"memory.read", "admin"}),
+        ({"scope": ["memory.read"], "scp": "memory.write"}, {"memory.read"}),
         ({}, set()),
     ],
 )

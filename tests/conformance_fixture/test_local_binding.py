@@ -121,6 +121,28 @@ def test_a_collision_the_manifests_show_stops_the_start_before_any_plugin_code_r
     assert caught.value.location.key == "plugins[1].binding"
 
 
+def test_a_module_declared_twice_is_named_with_the_configuration_s_file_and_line(
+    workspace: Workspace,
+) -> None:
+    first = workspace.plugin("first")
+    second = dataclasses.replace(workspace.plugin("second"), module=first.module)
+    source = workspace.root / "config.toml"
+    source.write_text(
+        "schema_version = 8\n"
+        + "".join(
+            f'[[plugins]]\nid = "{p.id}"\nenabled = true\n'
+            f'manifest_path = "{p.manifest_path}"\nmodule = "{p.module}"\n'
+            for p in (first, second)
+        )
+    )
+    configuration = HostConfiguration(schema_version=8, plugins=(first, second), source=source)
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        build_runtime(configuration, mnemosyne)
+    where = caught.value.location
+    assert (where.source, where.key, where.line) == (str(source), "plugins[1].module", 11)
+
+
 def test_two_local_plugins_with_one_tool_id_are_refused(workspace: Workspace) -> None:
     first = _local(workspace.plugin("first", manifest=_tools("first", "shared")))
     second = _local(workspace.plugin("second", manifest=_tools("second", "shared")))
