@@ -52,6 +52,7 @@ def check_command(args: argparse.Namespace) -> int:
     print(f"tools: {', '.join(host.runtime.registry.names)}")
     print(f"authentication: {_authentication_summary(configuration.authentication)}")
     _warn_of_unknown_adapter_types(configuration)
+    _warn_of_spaced_subjects(configuration)
     policy = configuration.policy
     if policy is None:
         print("policy: none (every principal may call every tool)")
@@ -111,6 +112,25 @@ def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
                 "the adapter is disabled, and enabling it would fail the start",
                 file=sys.stderr,
             )
+
+
+def _warn_of_spaced_subjects(configuration: HostConfiguration) -> None:
+    """A subject may begin or end with a space, so a selector naming one is valid; but
+    `operator: alice` is far more often a typo for `operator:alice`, and matches nobody
+    the operator meant. The start accepts it; the check says so."""
+    if configuration.policy is None:
+        return
+    where = f"{configuration.source}: " if configuration.source else ""
+    for rule in configuration.policy.rules:
+        for index, selector in enumerate(rule.principals):
+            value = selector.value
+            if selector.kind in ("operator", "oauth") and value and value != value.strip():
+                print(
+                    f"mymcp: warning: {where}policy.rules[{rule.index}].principals[{index}]: "
+                    f"{selector.text!r} names a subject that begins or ends with a space; "
+                    "subjects are matched exactly as written",
+                    file=sys.stderr,
+                )
 
 
 def _authentication_summary(settings: AuthenticationSettings) -> str:

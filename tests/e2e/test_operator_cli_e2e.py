@@ -444,3 +444,20 @@ def test_check_warns_of_a_disabled_adapter_whose_type_does_not_exist(sandbox: Sa
         f"mymcp: warning: {sandbox.config_file}: authentication.adapters[0].type: "
         "'operator-baerer-v1' is no adapter type"
     ) in checked.stderr
+
+
+def test_check_warns_of_a_subject_selector_with_a_space_at_an_end(sandbox: Sandbox) -> None:
+    # Valid (a subject may have one), but far more often a typo that matches nobody.
+    sandbox.write_config(
+        'schema_version = 8\n[policy]\ndefault = "allow"\n'
+        '[[policy.rules]]\nprincipals = ["operator:bob", "operator: alice"]\n'
+        'deny = ["memory_recall"]\n'
+    )
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    warnings = [line for line in checked.stderr.splitlines() if "mymcp: warning:" in line]
+    assert warnings == [
+        f"mymcp: warning: {sandbox.config_file}: policy.rules[0].principals[1]: "
+        "'operator: alice' names a subject that begins or ends with a space; "
+        "subjects are matched exactly as written"
+    ]
