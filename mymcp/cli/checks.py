@@ -96,6 +96,12 @@ def _check_memory(settings: MnemosyneSettings | None) -> int:
     return EXIT_OK
 
 
+def _warn_at(configuration: HostConfiguration, key: str, text: str) -> None:
+    """A warning about one key of the host configuration, naming its file when it has one."""
+    where = f"{configuration.source}: " if configuration.source else ""
+    print(f"mymcp: warning: {where}{key}: {text}", file=sys.stderr)
+
+
 def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
     """A disabled adapter is never composed, so the start accepts any type for it; a type
     MyMCP has never had is still most likely a typo that fails the start once the adapter
@@ -103,14 +109,13 @@ def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
     from mymcp.config import OAUTH_JWT_ADAPTER_TYPE, OPERATOR_BEARER_ADAPTER_TYPE
 
     known = (OPERATOR_BEARER_ADAPTER_TYPE, OAUTH_JWT_ADAPTER_TYPE)
-    where = f"{configuration.source}: " if configuration.source else ""
     for index, adapter in enumerate(configuration.authentication.adapters):
         if not adapter.enabled and adapter.type not in known:
-            print(
-                f"mymcp: warning: {where}authentication.adapters[{index}].type: "
+            _warn_at(
+                configuration,
+                f"authentication.adapters[{index}].type",
                 f"{adapter.type!r} is no adapter type (the types are {' and '.join(known)}); "
                 "the adapter is disabled, and enabling it would fail the start",
-                file=sys.stderr,
             )
 
 
@@ -118,18 +123,16 @@ def _warn_of_spaced_subjects(configuration: HostConfiguration) -> None:
     """A subject may begin or end with a space, so a selector naming one is valid; but
     `operator: alice` is far more often a typo for `operator:alice`, and matches nobody
     the operator meant. The start accepts it; the check says so."""
-    if configuration.policy is None:
-        return
-    where = f"{configuration.source}: " if configuration.source else ""
-    for rule in configuration.policy.rules:
+    rules = configuration.policy.rules if configuration.policy is not None else ()
+    for rule in rules:
         for index, selector in enumerate(rule.principals):
             value = selector.value
             if selector.kind in ("operator", "oauth") and value and value != value.strip():
-                print(
-                    f"mymcp: warning: {where}policy.rules[{rule.index}].principals[{index}]: "
+                _warn_at(
+                    configuration,
+                    f"policy.rules[{rule.index}].principals[{index}]",
                     f"{selector.text!r} names a subject that begins or ends with a space; "
                     "subjects are matched exactly as written",
-                    file=sys.stderr,
                 )
 
 
