@@ -608,6 +608,9 @@ class _Importer:
         self._mutations = MutationService(memory.service, memory.settings.candidate_limit)
         self._rehearsed: set[int] = set()
         self._added: Counter[Scope] = Counter()
+        # What each scope held when the rehearsal first needed it: a rehearsal writes
+        # nothing, so counting it again for every later line would find the same.
+        self._held: dict[Scope, int] = {}
 
     def line(self, line: str) -> tuple[str, str]:
         """The verdict on one line: its count ("new", "existing", "skipped", "invalid")
@@ -679,9 +682,11 @@ class _Importer:
         if not added:
             return False  # the tool itself counted what the scope holds
         limit = self._memory.settings.candidate_limit
-        index = self._memory.service.current_index()
-        held = index.refresh(scope, recursive=True, candidate_limit=limit).candidates
-        return held + added >= limit
+        if scope not in self._held:
+            index = self._memory.service.current_index()
+            selection = index.refresh(scope, recursive=True, candidate_limit=limit)
+            self._held[scope] = selection.candidates
+        return self._held[scope] + added >= limit
 
     def _over_limit(self) -> str:
         refusal = candidate_limit_exceeded(self._memory.settings.candidate_limit, adding=True)
