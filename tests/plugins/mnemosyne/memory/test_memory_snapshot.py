@@ -701,7 +701,11 @@ def test_leaving_the_process_waits_for_a_save_running_in_the_background(
     background.join(30)
     leaving.join(30)
     # ... and returns only once that save is complete, so the process never ends mid-write.
-    assert events == ["background save done", "exit handler done"]
+    # (It may save once more itself, when the watcher reported a change meanwhile: a busy
+    # machine can deliver an event late. Either way, nothing ends after the handler.)
+    assert events[0] == "background save done"
+    assert events[-1] == "exit handler done"
+    assert set(events[:-1]) == {"background save done"}
     assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(index)
 
 
