@@ -370,14 +370,16 @@ class McpEndpoint:
         """A stateless-era POST: one self-contained request, never a session."""
         version = headers.version
         stated = len(version) == 1 and version[0] in MODERN_PROTOCOL_VERSIONS
-        if not stated and single_ascii(version) is MALFORMED:
-            # Repeated, or not a visible-ASCII token: which era it meant cannot be read
-            # from it, so it is answered as the broken header it is, before the body.
-            reply = error_response(None, ErrorCode.HEADER_MISMATCH, _MALFORMED_VERSION)
-            await send_json(send, 400, reply)
-            return
         message = await self._read_message(headers, receive, send)
         if message is None:
+            return
+        if not stated and single_ascii(version) is MALFORMED:
+            # Repeated, or not a visible-ASCII token: which era it meant cannot be read
+            # from it, so it is answered as the broken header it is, naming the request
+            # it came with (an error names its request whenever the id can be read).
+            request_id = message.id if isinstance(message, Request) else None
+            reply = error_response(request_id, ErrorCode.HEADER_MISMATCH, _MALFORMED_VERSION)
+            await send_json(send, 400, reply)
             return
         if isinstance(message, ClientReply):
             refusal = "Clients send no responses in this protocol revision"

@@ -221,6 +221,12 @@ that has `resultType` is complete.
 """
 
 
+def _is_plainly(sent: Sequence[str], value: object) -> bool:
+    """Whether a header that is never wrapped was sent once, as this value in printable
+    ASCII (raw Latin-1 is no valid header text, however equal)."""
+    return len(sent) == 1 and sent[0] == value and sent[0].isascii() and sent[0].isprintable()
+
+
 def _mirrors_text(sent: str, value: object) -> bool:
     """Whether a header value stands for `value`: sent as it is (printable ASCII that
     does not look base64-wrapped), or wrapped."""
@@ -530,7 +536,7 @@ class StatelessEra:
         is said first: the envelope is this revision's, and one the server cannot read
         may not carry it at all. The client learns which revisions to use instead."""
         stated = mirrored.version if mirrored is not None else ()
-        requested = decode_mirrored_value(stated[0]) if len(stated) == 1 else None
+        requested = stated[0] if len(stated) == 1 else None
         if requested is not None and requested not in MODERN_PROTOCOL_VERSIONS:
             return self._unsupported(request, requested)
         return self._error(request, ErrorCode.INVALID_PARAMS, _ENVELOPE_MISSING)
@@ -553,10 +559,12 @@ class StatelessEra:
         mirrored: MirroredHeaders,
     ) -> str | None:
         """Why the mirrored headers do not match the body, or None when they do."""
-        # Either may come base64-wrapped, as any mirrored value may.
-        if len(mirrored.version) != 1 or not _mirrors_text(mirrored.version[0], version):
+        # The version and the method are always plain header values, compared as sent:
+        # only a name or an argument may travel base64-wrapped. A proxy that routes on a
+        # wrapped method would read one method while this server ran another.
+        if not _is_plainly(mirrored.version, version):
             return "MCP-Protocol-Version does not match the request's protocol version"
-        if len(mirrored.method) != 1 or not _mirrors_text(mirrored.method[0], request.method):
+        if not _is_plainly(mirrored.method, request.method):
             return "Mcp-Method does not match the request's method"
         key = _NAME_BEARING.get(request.method)
         value = params.get(key) if key is not None else None
