@@ -27,6 +27,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Final, NoReturn
 
 import msgspec
@@ -102,14 +103,15 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def nests_deeper_than(document: object, limit: int) -> bool:
-    """Whether decoded JSON holds containers nested more than `limit` deep (walked
-    without recursion: the point is to bound depth)."""
+    """Whether JSON-like data holds containers nested more than `limit` deep (walked
+    without recursion: the point is to bound depth). Any mapping counts as an object and
+    a tuple as an array, as the reply encoder writes them: a plugin's data may hold both."""
     pending: list[tuple[object, int]] = [(document, 1)]
     while pending:
         value, depth = pending.pop()
-        if isinstance(value, dict):
-            children: list[object] = list(value.values())
-        elif isinstance(value, list):
+        if isinstance(value, Mapping):
+            children: list[object] | tuple[object, ...] = list(value.values())
+        elif isinstance(value, list | tuple):
             children = value
         else:
             continue

@@ -397,7 +397,7 @@ _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
         ),
         "external_plugin_name_collision": (
             "MyMCP external plugin bound under local names would publish a tool name "
-            "that another tool has or that only the host may use"
+            "that another tool has or that is reserved for the host or the bundled memory tools"
         ),
     },
     HostRuntimeCompositionError: dict.fromkeys(

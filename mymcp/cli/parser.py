@@ -143,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         "validate one plugin manifest file",
         "Check a plugin manifest exactly as the server does before it imports anything; "
         "with --import, also import the plugin and compare it with its manifest. A tool "
-        "id reserved for the host (list_tools, mymcp_*) or taken by a Mnemosyne tool fails "
+        "id reserved for the host (list_tools, mymcp_*) or for the memory tools (memory_*) "
+        "or taken by a Mnemosyne tool fails "
         'the check when the plugin\'s [[plugins]] entry declares binding = "local", as it '
         "fails the start (external_plugin_name_collision), and is a warning when the host "
         "configuration has no entry for the plugin. A namespaced name the host cannot "

@@ -6,8 +6,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
+from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.errors import HostRuntimeCompositionError
 from mymcp.plugin import ActivatedTool, PluginContribution, QualifiedCapabilityId, ToolEffects
 from mymcp.runtime._list_tools import (
@@ -29,7 +30,9 @@ from mymcp.runtime._schema import (
 )
 
 __all__ = [
+    "BUNDLED_TOOL_PREFIX",
     "bind_tool",
+    "bundled_prefix_problem",
     "compose_runtime",
     "default_binding",
     "is_reserved_name",
@@ -50,6 +53,34 @@ def default_binding(capability: QualifiedCapabilityId) -> str:
 def is_reserved_name(name: str) -> bool:
     """Names only the host may publish."""
     return name == LIST_TOOLS_NAME or name.startswith("mymcp_")
+
+
+# The bundled memory plugin publishes its tools as `memory_recall`, `memory_remember`, ...,
+# and operators are told to grant them with a policy rule `memory_*`. Were any other plugin
+# free to publish a name with that prefix (plugin id `memory` gives `memory__wipe_disk`, a
+# locally bound tool id may be `memory_wipe_all`), that rule would silently grant a third
+# party's tool as well; so the prefix belongs to the bundled plugin alone.
+BUNDLED_TOOL_PREFIX: Final = "memory_"
+
+
+def bundled_prefix_problem(name: str, capability: QualifiedCapabilityId) -> str | None:
+    """Why `capability` may not be published as `name` because the name begins like the
+    bundled memory tools' names, and what to do instead; None when it may."""
+    if capability.plugin_id == BUNDLED_PLUGIN_ID or not name.startswith(BUNDLED_TOOL_PREFIX):
+        return None
+    if name == capability.local_id:  # bound under its own id
+        remedy = "give the tool another id in the plugin"
+        namespaced = default_binding(capability)
+        if not namespaced.startswith(BUNDLED_TOOL_PREFIX):
+            remedy += f', or drop binding = "local" to publish it as {namespaced!r}'
+    elif name == default_binding(capability):
+        remedy = "give the plugin another id"
+    else:
+        remedy = "bind it under another name"
+    return (
+        f"begins with {BUNDLED_TOOL_PREFIX!r}, which is kept for the bundled memory tools "
+        f"so that a policy rule written as 'memory_*' means only those; {remedy}"
+    )
 
 
 def _annotations(title: str, effects: ToolEffects) -> dict[str, Any]:
@@ -144,7 +175,7 @@ def _output_validator(
         return None
     compiled = compile_output_schema(definition["outputSchema"])
     if isinstance(compiled, SchemaFinding):
-        detail = f"tool {name!r} ({origin}): {compiled.message}"
+        detail = f"tool {name!r} ({origin}): {compiled.message} ({compiled.code})"
         raise HostRuntimeCompositionError.at("invalid_output_schema", detail=detail)
     return compiled
 
@@ -220,14 +251,19 @@ def _check_bindings(
 
 
 def refuse_public_names(bound: Mapping[QualifiedCapabilityId, str]) -> None:
-    """Refuse a public name only the host may publish, one MCP does not allow as a tool
-    name, or one that two capabilities would share."""
+    """Refuse a public name only the host may publish, one beginning like the bundled
+    memory tools' names that is not one of theirs, one MCP does not allow as a tool name,
+    or one that two capabilities would share."""
     owners: dict[str, QualifiedCapabilityId] = {}
     for capability, name in bound.items():
         if is_reserved_name(name):
             raise HostRuntimeCompositionError.at(
                 "reserved_public_name", detail=f"{name!r} ({capability}) is reserved for the host"
             )
+        problem = bundled_prefix_problem(name, capability)
+        if problem is not None:
+            detail = f"{name!r} ({capability}) {problem}"
+            raise HostRuntimeCompositionError.at("reserved_public_name", detail=detail)
         if _PUBLIC_NAME.fullmatch(name) is None:
             detail = f"{name!r} ({capability}) is not 1-128 characters of [A-Za-z0-9_.-]"
             raise HostRuntimeCompositionError.at("invalid_public_name", detail=detail)

@@ -12,6 +12,10 @@ An output schema is held to the same rules (an object schema that compiles) and 
 each structured result a tool returns: MCP clients check it too, and refuse a result
 that breaks it, so a plugin's broken result must stop at the host.
 
+Neither kind may nest deeper than `MAX_SCHEMA_DEPTH`. Clients stop reading JSON at some
+depth (the Python SDK at 200 levels from the top of the message), and they read the
+whole `tools/list` reply at once: one schema too deep would hide every tool.
+
 A violation is described by the path of the offending field, the keyword that failed
 and a fixed sentence built from both and from the schema. It never repeats the value,
 and property names that are not plain identifiers are masked, because an unexpected
@@ -28,10 +32,11 @@ from typing import Any, Final, Literal
 
 import jsonschema_rs
 
-from mymcp._strictjson import nests_deeper_than
+from mymcp._strictjson import DEFAULT_MAX_DEPTH, nests_deeper_than
 
 __all__ = [
     "DRAFT_2020_12",
+    "MAX_SCHEMA_DEPTH",
     "PORTABILITY_ROOT_KEYWORDS",
     "ArgumentViolation",
     "ArgumentsValidator",
@@ -58,6 +63,14 @@ PORTABILITY_ROOT_KEYWORDS: Final = (
     "$ref",
     "$defs",
 )
+
+MAX_SCHEMA_DEPTH: Final = DEFAULT_MAX_DEPTH
+"""How deep a published input or output schema may nest, each object and array one level
+(the schema's own root is level 1), as for a request. A client reads the whole
+`tools/list` reply at once and refuses all of it past its parser's depth (the Python
+SDK's stops at 200 levels, and the reply puts each schema four levels below its top),
+so one deeper schema would make every tool, the bundled ones too, disappear for it.
+64 leaves room for any schema a person writes (a property nested thirty deep)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _ROOT_FIELD = "$"
@@ -110,6 +123,15 @@ def _compile(schema: Mapping[str, Any], which: str) -> jsonschema_rs.Validator |
         return _error(
             "schema_dialect_unsupported",
             f"the {which} schema declares a $schema other than JSON Schema 2020-12",
+        )
+    # Before anything that recurses: a schema thousands of levels deep is too deep, not
+    # "not JSON" because the encoder ran out of stack.
+    if nests_deeper_than(schema, MAX_SCHEMA_DEPTH):
+        return _error(
+            "schema_too_deep",
+            f"the {which} schema nests deeper than {MAX_SCHEMA_DEPTH} levels (each object "
+            "and array is one); clients stop reading a tool list at some depth, so one "
+            "schema this deep would hide every tool from them",
         )
     if not is_plain_json(schema):
         return _error("schema_not_json", f"the {which} schema is not plain JSON data")
@@ -168,9 +190,10 @@ def compile_input_schema(
 ) -> tuple[ArgumentsValidator | None, tuple[SchemaFinding, ...]]:
     """The compiled validator (None when an error prevents one) and every lint finding.
 
-    Errors: the root is not an object schema with `"type": "object"`, or the schema is not
-    plain JSON, declares another dialect, breaks the 2020-12 meta-schema or does not
-    compile. Warnings: a keyword at the root that model APIs refuse.
+    Errors: the root is not an object schema with `"type": "object"`, or the schema nests
+    deeper than `MAX_SCHEMA_DEPTH`, is not plain JSON, declares another dialect, breaks
+    the 2020-12 meta-schema or does not compile. Warnings: a keyword at the root that
+    model APIs refuse.
     """
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         return None, (_root_not_object("input"),)

@@ -43,6 +43,7 @@ from mymcp.plugins.mnemosyne import (
     mnemosyne_manifest,
 )
 from mymcp.runtime._composition import (
+    bundled_prefix_problem,
     compose_runtime,
     default_binding,
     is_reserved_name,
@@ -107,30 +108,36 @@ def refuse_declared_names(
 ) -> None:
     """Refuse, by name of the cause, a declared tool name the start cannot publish: a
     locally bound name that clashes with another tool's name or a reserved one, or an
-    external plugin's name that is reserved for the host or not a valid MCP tool name
-    (a plugin id `mymcp` namespaces into the host's own prefix; a 64-character plugin id
-    and tool id make 130 characters). Declared capabilities count even while a gate keeps
-    them off, so that switching a gate on later can never make startup fail. `keys`
-    gives each declared plugin's key path in the configuration (`plugins[2]`), for the
-    error to point at the `binding` that caused a clash."""
+    external plugin's name that is reserved or not a valid MCP tool name (a plugin id
+    `mymcp` namespaces into the host's own prefix, a plugin id `memory` into the bundled
+    memory tools' `memory_`; a 64-character plugin id and tool id make 130 characters).
+    Declared capabilities count even while a gate keeps them off, so that switching a gate
+    on later can never make startup fail. `keys` gives each declared plugin's key path in
+    the configuration (`plugins[2]`), for the error to point at the `binding` that caused
+    a clash."""
     owners: dict[str, QualifiedCapabilityId] = {}
     for capability, name in names.items():
-        clash = owners.setdefault(name, capability) != capability
-        local = capability.plugin_id in local_plugins or owners[name].plugin_id in local_plugins
-        if local and (clash or is_reserved_name(name)):
-            holder = owners[name].plugin_id
-            taken = (
-                f"plugin {holder!r} publishes it, and plugin {capability.plugin_id!r} would too"
-                if clash
-                else f"only the host may use it (plugin {capability.plugin_id!r})"
-            )
-            bound = capability.plugin_id if capability.plugin_id in local_plugins else holder
-            key = (keys or {}).get(bound)
-            raise ExternalPluginLoadError(
-                "external_plugin_name_collision",
-                location=Location(key=None if key is None else f"{key}.binding"),
-                detail=f"the tool name {name!r} is taken: {taken}",
-            )
+        owner = owners.setdefault(name, capability)
+        plugin, holder = capability.plugin_id, owner.plugin_id
+        if plugin not in local_plugins and holder not in local_plugins:
+            continue
+        if owner != capability:
+            refusal = f"is taken: plugin {holder!r} publishes it, and plugin {plugin!r} would too"
+        elif is_reserved_name(name):
+            refusal = f"is taken: only the host may use it (plugin {plugin!r})"
+        else:
+            # A locally bound tool id such as `memory_wipe_all`: found here, from the
+            # manifest, so that the start stops before any plugin's code runs.
+            problem = bundled_prefix_problem(name, capability)
+            if problem is None:
+                continue
+            refusal = f"(plugin {plugin!r}) {problem}"
+        key = (keys or {}).get(plugin if plugin in local_plugins else holder)
+        raise ExternalPluginLoadError(
+            "external_plugin_name_collision",
+            location=Location(key=None if key is None else f"{key}.binding"),
+            detail=f"the tool name {name!r} {refusal}",
+        )
     try:
         refuse_public_names({c: n for c, n in names.items() if c.plugin_id != BUNDLED_PLUGIN_ID})
     except HostRuntimeCompositionError as exc:

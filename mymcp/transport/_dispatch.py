@@ -58,7 +58,7 @@ from mymcp.transport._jsonrpc import (
     new_failure_id,
     result_response,
 )
-from mymcp.transport._results import result_problem
+from mymcp.transport._results import checked_result
 from mymcp.transport._versions import negotiate_version
 
 __all__ = [
@@ -765,12 +765,12 @@ class Dispatcher:
             if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
                 raise
             return self._failure(tool, _type_name(exc), exc)
-        problem = result_problem(tool, outcome)
-        if problem is not None:
+        result = checked_result(tool, outcome)
+        if isinstance(result, str):
             if inspect.iscoroutine(outcome):
                 outcome.close()  # never run: no "never awaited" warning on stderr
-            return self._failure(tool, "invalid_result", None, reason=problem)
-        return dict(outcome)
+            return self._failure(tool, "invalid_result", None, reason=result)
+        return result
 
     def _failure(
         self,

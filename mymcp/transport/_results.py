@@ -11,7 +11,7 @@ a log line for the operator, instead of a reply the client cannot read.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeGuard
+from typing import Any, Final
 
 from mymcp._strictjson import DEFAULT_MAX_DEPTH
 from mymcp.config import BUNDLED_PLUGIN_ID
@@ -19,36 +19,61 @@ from mymcp.plugin import QualifiedCapabilityId
 from mymcp.runtime import BoundTool
 from mymcp.transport._exchange import encode_json
 
-__all__ = ["reaches_clients", "result_problem"]
+__all__ = ["MAX_RESULT_BYTES", "MAX_RESULT_VALUES", "checked_result", "reaches_clients"]
+
+# What one plugin result may hold. Results are read, checked and encoded on the event
+# loop, so a far larger one would hold every other request up; no client can give a
+# model more than this at once anyway.
+MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
+MAX_RESULT_VALUES: Final = 1_000_000
 
 
 def reaches_clients(tool: BoundTool, outcome: object) -> bool:
     """Whether a handler's answer is a tool result clients accept from this tool."""
-    return result_problem(tool, outcome) is None
+    return isinstance(checked_result(tool, outcome), dict)
 
 
-def result_problem(tool: BoundTool, outcome: object) -> str | None:
-    """Why a handler's answer is no tool result clients accept from this tool, as a
-    fixed code for the operator's log (never the content), or None when it is one.
+def checked_result(tool: BoundTool, outcome: object) -> dict[str, Any] | str:
+    """The result to send for a handler's answer, or why it is no tool result clients
+    accept from this tool, as a fixed code for the operator's log (never the content).
 
-    An external plugin's result must also encode as JSON text: one holding NaN, a value
-    JSON has no type for, an object key that is no string, nesting deeper than a request
-    may (64 levels), or a string that is no Unicode (a file name decoded with
-    `surrogateescape`) is refused here rather than when the reply is encoded, so that
-    the call's audit outcome says it failed. The bundled memory tools build their
-    results from records already read as strict JSON, and are spared these checks.
+    An external plugin's answer is copied into plain dicts and lists first, and only the
+    copy is checked and sent: the plugin's own objects may change under a thread of its
+    own, or misbehave when read (a mapping whose reading raises), after the checks.
+    Such an answer is refused as `result_unreadable`. The copy must also encode as JSON
+    text: one holding NaN, a value JSON has no type for, an object key that is no
+    string, nesting deeper than a request may (64 levels), or a string that is no
+    Unicode (a file name decoded with `surrogateescape`) is refused here rather than
+    when the reply is encoded, so that the call's audit outcome says it failed. So is a
+    result beyond `MAX_RESULT_VALUES` values or `MAX_RESULT_BYTES` of JSON
+    (`result_too_large`): reading, checking and sending it would hold every other
+    request up for seconds. The bundled memory tools build their results from records
+    already read as strict JSON, and are spared the copy and these checks.
     """
-    if not _is_call_result(outcome):
-        return _shape_problem(outcome)  # what it is, asked again: only for a refusal
-    if not _keeps_output_schema(tool, outcome):
-        return "structured_content_breaks_output_schema"
+    if not isinstance(outcome, Mapping):
+        return _shape_problem(outcome) or "not_an_object"
     if _is_bundled(tool):
-        return None
-    if not _encodes(outcome):
-        return "not_json"  # NaN or an infinity, bytes or another non-JSON value, bad text
-    if not _is_json_tree(outcome):
-        return "key_not_text_or_too_deep"
-    return None
+        result = dict(outcome)
+    else:
+        try:
+            copied = _plain_copy(outcome)
+        except Exception:  # the plugin's object failed while it was read
+            return "result_unreadable"
+        if isinstance(copied, str):
+            return copied
+        result = copied
+    problem = _shape_problem(result)
+    if problem is not None:
+        return problem
+    if not _keeps_output_schema(tool, result):
+        return "structured_content_breaks_output_schema"
+    if not _is_bundled(tool):
+        size = _encoded_size(result)
+        if size is None:
+            return "not_json"  # NaN or an infinity, bytes or another non-JSON value, bad text
+        if size > MAX_RESULT_BYTES:
+            return "result_too_large"
+    return result
 
 
 def _is_bundled(tool: BoundTool) -> bool:
@@ -56,36 +81,58 @@ def _is_bundled(tool: BoundTool) -> bool:
     return isinstance(origin, QualifiedCapabilityId) and origin.plugin_id == BUNDLED_PLUGIN_ID
 
 
-def _encodes(outcome: Mapping[str, Any]) -> bool:
+def _encoded_size(result: dict[str, Any]) -> int | None:
     try:
-        encode_json(dict(outcome))
+        return len(encode_json(result))
     except (TypeError, ValueError, RecursionError):
-        return False
-    return True
+        return None
 
 
-def _is_json_tree(outcome: Mapping[str, Any]) -> bool:
-    """Whether every object in the result is keyed by strings, as JSON objects are, and
-    the result nests no deeper than a request may. The encoder writes a number, boolean
-    or None key as text, so `{1: …, "1": …}` would reach the client as one object
-    naming a member twice; and clients stop reading at some depth (the Python SDK's
-    parser near 200 levels), so a deeper result would be a reply nobody can read."""
-    pending: list[tuple[object, int]] = [(outcome, 1)]
+def _plain_copy(outcome: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The answer rebuilt from plain dicts and lists (other values kept as they are, for
+    the encoder to judge), or why not: an object in it keyed by something other than
+    text, or nesting deeper than a request may (`key_not_text_or_too_deep`), or more
+    values than a result may hold (`result_too_large`, found before they are copied).
+
+    The encoder writes a number, boolean or None key as text, so `{1: …, "1": …}` would
+    reach the client as one object naming a member twice; and clients stop reading at
+    some depth (the Python SDK's parser near 200 levels), so a deeper result would be a
+    reply nobody can read."""
+    root: dict[str, Any] = {}
+    # Each container still to fill: the plugin's, its copy, and its level.
+    pending: list[tuple[Any, dict[str, Any] | list[Any], int]] = [(outcome, root, 1)]
+    values = 0
     while pending:
-        value, depth = pending.pop()
-        if isinstance(value, Mapping):
-            if depth > DEFAULT_MAX_DEPTH or not all(type(key) is str for key in value):
-                return False
-            pending.extend((child, depth + 1) for child in value.values())
-        elif isinstance(value, list | tuple):
-            if depth > DEFAULT_MAX_DEPTH:
-                return False
-            pending.extend((child, depth + 1) for child in value)
-    return True
+        source, target, depth = pending.pop()
+        if depth > DEFAULT_MAX_DEPTH:
+            return "key_not_text_or_too_deep"
+        values += len(source)
+        if values > MAX_RESULT_VALUES:
+            return "result_too_large"
+        if isinstance(target, dict):
+            for key, value in source.items():
+                if type(key) is not str:
+                    return "key_not_text_or_too_deep"
+                target[key] = _copy_of(value, pending, depth)
+        else:
+            target.extend([_copy_of(value, pending, depth) for value in source])
+    return root
 
 
-def _is_call_result(outcome: object) -> TypeGuard[Mapping[str, Any]]:
-    return _shape_problem(outcome) is None
+def _copy_of(
+    value: object, pending: list[tuple[Any, dict[str, Any] | list[Any], int]], depth: int
+) -> object:
+    """An empty container standing for `value` in the copy (filled once it is taken from
+    `pending`), or `value` itself when it is no container."""
+    if isinstance(value, Mapping):
+        mapping: dict[str, Any] = {}
+        pending.append((value, mapping, depth + 1))
+        return mapping
+    if isinstance(value, list | tuple):
+        sequence: list[Any] = []
+        pending.append((value, sequence, depth + 1))
+        return sequence
+    return value
 
 
 def _shape_problem(outcome: object) -> str | None:

@@ -130,6 +130,7 @@ def test_a_namespaced_plugin_may_use_any_tool_id(
     ("plugin_id", "local_id", "code"),
     [
         ("mymcp", "ping", "reserved_public_name"),  # `mymcp__ping` is the host's prefix
+        ("memory", "wipe_disk", "reserved_public_name"),  # `memory_*` means the bundled tools
         ("p" * 64, "t" * 64, "invalid_public_name"),  # 130 characters: MCP allows 128
     ],
 )

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mymcp.errors import HostRuntimeCompositionError
+from mymcp.config import HostConfiguration, ToolSelector
+from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError
+from mymcp.governance.policy import select_tools
 from mymcp.plugin import Consent, QualifiedCapabilityId
+from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime import HOST_ORIGIN, compose_runtime
+from mymcp.runtime.bootstrap import binding_policy, build_runtime, refuse_declared_names
+from tests.runtime.test_external import importable_workspace, manifest_document
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, tool
 
 
@@ -267,3 +275,169 @@ def test_a_collision_names_both_capabilities() -> None:
     assert caught.value.detail == (
         "'same' is the public name of both alpha:tool:one and beta:tool:one"
     )
+
+
+# -- names beginning `memory_` belong to the bundled memory plugin ---------------------------
+#
+# Operators grant the bundled memory tools with a policy rule `memory_*`. No other plugin
+# may publish a name that glob matches, or the rule would grant a third party's tool too.
+
+BUNDLED = "mnemosyne"
+MEMORY_GLOB = ToolSelector(text="memory_*", kind="glob", value="memory_*")
+
+
+def _bundled_contribution():
+    return contribution(BUNDLED, tool(BUNDLED, "memory_recall"), tool(BUNDLED, "memory_forget"))
+
+
+def _pinned(*contributions):
+    """Bindings as the start makes them for the bundled plugin and locally bound ones."""
+    return [(t.capability, t.capability.local_id) for c in contributions for t in c.tools]
+
+
+def test_the_bundled_memory_tools_still_bind_under_their_own_names() -> None:
+    bundled = _bundled_contribution()
+    runtime = _compose(bundled, bindings=_pinned(bundled))
+    assert runtime.registry.names == ("list_tools", "memory_recall", "memory_forget")
+
+
+def test_a_plugin_with_id_memory_is_refused_its_namespaced_names() -> None:
+    bundled, memory = _bundled_contribution(), contribution("memory", tool("memory", "wipe_disk"))
+    bindings = [*_pinned(bundled), *external_bindings(memory)]
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(bundled, memory, bindings=bindings)
+    assert caught.value.code == "reserved_public_name"
+    assert caught.value.detail == (
+        "'memory__wipe_disk' (memory:tool:wipe_disk) begins with 'memory_', which is kept "
+        "for the bundled memory tools so that a policy rule written as 'memory_*' means only "
+        "those; give the plugin another id"
+    )
+
+
+def test_a_locally_bound_tool_id_beginning_memory_is_refused() -> None:
+    bundled, local = (
+        _bundled_contribution(),
+        contribution("fixed", tool("fixed", "memory_wipe_all")),
+    )
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        _compose(bundled, local, bindings=_pinned(bundled, local))
+    assert caught.value.code == "reserved_public_name"
+    assert "'memory_wipe_all' (fixed:tool:memory_wipe_all) begins with 'memory_'" in str(
+        caught.value
+    )
+    assert "drop binding = \"local\" to publish it as 'fixed__memory_wipe_all'" in str(caught.value)
+
+
+def test_only_a_name_beginning_memory_underscore_is_kept() -> None:
+    # A plugin id is kebab case, so `memory_x` is no plugin id at all; `memory-x` and
+    # `memoryx` are, and their names do not match `memory_*`.
+    with pytest.raises(ValueError, match="invalid plugin id"):
+        QualifiedCapabilityId("memory_x", "tool", "tool")
+    plugins = [contribution(p, tool(p, "memory_tool")) for p in ("memory-x", "memoryx")]
+    runtime = _compose(*plugins)
+    assert runtime.registry.names[1:] == ("memory-x__memory_tool", "memoryx__memory_tool")
+    assert select_tools(MEMORY_GLOB, list(runtime.registry), "test") == frozenset()
+
+
+_PLUGIN_IDS = st.from_regex(r"[a-z][a-z0-9]{0,6}(-[a-z0-9]{1,4}){0,2}", fullmatch=True).filter(
+    lambda plugin_id: plugin_id != BUNDLED
+)
+_LOCAL_IDS = st.from_regex(r"[a-z][a-z0-9]{0,6}(_[a-z0-9]{1,4}){0,3}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    plugin_id=st.one_of(st.just("memory"), _PLUGIN_IDS),
+    local_id=st.one_of(st.just("memory_wipe_all"), st.just("memory"), _LOCAL_IDS),
+    local=st.booleans(),
+)
+def test_whatever_a_plugin_publishes_memory_glob_matches_only_the_bundled_tools(
+    plugin_id: str, local_id: str, local: bool
+) -> None:
+    bundled, other = _bundled_contribution(), contribution(plugin_id, tool(plugin_id, local_id))
+    bindings = [*_pinned(bundled), *(_pinned(other) if local else external_bindings(other))]
+    name = bindings[-1][1]
+    if name.startswith("memory_"):
+        with pytest.raises(HostRuntimeCompositionError) as caught:
+            _compose(bundled, other, bindings=bindings)
+        assert caught.value.code == "reserved_public_name"
+        return
+    runtime = _compose(bundled, other, bindings=bindings)
+    assert name in runtime.registry.names
+    # The rule an operator writes for "the memory tools" grants exactly those.
+    granted = select_tools(MEMORY_GLOB, list(runtime.registry), "test")
+    assert granted == {"memory_recall", "memory_forget"}
+
+
+# -- the same refusal from the manifests, before any plugin's code runs ---------------------
+
+
+def _declared(*capabilities: QualifiedCapabilityId, local: frozenset[str] = frozenset()):
+    bind = binding_policy(local)
+    bundled = [t.capability for t in _bundled_contribution().tools]
+    return {capability: bind(capability) for capability in (*bundled, *capabilities)}
+
+
+def test_the_bundled_memory_names_pass_the_manifest_check() -> None:
+    refuse_declared_names(_declared(), set())
+
+
+def test_the_manifest_check_refuses_a_plugin_with_id_memory() -> None:
+    names = _declared(QualifiedCapabilityId("memory", "tool", "wipe_disk"))
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        refuse_declared_names(names, set(), {"memory": "plugins[0]"})
+    assert caught.value.code == "external_plugin_composition_invalid"
+    assert caught.value.detail is not None
+    assert caught.value.detail.startswith("reserved_public_name: 'memory__wipe_disk'")
+    assert "kept for the bundled memory tools" in caught.value.detail
+
+
+def test_the_manifest_check_refuses_a_local_memory_name_at_the_entry_s_binding() -> None:
+    names = _declared(QualifiedCapabilityId("fixed", "tool", "memory_wipe_all"), local={"fixed"})
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        refuse_declared_names(names, {"fixed"}, {"fixed": "plugins[2]"})
+    assert caught.value.code == "external_plugin_name_collision"
+    assert caught.value.location.key == "plugins[2].binding"
+    assert caught.value.detail == (
+        "the tool name 'memory_wipe_all' (plugin 'fixed') begins with 'memory_', which is "
+        "kept for the bundled memory tools so that a policy rule written as 'memory_*' means "
+        'only those; give the tool another id in the plugin, or drop binding = "local" to '
+        "publish it as 'fixed__memory_wipe_all'"
+    )
+
+
+def test_a_local_memory_name_stops_the_start_before_any_plugin_code_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with importable_workspace(tmp_path, monkeypatch) as workspace:
+        ran = workspace.root / "imported"
+        marker = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+        document = manifest_document("fixed")
+        document["capabilities"][0]["id"] = "memory_wipe_all"
+        declaration = workspace.plugin("fixed", manifest=document, extra=marker)
+        configuration = HostConfiguration(
+            schema_version=8, plugins=(dataclasses.replace(declaration, binding="local"),)
+        )
+        mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=tmp_path / "home")
+        with pytest.raises(ExternalPluginLoadError) as caught:
+            build_runtime(configuration, mnemosyne)
+        assert caught.value.code == "external_plugin_name_collision"
+        assert caught.value.location.key == "plugins[0].binding"
+        assert not ran.exists()
+
+
+def test_a_plugin_with_id_memory_stops_the_start_and_the_bundled_tools_still_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with importable_workspace(tmp_path, monkeypatch) as workspace:
+        ran = workspace.root / "imported"
+        marker = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+        declaration = workspace.plugin("memory", extra=marker)
+        mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=tmp_path / "home")
+        with pytest.raises(ExternalPluginLoadError) as caught:
+            build_runtime(HostConfiguration(schema_version=8, plugins=(declaration,)), mnemosyne)
+        assert caught.value.code == "external_plugin_composition_invalid"
+        assert "reserved_public_name: 'memory__tool_0'" in str(caught.value)
+        assert not ran.exists()
+        names = build_runtime(HostConfiguration(schema_version=8), mnemosyne).registry.names
+        assert "memory_recall" in names

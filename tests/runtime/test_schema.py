@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -13,17 +14,21 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp.types import ListToolsResult, jsonrpc_message_adapter
+from pydantic import ValidationError
 
 from mymcp.errors import HostRuntimeCompositionError
 from mymcp.plugins.mnemosyne.memory import tool_definitions
 from mymcp.runtime import (
     PORTABILITY_ROOT_KEYWORDS,
     ArgumentsValidator,
+    SchemaFinding,
     compile_input_schema,
     compose_runtime,
     lint_input_schema,
 )
-from mymcp.runtime._schema import MAX_DESCRIBED_VALUES
+from mymcp.runtime._schema import MAX_DESCRIBED_VALUES, MAX_SCHEMA_DEPTH, compile_output_schema
+from mymcp.transport._exchange import encode_json
 from tests.synthetic import contribution, external_bindings, schema, tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -419,3 +424,132 @@ def test_a_refused_schema_says_where_it_breaks(
     (finding,) = [f for f in findings if f.severity == "error"]
     assert finding.code == code
     assert said in finding.message
+
+
+# --- nesting depth ---------------------------------------------------------------------
+
+
+def _schema_of_depth(depth: int) -> dict[str, Any]:
+    """An object schema nesting exactly `depth` levels, each object and array one: the
+    root (1), its `properties` (2), then arrays of arrays down to a string (`depth`)."""
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(depth - 3):
+        node = {"type": "array", "items": node}
+    return {"type": "object", "properties": {"p": node}}
+
+
+def _compiles(which: str, document: dict[str, Any]) -> str | None:
+    """None when the schema compiles, else the code of its error."""
+    if which == "input":
+        validator, findings = compile_input_schema(document)
+        errors = [f.code for f in findings if f.severity == "error"]
+        assert (validator is None) == bool(errors)
+        return errors[0] if errors else None
+    compiled = compile_output_schema(document)
+    return compiled.code if isinstance(compiled, SchemaFinding) else None
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_schema_at_the_depth_bound_compiles_and_one_level_more_is_refused(which: str) -> None:
+    assert _compiles(which, _schema_of_depth(MAX_SCHEMA_DEPTH)) is None
+    assert _compiles(which, _schema_of_depth(MAX_SCHEMA_DEPTH + 1)) == "schema_too_deep"
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_schema_far_too_deep_is_named_too_deep_not_unreadable(which: str) -> None:
+    # Deeper than Python's own recursion: the check must come before anything recursive.
+    assert _compiles(which, _schema_of_depth(100_000)) == "schema_too_deep"
+
+
+def test_tuples_in_a_schema_count_as_the_arrays_they_are_published_as() -> None:
+    inner: Any = {"type": "string"}
+    for _ in range(MAX_SCHEMA_DEPTH):
+        inner = {"anyOf": (inner,)}
+    assert _compiles("input", {"type": "object", "properties": {"p": inner}}) == "schema_too_deep"
+
+
+@pytest.mark.parametrize(
+    ("key", "code", "which"),
+    [
+        ("inputSchema", "invalid_input_schema", "input"),
+        ("outputSchema", "invalid_output_schema", "output"),
+    ],
+)
+def test_composition_refuses_a_schema_too_deep_naming_the_tool_and_the_reason(
+    key: str, code: str, which: str
+) -> None:
+    good = tool("alpha", "one")
+    deep = dataclasses.replace(
+        good, tool={**good.tool, key: _schema_of_depth(MAX_SCHEMA_DEPTH + 1)}
+    )
+    alpha = contribution("alpha", deep)
+    with pytest.raises(HostRuntimeCompositionError) as caught:
+        compose_runtime([alpha], external_bindings(alpha), server_version="1.0.0")
+    assert caught.value.code == code
+    said = str(caught.value)
+    assert "'alpha__one' (alpha:tool:one)" in said
+    assert f"the {which} schema nests deeper than {MAX_SCHEMA_DEPTH} levels" in said
+    assert "would hide every tool" in said
+
+
+# Each wrapper and how many levels it adds (a property adds its `properties` object too).
+_WRAPPERS: dict[str, tuple[Any, int]] = {
+    "items": (lambda s: {"type": "array", "items": s}, 1),
+    "not": (lambda s: {"not": s}, 1),
+    "properties": (lambda s: {"type": "object", "properties": {"k": s}}, 2),
+    "anyOf": (lambda s: {"anyOf": [s, {"type": "null"}]}, 2),
+    "prefixItems": (lambda s: {"type": "array", "prefixItems": [s]}, 2),
+    "$defs": (lambda s: {"$defs": {"d": s}}, 2),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(chain=st.lists(st.sampled_from(sorted(_WRAPPERS)), min_size=20, max_size=70))
+def test_any_schema_is_refused_exactly_when_it_nests_deeper_than_the_bound(
+    chain: list[str],
+) -> None:
+    node: Any = {"type": "string"}
+    depth = 1
+    for name in chain:
+        wrap, levels = _WRAPPERS[name]
+        node, depth = wrap(node), depth + levels
+    document = {"type": "object", "properties": {"p": node}}
+    depth += 2
+    expected = "schema_too_deep" if depth > MAX_SCHEMA_DEPTH else None
+    assert _compiles("input", document) == expected
+    assert _compiles("output", document) == expected
+
+
+def _sdk_reads(tools: list[dict[str, Any]]) -> bool:
+    """Whether the official Python SDK reads a `tools/list` reply holding these tools, as
+    its client does (the whole JSON-RPC message) and as its result type does."""
+    message = encode_json({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+    result = encode_json({"tools": tools})
+    try:
+        jsonrpc_message_adapter.validate_json(message, by_name=False)
+        ListToolsResult.model_validate_json(result)
+    except ValidationError:
+        return False
+    return True
+
+
+def test_a_tool_list_with_schemas_at_the_bound_is_read_by_the_sdk() -> None:
+    bounded = _schema_of_depth(MAX_SCHEMA_DEPTH)
+    good = tool("alpha", "deep")
+    deep = dataclasses.replace(
+        good, tool={**good.tool, "inputSchema": bounded, "outputSchema": bounded}
+    )
+    alpha = contribution("alpha", deep, tool("alpha", "plain"))
+    runtime = compose_runtime([alpha], external_bindings(alpha), server_version="1.0.0")
+    listing = [bound.published() for bound in runtime.registry]
+    assert _sdk_reads(listing)
+    # The SDK does stop somewhere (a tool list then vanishes whole): find the first
+    # schema depth it refuses, and check it is beyond the bound and refused at composition.
+    first_unread = next(
+        depth
+        for depth in range(MAX_SCHEMA_DEPTH, 1000)
+        if not _sdk_reads([{"name": "t", "inputSchema": _schema_of_depth(depth)}])
+    )
+    assert first_unread > MAX_SCHEMA_DEPTH
+    assert _compiles("input", _schema_of_depth(first_unread)) == "schema_too_deep"
+    assert _compiles("output", _schema_of_depth(first_unread)) == "schema_too_deep"

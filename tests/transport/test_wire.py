@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -19,8 +19,9 @@ from starlette.testclient import TestClient
 
 from mymcp.app import PROTECTED_RESOURCE_PATH, create_app
 from mymcp.config import HostConfiguration, McpSettings, ServerSettings
-from mymcp.runtime import compose_runtime
+from mymcp.runtime import BoundTool, compose_runtime
 from mymcp.transport import SERVER_INSTRUCTIONS
+from mymcp.transport._results import MAX_RESULT_BYTES, MAX_RESULT_VALUES, checked_result
 from tests.synthetic import contribution, external_bindings, tool
 from tests.transport.conftest import BASE, HEADERS, NamedBearer, initialize, rpc, session_headers
 
@@ -210,6 +211,142 @@ def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
         f"tool_failure request_id={request_id} tool=alpha__odd error_type=invalid_result "
         f"reason={reason}"
     )
+    assert _only_session_still_works(client, session)
+
+
+class _FailingMapping(Mapping[str, Any]):
+    """A plugin's own mapping type whose reading raises."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("the plugin's object broke")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("the plugin's object broke")
+
+    def __len__(self) -> int:
+        return 1
+
+
+class _ReadableOnce(dict[str, Any]):
+    """A plugin's dict that breaks after its first reading (a cache its own thread
+    changes, say): every way of reading it counts."""
+
+    def __init__(self, data: dict[str, Any], reads: int = 1) -> None:
+        super().__init__(data)
+        self.reads_left = reads
+
+    def _read(self) -> None:
+        if self.reads_left <= 0:
+            raise RuntimeError("the plugin's object broke")
+        self.reads_left -= 1
+
+    def items(self) -> Any:
+        self._read()
+        return super().items()
+
+    def keys(self) -> Any:
+        self._read()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._read()
+        return super().values()
+
+    def __iter__(self) -> Iterator[str]:
+        self._read()
+        return super().__iter__()
+
+
+def _text_result(**extra: Any) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": "x"}], **extra}
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        _FailingMapping(),
+        _text_result(structuredContent=_FailingMapping()),
+        _ReadableOnce(_text_result(), reads=0),
+        _text_result(structuredContent=_ReadableOnce({"a": 1}, reads=0)),
+    ],
+    ids=["mapping", "mapping-inside", "dict", "dict-inside"],
+)
+def test_a_result_that_fails_when_read_is_that_call_s_internal_error(
+    result_client, result: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Not a 500 without the request's id and without the call's outcome in the log.
+    client = result_client(result)
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.status_code == 200
+    reply = response.json()
+    assert reply["id"] == 7
+    answer = reply["result"]
+    assert answer["structuredContent"]["code"] == "internal_error"
+    request_id = answer["structuredContent"]["request_id"]
+    (line,) = [r.getMessage() for r in caplog.records if "tool_failure" in r.getMessage()]
+    assert line == (
+        f"tool_failure request_id={request_id} tool=alpha__odd error_type=invalid_result "
+        "reason=result_unreadable"
+    )
+    assert "broke" not in response.text
+    assert _only_session_still_works(client, session)
+
+
+def test_a_result_is_read_once_and_what_was_checked_is_what_is_sent(result_client) -> None:
+    # A plugin's object that changes (or breaks) after the host read it cannot reach the
+    # reply: the reply is built from the copy that was checked.
+    structured = _ReadableOnce({"a": 1, "nested": {"b": [1, 2]}})
+    client = result_client(_text_result(structuredContent=structured))
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    assert response.status_code == 200
+    answer = response.json()["result"]
+    assert "isError" not in answer
+    assert answer["structuredContent"] == {"a": 1, "nested": {"b": [1, 2]}}
+
+
+def _bound_tool() -> BoundTool:
+    plugin = contribution("alpha", tool("alpha", "odd"))
+    runtime = compose_runtime([plugin], external_bindings(plugin), server_version="0.1.0")
+    found = runtime.registry.get("alpha__odd")
+    assert found is not None
+    return found
+
+
+def test_a_result_may_hold_as_many_values_and_bytes_as_the_bounds_and_no_more() -> None:
+    bound = _bound_tool()
+    # The root's two members, `content`, its block's two members and `structuredContent`
+    # are six values; the list fills the rest.
+    values = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"v": []}}
+    values["structuredContent"]["v"] = [0] * (MAX_RESULT_VALUES - 6)
+    assert isinstance(checked_result(bound, values), dict)
+    values["structuredContent"]["v"].append(0)
+    assert checked_result(bound, values) == "result_too_large"
+    empty = {"content": [{"type": "text", "text": ""}]}
+    text = "x" * (MAX_RESULT_BYTES - len(json.dumps(empty, separators=(",", ":"))))
+    assert isinstance(checked_result(bound, {"content": [{"type": "text", "text": text}]}), dict)
+    longer = {"content": [{"type": "text", "text": text + "x"}]}
+    assert checked_result(bound, longer) == "result_too_large"
+    # Escapes count as sent: a control character takes six bytes.
+    escaped = {"content": [{"type": "text", "text": "\x01" * (len(text) // 6 + 1)}]}
+    assert checked_result(bound, escaped) == "result_too_large"
+
+
+def test_a_result_beyond_the_bounds_is_that_call_s_internal_error(
+    result_client, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocks = [{"type": "text", "text": "x"}] * MAX_RESULT_VALUES
+    client = result_client({"content": blocks})
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    response = client.post("/mcp", json=call, headers=session_headers(session))
+    answer = response.json()["result"]
+    assert answer["structuredContent"]["code"] == "internal_error"
+    (line,) = [r.getMessage() for r in caplog.records if "tool_failure" in r.getMessage()]
+    assert line.endswith("error_type=invalid_result reason=result_too_large")
     assert _only_session_still_works(client, session)
 
 
