@@ -300,6 +300,11 @@ class ConsolePages:
         if outcome is not Redemption.OK or epoch is None:
             heading, line = _SIGN_IN_REFUSALS[outcome]
             return self._message(503 if outcome is Redemption.UNAVAILABLE else 403, heading, line)
+        # A browser signing in again is done with the session it had: that cookie must
+        # not stay valid (it may have been seen elsewhere) once this one replaces it.
+        earlier = self._session(request)
+        if earlier is not None:
+            self._sessions.close(earlier)
         cookie, _ = self._sessions.open(epoch)
         if self._audit is not None:
             self._audit.append("console_sign_in", principal="console")

@@ -602,12 +602,12 @@ def test_the_audit_page_shows_invisible_characters_as_escapes_and_filters_on_the
     audit.append("auth_failure", principal=lookalike, reason="x")
     audit.append("auth_failure", principal="operator:alice", reason="x")
     page = stack.client.get("/console/audit?event=auth_failure").text
-    cells = re.findall(r'<td data-label="Principal">(.*?)</td>', page)
+    cells = re.findall(r'<td data-label="Principal" class="exact">(.*?)</td>', page)
     assert cells == ["operator:alice", "operator:alice\\u3164"]
     # The escaped form, copied from the page, finds the record it names; so does the raw one.
     for typed in ("operator:alice\\u3164", lookalike):
         found = stack.client.get("/console/audit", params={"principal": typed}).text
-        assert re.findall(r'<td data-label="Principal">(.*?)</td>', found) == [
+        assert re.findall(r'<td data-label="Principal" class="exact">(.*?)</td>', found) == [
             "operator:alice\\u3164"
         ]
 
@@ -629,7 +629,7 @@ def test_a_view_searches_a_bounded_number_of_the_newest_records(
     assert "Older records were not searched: mymcp audit show reads the whole log." in old
     # Enough matches among the newest: the search stops there, and nothing is missing.
     recent = stack.client.get("/console/audit?event=auth_failure&limit=3").text
-    cells = re.findall(r'<td data-label="Principal">(.*?)</td>', recent)
+    cells = re.findall(r'<td data-label="Principal" class="exact">(.*?)</td>', recent)
     assert cells == ["operator:p29", "operator:p28", "operator:p27"]
     assert "Older records were not searched" not in recent
     # The chain check still covers the whole log.
@@ -645,6 +645,20 @@ def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:
     events = [r["event"] for r in read_records(audit.directory)]
     assert events.count("console_sign_in") == 1
     assert events.count("console_sign_out") == 1
+
+
+def test_signing_in_again_ends_the_session_the_browser_had(stack: Stack) -> None:
+    stack.sign_in()
+    (name,) = stack.client.cookies.keys()
+    earlier = stack.client.cookies[name]
+    stack.sign_in()  # the same browser, with a new one-time link
+    later = stack.client.cookies[name]
+    assert later != earlier
+    assert stack.client.get("/console/approvals").status_code == 200
+    # The replaced cookie, had it been copied anywhere, signs nobody in any more.
+    with stack.another_browser() as other:
+        other.cookies.set(name, earlier)
+        assert other.get("/console/approvals").status_code == 403
 
 
 @given(st.text(max_size=12))

@@ -357,6 +357,45 @@ def test_approving_and_denying_calls_end_to_end(console: Console, shots: Shots) 
     anyio.run(scenario)
 
 
+_POSITIONS = """(needles) => {
+    const text = document.querySelector("pre.arguments").firstChild;
+    return needles.map((needle) => {
+        const start = text.data.indexOf(needle);
+        const range = document.createRange();
+        range.setStart(text, start);
+        range.setEnd(text, start + needle.length);
+        const box = range.getClientRects()[0];
+        return [box.left, box.top];
+    });
+}"""
+
+
+def test_the_approval_page_shows_right_to_left_text_in_the_order_it_runs(
+    console: Console, shots: Shots
+) -> None:
+    async def scenario() -> None:
+        async with chromium() as browser, mcp_client(console) as agent:
+            page = (await _signed_in(browser, console)).page
+            # Hebrew letters would otherwise move the digits and slashes next to them:
+            # the page would show /srv/2024/01/ש/data while the call names /srv/ש/2024/01.
+            title = "/srv/\u05e9/2024/01/data"
+            asked = await _call(agent, "memory_remember", _remember_arguments(title))
+            await page.goto(asked["approval_url"])
+            await shots.take(page, "approval-right-to-left")
+            positions = await page.evaluate(_POSITIONS, ["/srv/", "\u05e9", "2024", "/data"])
+            lefts = [left for left, top in positions if top == positions[0][1]]
+            assert len(lefts) == 4  # on one line, so left to right is reading order
+            assert lefts == sorted(lefts), lefts
+            # The decision comes after every argument, never above a part not yet seen.
+            after = await page.evaluate(
+                "document.querySelector('pre.arguments')"
+                ".compareDocumentPosition(document.querySelector('form.decision'))"
+            )
+            assert after & 4  # Node.DOCUMENT_POSITION_FOLLOWING
+
+    anyio.run(scenario)
+
+
 def test_browsing_to_a_record(console: Console, shots: Shots) -> None:
     async def scenario() -> None:
         async with chromium() as browser:

@@ -28,6 +28,7 @@
     tool.textContent = item.tool;
     link.appendChild(tool);
     const who = document.createElement("span");
+    who.className = "exact";
     who.textContent = "requested by " + item.principal;
     const when = document.createElement("span");
     when.textContent = "at " + item.created_at + ", expires " + item.expires_at;
@@ -36,8 +37,20 @@
   }
 
   function show(pending) {
+    // Rebuilding the list must not take the keyboard focus away from the entry on it.
+    const focused = list.contains(document.activeElement)
+      ? document.activeElement.getAttribute("href")
+      : null;
     list.replaceChildren(...pending.map(card));
     empty.hidden = pending.length > 0;
+    if (focused !== null) {
+      const again = Array.from(list.querySelectorAll("a")).find(
+        (link) => link.getAttribute("href") === focused,
+      );
+      if (again) {
+        again.focus();
+      }
+    }
   }
 
   async function poll() {
