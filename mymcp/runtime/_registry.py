@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.errors import HostRuntimeCompositionError
 from mymcp.plugin import Consent, QualifiedCapabilityId, ToolEffects, ToolHandler
 from mymcp.runtime._schema import ArgumentsValidator, OutputValidator
@@ -33,6 +34,13 @@ class BoundTool:
     consent: Consent
     validator: ArgumentsValidator
     output: OutputValidator | None = None
+
+    @property
+    def bundled(self) -> bool:
+        """Whether the bundled memory plugin publishes this tool: the host's own code,
+        whose results and error codes the host vouches for."""
+        origin = self.origin
+        return isinstance(origin, QualifiedCapabilityId) and origin.plugin_id == BUNDLED_PLUGIN_ID
 
     @property
     def input_schema(self) -> Mapping[str, Any]:

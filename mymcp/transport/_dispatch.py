@@ -32,7 +32,6 @@ from anyio.lowlevel import RunVar, current_token
 
 from mymcp import SERVER_NAME
 from mymcp.auth import Principal
-from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.errors import AuditError
 from mymcp.governance import (
     NUMBER,
@@ -89,6 +88,8 @@ _KINDS: Final = {"args_digest": WORD, "call": WORD, "duration_ms": NUMBER, "outc
 # The outcome of a call cancelled before its tool answered (a synchronous handler may
 # still finish its work on its thread; nobody receives its result).
 _CANCELLED: Final = "cancelled"
+# The outcome of a call whose handler failed, or whose result no client could read.
+_INTERNAL_ERROR: Final = "internal_error"
 # The decision on a `tools/call` whose params are no call at all (no name, arguments
 # that are no object).
 _INVALID_PARAMS: Final = "invalid_params"
@@ -102,6 +103,11 @@ _AUDIT_UNAVAILABLE = {
     ),
 }
 _IDENTIFIER_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+# Outcomes the host records on its own account (besides every `approval_…` code): an
+# external plugin's error code equal to one is recorded as `tool_error` instead.
+_HOST_OUTCOMES: Final = frozenset(
+    {_CANCELLED, _INTERNAL_ERROR, "audit_unavailable", "invalid_arguments", "tool_error", "ok"}
+)
 _APPROVAL_REQUIRED_MESSAGE = (
     "Ask the user to open approval_url, review and approve this exact call, then repeat "
     "the identical call."
@@ -197,7 +203,7 @@ class _WorkerLimits:
         kind, size, plugin = tool.effects.read_only, self._sizes[tool.effects.read_only], ""
         if isinstance(tool.origin, QualifiedCapabilityId):
             plugin = tool.origin.plugin_id
-        if plugin == BUNDLED_PLUGIN_ID:
+        if tool.bundled:
             return (self._limiter_for((plugin, kind), size),)
         share = self._limiter_for((f"plugin {plugin}", kind), max(1, size // 2))
         return share, self._limiter_for(("external", kind), size)
@@ -358,13 +364,19 @@ def _milliseconds_since(started: float) -> float:
     return int((time.perf_counter() - started) * 1_000_000) / 1000
 
 
-def _outcome_code(result: Mapping[str, Any]) -> str:
-    """`ok`, or the tool's own error code when it is a plain identifier, for the audit."""
+def _outcome_code(result: Mapping[str, Any], trusted: bool) -> str:
+    """`ok`, or the tool's own error code when it is a plain identifier, for the audit.
+
+    An external plugin's code that the host writes itself (`cancelled`, `internal_error`,
+    `audit_unavailable`, ...) is recorded as `tool_error`: the audit's reader must be able
+    to trust that such an outcome is the host's account, not a plugin's claim."""
     if not result.get("isError"):
         return "ok"
     structured = result.get("structuredContent")
     code = structured.get("code") if isinstance(structured, Mapping) else None
-    if isinstance(code, str) and 0 < len(code) <= 64 and set(code) <= _IDENTIFIER_CHARACTERS:
+    if not (isinstance(code, str) and 0 < len(code) <= 64 and set(code) <= _IDENTIFIER_CHARACTERS):
+        return "tool_error"
+    if trusted or (code not in _HOST_OUTCOMES and not code.startswith("approval_")):
         return code
     return "tool_error"
 
@@ -650,19 +662,19 @@ class Dispatcher:
         view = view or self._policy.view(caller.principal.name)
         audit = self._audit
         if audit is None:
-            return await self._run(tool, arguments, view)
+            return (await self._run(tool, arguments, view))[0]
         if digest is None:
             digest = audit.digest(arguments)
         if tool.effects.read_only:
             started = time.perf_counter()
             try:
-                result = await self._run(tool, arguments, view)
+                result, code = await self._run(tool, arguments, view)
             except anyio.get_cancelled_exc_class():
                 cancelled = (digest, _milliseconds_since(started), _CANCELLED)
                 audit.append_shaped(self._shape(caller, tool.name, _RAN), cancelled)
                 raise
             elapsed = _milliseconds_since(started)
-            outcome = (digest, elapsed, _outcome_code(result))
+            outcome = (digest, elapsed, code)
             audit.append_shaped(self._shape(caller, tool.name, _RAN), outcome)
             return result
         # Pairs the decision record with the outcome record: unique in this process, and
@@ -691,7 +703,7 @@ class Dispatcher:
             return structured_result(_AUDIT_UNAVAILABLE, is_error=True)
         started = time.perf_counter()
         try:
-            result = await self._run(tool, arguments, view)
+            result, code = await self._run(tool, arguments, view)
         except anyio.get_cancelled_exc_class():
             # Cancelled by its client or a stop: nobody hears the result, but the
             # decision record above must not read as a call that never finished.
@@ -699,7 +711,7 @@ class Dispatcher:
             audit.append_shaped(self._shape(caller, tool.name, _FINISHED), unfinished)
             raise
         elapsed = _milliseconds_since(started)
-        finished = (digest, call, elapsed, _outcome_code(result))
+        finished = (digest, call, elapsed, code)
         audit.append_shaped(self._shape(caller, tool.name, _FINISHED), finished)
         return result
 
@@ -743,34 +755,35 @@ class Dispatcher:
 
     async def _run(
         self, tool: BoundTool, arguments: dict[str, Any], view: PolicyView
-    ) -> dict[str, Any]:
-        """The tool's result; a failing or misbehaving handler becomes a content-free error."""
+    ) -> tuple[dict[str, Any], str]:
+        """The tool's result and its outcome for the audit; a failing or misbehaving
+        handler becomes a content-free error."""
         if tool.origin == HOST_ORIGIN:
             # `list_tools` names what this caller may call, so it is answered from the view.
-            return dict(view.list_tools_result)
+            return dict(view.list_tools_result), "ok"
         try:
             if tool.is_async:
                 outcome = await tool.handler(arguments)  # type: ignore[misc]
             else:
                 outcome = await self._workers.run(tool, arguments)
         except _RaisedBase as exc:
-            return self._failure(tool, _type_name(exc.raised), exc)
+            return self._failure(tool, _type_name(exc.raised), exc), _INTERNAL_ERROR
         except Exception as exc:
             # Exception text may carry user content or paths: log the type only.
-            return self._failure(tool, _type_name(exc), exc)
+            return self._failure(tool, _type_name(exc), exc), _INTERNAL_ERROR
         except BaseException as exc:
             # A handler may also raise what no tool should: SystemExit, its own
             # BaseException, a CancelledError nobody asked for. Only this request's own
             # cancellation (the server stopping, a cancelled stdio request) goes on up.
             if isinstance(exc, anyio.get_cancelled_exc_class()) and _being_cancelled():
                 raise
-            return self._failure(tool, _type_name(exc), exc)
+            return self._failure(tool, _type_name(exc), exc), _INTERNAL_ERROR
         result = checked_result(tool, outcome)
         if isinstance(result, str):
             if inspect.iscoroutine(outcome):
                 outcome.close()  # never run: no "never awaited" warning on stderr
-            return self._failure(tool, "invalid_result", None, reason=result)
-        return result
+            return self._failure(tool, "invalid_result", None, reason=result), _INTERNAL_ERROR
+        return result, _outcome_code(result, tool.bundled)
 
     def _failure(
         self,

@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from mymcp._strictjson import DEFAULT_MAX_DEPTH
-from mymcp.config import BUNDLED_PLUGIN_ID
-from mymcp.plugin import QualifiedCapabilityId
 from mymcp.runtime import BoundTool
 from mymcp.transport._exchange import encode_json
 
@@ -52,7 +50,7 @@ def checked_result(tool: BoundTool, outcome: object) -> dict[str, Any] | str:
     """
     if not isinstance(outcome, Mapping):
         return _shape_problem(outcome) or "not_an_object"
-    if _is_bundled(tool):
+    if tool.bundled:
         result = dict(outcome)
     else:
         try:
@@ -67,18 +65,13 @@ def checked_result(tool: BoundTool, outcome: object) -> dict[str, Any] | str:
         return problem
     if not _keeps_output_schema(tool, result):
         return "structured_content_breaks_output_schema"
-    if not _is_bundled(tool):
+    if not tool.bundled:
         size = _encoded_size(result)
         if size is None:
             return "not_json"  # NaN or an infinity, bytes or another non-JSON value, bad text
         if size > MAX_RESULT_BYTES:
             return "result_too_large"
     return result
-
-
-def _is_bundled(tool: BoundTool) -> bool:
-    origin = tool.origin
-    return isinstance(origin, QualifiedCapabilityId) and origin.plugin_id == BUNDLED_PLUGIN_ID
 
 
 def _encoded_size(result: dict[str, Any]) -> int | None:

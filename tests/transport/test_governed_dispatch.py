@@ -271,6 +271,36 @@ def _audited_dispatcher(
     return dispatcher, bound, audit
 
 
+@pytest.mark.parametrize(
+    ("code", "audited"),
+    [
+        ("quota_exceeded", "quota_exceeded"),  # the plugin's own code, as it said
+        ("cancelled", "tool_error"),  # what the host records when a client cancels
+        ("internal_error", "tool_error"),
+        ("audit_unavailable", "tool_error"),
+        ("approval_denied", "tool_error"),
+        ("ok", "tool_error"),
+        ("Not An Identifier", "tool_error"),
+    ],
+)
+@pytest.mark.parametrize("effects", ["read_only", "destructive"])
+def test_a_plugin_cannot_pass_its_error_off_as_the_host_s_outcome(
+    tmp_path: Path, effects: str, code: str, audited: str
+) -> None:
+    def failing(arguments: dict[str, Any]) -> dict[str, Any]:
+        return structured_result({"code": code, "message": "x"}, is_error=True)
+
+    kind = READ_ONLY if effects == "read_only" else DESTRUCTIVE
+    directory = tmp_path / "audit"
+    dispatcher, bound, audit = _audited_dispatcher(directory, failing, kind)
+    result = anyio.run(dispatcher.execute, Caller(ANONYMOUS), bound, {})
+    assert result["structuredContent"]["code"] == code  # the client is told what it said
+    audit.close()
+    (record,) = [r for r in read_records(directory) if "outcome" in r]
+    assert record["outcome"] == audited
+    assert verify_audit(directory).ok
+
+
 @pytest.mark.parametrize("effects", ["read_only", "destructive"])
 def test_a_call_cancelled_before_its_tool_answers_is_audited_as_cancelled(
     tmp_path: Path, effects: str
