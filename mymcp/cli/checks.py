@@ -277,6 +277,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
         import_external_plugin,
         lint_input_schema,
         mismatch_diagnostics,
+        unpublished_members,
     )
     from mymcp.runtime.bootstrap import binding_policy, plugin_composition_error
 
@@ -317,6 +318,19 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
             print(
                 f"mymcp: {finding.severity}: tool {tool.capability.local_id}: "
                 f"{finding.message} (code={finding.code})",
+                file=sys.stderr,
+            )
+        for member in unpublished_members(tool.tool):
+            # Dropped without a word at the start; an author should know it goes nowhere.
+            why = (
+                "the host writes each tool's annotations from its declared effects"
+                if member == "annotations"
+                else "the host publishes only title, description, inputSchema, "
+                "outputSchema and icons"
+            )
+            print(
+                f"mymcp: warning: tool {tool.capability.local_id}: {member!r} is left out "
+                f"of the published definition: {why} (code=tool_member_unpublished)",
                 file=sys.stderr,
             )
     if errors:

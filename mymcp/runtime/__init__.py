@@ -6,6 +6,7 @@ from mymcp.runtime._composition import (
     default_binding,
     is_reserved_name,
     refuse_public_names,
+    unpublished_members,
 )
 from mymcp.runtime._external import (
     activate_external_plugin,
@@ -51,4 +52,5 @@ __all__ = [
     "mismatch_diagnostics",
     "new_generation_id",
     "preflight_manifest",
+    "unpublished_members",
 ]

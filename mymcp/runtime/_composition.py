@@ -31,17 +31,25 @@ from mymcp.runtime._schema import (
 
 __all__ = [
     "BUNDLED_TOOL_PREFIX",
+    "MAX_DESCRIPTION_CHARACTERS",
+    "MAX_TITLE_CHARACTERS",
     "bind_tool",
     "bundled_prefix_problem",
     "compose_runtime",
     "default_binding",
     "is_reserved_name",
     "refuse_public_names",
+    "unpublished_members",
 ]
 
 # MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
 _PUBLIC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _PUBLISHED_KEYS = ("title", "description", "inputSchema", "outputSchema", "icons")
+# Every client receives every tool's text in each tool list, and a model reads it all in
+# its context: a title is a name to show, and a description longer than this is a
+# document, not a tool's description.
+MAX_TITLE_CHARACTERS: Final = 128
+MAX_DESCRIPTION_CHARACTERS: Final = 16_384
 _log = logging.getLogger("mymcp.host.composition")
 
 
@@ -111,6 +119,8 @@ def _publish(
     description = tool.get("description")
     if not isinstance(description, str) or not description.strip():
         raise invalid("it has no description")
+    if len(description) > MAX_DESCRIPTION_CHARACTERS:
+        raise invalid(f"its description is longer than {MAX_DESCRIPTION_CHARACTERS} characters")
     schema = tool.get("inputSchema", {"type": "object", "additionalProperties": False})
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         raise invalid('inputSchema is not an object schema with "type": "object"')
@@ -120,12 +130,20 @@ def _publish(
     title = tool.get("title")
     if not isinstance(title, str) or not title.strip():
         title = name.replace("__", ": ").replace("_", " ")
+    elif len(title) > MAX_TITLE_CHARACTERS:
+        raise invalid(f"its title is longer than {MAX_TITLE_CHARACTERS} characters")
     published: dict[str, Any] = {key: tool[key] for key in _PUBLISHED_KEYS if key in tool}
     published.update(name=name, title=title, description=description, inputSchema=schema)
     if not is_plain_json({key: published[key] for key in _TEXT_KEYS if key in published}):
         raise invalid("the title, description or icons hold a string that is no Unicode text")
     published["annotations"] = _annotations(title, effects)
     return published
+
+
+def unpublished_members(tool: Mapping[str, Any]) -> tuple[str, ...]:
+    """The members of a plugin's tool definition the host leaves out of what it publishes
+    (it writes `name` and `annotations` itself), for `mymcp plugin check` to name."""
+    return tuple(key for key in tool if key not in _PUBLISHED_KEYS and key != "name")
 
 
 _ICON_THEMES = ("light", "dark")

@@ -289,6 +289,25 @@ def test_a_tool_without_an_input_schema_passes_as_it_starts(
     assert "module OK" in out
 
 
+def test_members_the_host_does_not_publish_are_named_as_warnings(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change = '    tool["annotations"] = {"readOnlyHint": True}\n    tool["_meta"] = {"x": 1}'
+    declaration = _changed_plugin(workspace, change)
+    assert _start_failure(workspace) is None  # dropped, not refused
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert status == 0
+    assert "module OK" in out
+    assert err.splitlines() == [
+        "mymcp: warning: tool tool_0: 'annotations' is left out of the published definition: "
+        "the host writes each tool's annotations from its declared effects "
+        "(code=tool_member_unpublished)",
+        "mymcp: warning: tool tool_0: '_meta' is left out of the published definition: the "
+        "host publishes only title, description, inputSchema, outputSchema and icons "
+        "(code=tool_member_unpublished)",
+    ]
+
+
 def test_a_plugin_with_the_bundled_plugins_id_fails_the_check(
     workspace: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:

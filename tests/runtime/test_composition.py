@@ -188,6 +188,9 @@ MALFORMED_DEFINITIONS = {
     # A string that is no Unicode text makes every tool list unencodable.
     "description_surrogate": ({"description": "desc \ud800 x"}, "invalid_tool_definition"),
     "title_surrogate": ({"title": "T\udc00"}, "invalid_tool_definition"),
+    # Every client gets every tool's text in each list: a name to show, not a document.
+    "title_too_long": ({"title": "T" * 129}, "invalid_tool_definition"),
+    "description_too_long": ({"description": "d" * 16_385}, "invalid_tool_definition"),
     "icon_src_surrogate": ({"icons": [{"src": "https://e/\ud800.png"}]}, "invalid_tool_definition"),
     "output_surrogate": (
         {"outputSchema": {"type": "object", "description": "\ud800"}},
@@ -205,6 +208,20 @@ def test_a_definition_clients_would_refuse_is_refused_naming_the_tool(case: str)
         _compose(contribution("alpha", broken))
     assert caught.value.code == code
     assert "'alpha__one' (alpha:tool:one)" in str(caught.value)
+
+
+def test_a_title_and_description_as_long_as_allowed_are_published() -> None:
+    good = tool("alpha", "one")
+    longest = {"title": "T" * 128, "description": "d" * 16_384}
+    runtime = _compose(
+        contribution("alpha", dataclasses.replace(good, tool={**good.tool, **longest}))
+    )
+    published = runtime.registry.get("alpha__one")
+    assert published is not None
+    assert (published.definition["title"], published.definition["description"]) == (
+        longest["title"],
+        longest["description"],
+    )
 
 
 def test_a_surrogate_in_a_schema_is_named_as_no_plain_json() -> None:
