@@ -57,6 +57,8 @@ class ComparedField:
     stored: str
     proposed: str
     changed: bool
+    spacing_only: bool = False
+    """Changed, but only in spaces, tabs or line ends, which the cells cannot show."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,8 @@ class ApprovalDetail:
     target: Outcome | None = None
     comparison: tuple[ComparedField, ...] = ()
     revision_note: str | None = None
+    declined_note: str | None = None
+    """Set while the call can still be decided and its client said its user declined."""
 
 
 def _shown(value: object) -> str:
@@ -96,6 +100,16 @@ def _times(approval: Approval) -> tuple[tuple[str, str], ...]:
     return tuple((label, rfc3339(moment)) for label, moment in times)
 
 
+def _declined_note(approval: Approval) -> str | None:
+    declined = approval.client_declined_at
+    if declined is None or approval.state not in (ApprovalState.PENDING, ApprovalState.GRANTED):
+        return None
+    return (
+        f"The client reported at {rfc3339(declined)} that its user declined to open this "
+        "page: they may not want this call. Approve only if you know they do."
+    )
+
+
 def _label(container: object) -> object:
     return container.get("label") if isinstance(container, Mapping) else None
 
@@ -111,8 +125,15 @@ def _comparison(
         ("Tags", stored.get("tags"), proposed.get("tags")),
     ]
     return tuple(
-        ComparedField(name, _shown(old), _shown(new), old != new) for name, old, new in rows
+        ComparedField(name, _shown(old), _shown(new), old != new, _spacing_only(old, new))
+        for name, old, new in rows
     )
+
+
+def _spacing_only(old: object, new: object) -> bool:
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return False
+    return old != new and old.split() == new.split()
 
 
 def _revision_note(stored: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
@@ -135,6 +156,7 @@ async def describe(approval: Approval, memory: MemoryBrowser) -> ApprovalDetail:
         arguments=pretty_arguments(arguments),
         state_text=STATE_TEXT[approval.state],
         times=_times(approval),
+        declined_note=_declined_note(approval),
     )
     tool = memory.memory_tool(approval.tool)
     if tool not in _TARGETING or "reference" not in arguments:
@@ -152,7 +174,7 @@ async def describe(approval: Approval, memory: MemoryBrowser) -> ApprovalDetail:
     )
 
 
-def pending_summary(approvals: list[Approval]) -> list[dict[str, str]]:
+def pending_summary(approvals: list[Approval]) -> list[dict[str, str | bool]]:
     """The pending list as the live page polls it (no argument values)."""
     return [
         {
@@ -161,6 +183,7 @@ def pending_summary(approvals: list[Approval]) -> list[dict[str, str]]:
             "principal": visible(approval.principal),
             "created_at": rfc3339(approval.created_at),
             "expires_at": rfc3339(approval.expires_at),
+            "client_declined": approval.client_declined_at is not None,
         }
         for approval in approvals
     ]

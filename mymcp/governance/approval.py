@@ -90,6 +90,9 @@ class Approval:
     decided_at: float | None = None
     ended_at: float | None = None
     """When it was spent or expired."""
+    client_declined_at: float | None = None
+    """When the client last said its user declined to open the approval page (the
+    stateless era's retry says so); the console shows it beside the decision."""
 
     @property
     def key(self) -> tuple[str, str, str, bytes]:
@@ -197,7 +200,12 @@ class Approvals:
             approval = self._request(principal, principal_id, session_id, tool, canonical)
             approval.args_digest = args_digest
             self._record("approval_requested", approval)
+            if not spend:
+                self._note_declined(approval)
             return Verdict(False, approval)
+        if not spend and approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
+            # Still open, and still decidable; the person deciding should know.
+            self._note_declined(approval)
         if approval.state is ApprovalState.GRANTED:
             if not spend:
                 return Verdict(False, approval)
@@ -210,6 +218,10 @@ class Approvals:
             # A denial or an expiry is reported once; the next identical call asks anew.
             self._retire(approval)
         return Verdict(False, approval)
+
+    def _note_declined(self, approval: Approval) -> None:
+        approval.client_declined_at = self._clock()
+        self._version += 1
 
     def _request(
         self, principal: str, principal_id: str, session_id: str, tool: str, canonical: bytes

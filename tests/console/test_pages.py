@@ -220,9 +220,56 @@ def test_the_live_feed_changes_version_with_every_new_request(stack: Stack) -> N
     after = stack.client.get("/console/approvals.json").json()
     assert after["version"] != before["version"]
     assert [item["tool"] for item in after["pending"]] == ["memory_remember"] * 2
-    assert set(after["pending"][0]) == {"id", "tool", "principal", "created_at", "expires_at"}
+    assert set(after["pending"][0]) == {
+        "id",
+        "tool",
+        "principal",
+        "created_at",
+        "expires_at",
+        "client_declined",
+    }
+    assert after["pending"][0]["client_declined"] is False
     page = stack.client.get("/console/approvals").text
     assert f'data-version="{after["version"]}"' in page
+
+
+def test_an_approval_its_client_declined_says_so_where_it_is_decided(stack: Stack) -> None:
+    stack.sign_in()
+    session = stack.mcp_session()
+    path = _approval_path(stack.mcp_call(session, "memory_remember", remember_arguments("x")))
+    assert "declined" not in _text(stack.client.get(path).text)
+    approvals = stack.host.governance.approvals
+    assert approvals is not None
+    (pending,) = approvals.pending()
+    # What the stateless era's retry does when the client's user declined the link.
+    approvals.check(
+        principal=pending.principal,
+        principal_id=pending.principal_id,
+        session_id=pending.session_id,
+        tool=pending.tool,
+        arguments=pending.arguments,
+        args_digest=pending.args_digest,
+        spend=False,
+    )
+    page = _text(stack.client.get(path).text)
+    assert "that its user declined to open this page: they may not want this call" in page
+    assert "the client declined to open it" in _text(stack.client.get("/console/approvals").text)
+    (item,) = stack.client.get("/console/approvals.json").json()["pending"]
+    assert item["client_declined"] is True
+
+
+def test_a_change_in_spacing_alone_is_named_as_such(stack: Stack) -> None:
+    stack.sign_in()
+    reference = stack.remember("Spaced")
+    stored = remember_arguments("Spaced")["content"]
+    session = stack.mcp_session()
+    proposal = _revision(reference, "Spaced", content=stored + " ")
+    page = stack.client.get(_approval_path(stack.mcp_call(session, "memory_revise", proposal)))
+    rows = _compared(page.text)
+    # The cells look alike, so the badge says what kind of change it is; only there.
+    assert rows["Content changed: only spaces, tabs or line ends"][0] is True
+    assert rows["Title"] == (False, ["Spaced", "Spaced"])
+    assert page.text.count("only spaces, tabs or line ends") == 1
 
 
 def test_a_revision_is_shown_beside_the_stored_record(stack: Stack) -> None:

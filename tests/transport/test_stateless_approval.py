@@ -384,6 +384,24 @@ def test_a_declined_elicitation_never_spends_an_approval_granted_meanwhile(actio
     assert stage.runs == [ARGUMENTS]
 
 
+def test_a_declined_elicitation_is_noted_on_the_approval_it_leaves_open() -> None:
+    stage = _stage()
+    _result(stage, _call(URL_CAPABLE))
+    (pending,) = stage.approvals.pending()
+    assert pending.client_declined_at is None
+    version = stage.approvals.version
+    _result(stage, _call(URL_CAPABLE, action="decline", request_id=2))
+    # The person in the console sees that the user declined, on a decision still open.
+    assert pending.client_declined_at is not None
+    assert stage.approvals.version != version  # so the live list shows it
+    stage.approvals.decide(pending.id, approve=False)
+    _result(stage, _call(URL_CAPABLE, action="accept", request_id=3))  # reported once
+    fresh = _result(stage, _call(URL_CAPABLE, request_id=4))
+    assert fresh["resultType"] == "input_required"
+    (asked_again,) = stage.approvals.pending()
+    assert asked_again.client_declined_at is None  # a new request starts clean
+
+
 def test_an_approval_binds_principal_tool_and_arguments() -> None:
     stage = _stage()
     _result(stage, _call(URL_CAPABLE))

@@ -33,6 +33,12 @@
     const when = document.createElement("span");
     when.textContent = "at " + item.created_at + ", expires " + item.expires_at;
     entry.append(link, who, when);
+    if (item.client_declined) {
+      const declined = document.createElement("span");
+      declined.className = "badge";
+      declined.textContent = "the client declined to open it";
+      entry.append(declined);
+    }
     return entry;
   }
 
