@@ -107,6 +107,18 @@ Handler = Callable[[Request, ConsoleSession], Awaitable[Response]]
 FormHandler = Callable[[Request, ConsoleSession, dict[str, str]], Awaitable[Response]]
 
 
+def _by_method(
+    show: Callable[[Request], Awaitable[Response]], act: Callable[[Request], Awaitable[Response]]
+) -> Callable[[Request], Awaitable[Response]]:
+    """One endpoint for a page and the form it posts: one route per path, so that a
+    refused method is answered with every method the path has (`Allow`)."""
+
+    async def endpoint(request: Request) -> Response:
+        return await (act if request.method == "POST" else show)(request)
+
+    return endpoint
+
+
 def _templates() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("mymcp.console", "templates"),
@@ -189,13 +201,19 @@ class ConsolePages:
             Route("/static/{name}", self._static_file, methods=["GET"]),
             Route("/approvals", page(self._approval_list), methods=["GET"]),
             Route("/approvals.json", self._approval_feed, methods=["GET"]),
-            Route("/approvals/{approval_id}", page(self._approval), methods=["GET"]),
-            Route("/approvals/{approval_id}", action(self._decide), methods=["POST"]),
+            Route(
+                "/approvals/{approval_id}",
+                _by_method(page(self._approval), action(self._decide)),
+                methods=["GET", "POST"],
+            ),
             Route("/memory", page(self._memory_home), methods=["GET"]),
             Route("/memory/search", page(self._search), methods=["GET"]),
             Route("/memory/record", page(self._record), methods=["GET"]),
-            Route("/memory/record/{action}", page(self._confirm), methods=["GET"]),
-            Route("/memory/record/{action}", action(self._change), methods=["POST"]),
+            Route(
+                "/memory/record/{action}",
+                _by_method(page(self._confirm), action(self._change)),
+                methods=["GET", "POST"],
+            ),
             Route("/memory/{scope}", page(self._listing), methods=["GET"]),
             Route("/memory/{scope}/{namespace}", page(self._listing), methods=["GET"]),
             Route("/memory/{scope}/{namespace}/{collection}", page(self._listing), methods=["GET"]),

@@ -230,6 +230,9 @@ def test_every_response_carries_the_security_headers(stack: Stack) -> None:
         ("PUT", "/console/approvals", "GET, HEAD"),
         ("DELETE", "/console/approvals", "GET, HEAD"),
         ("PATCH", "/console/memory/record", "GET, HEAD"),
+        # A page and the form it posts: both methods are named.
+        ("OPTIONS", "/console/approvals/some-id", "GET, HEAD, POST"),
+        ("PUT", "/console/memory/record/archive", "GET, HEAD, POST"),
     ],
 )
 def test_a_method_a_page_does_not_take_is_answered_405_quietly(
