@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from mymcp._escaping import escape_invisible
 from mymcp.errors import AuditError
@@ -43,12 +44,14 @@ _SHORTENED: Final = frozenset({"session", "args_digest", "last_hash"})
 
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
-    """Exact-match filters (empty: any) and how many of the newest matches to show."""
+    """Exact-match filters (empty: any), how many of the newest matches to show, and
+    (`before`, a record's `seq`) where an older page starts."""
 
     event: str = ""
     tool: str = ""
     principal: str = ""
     limit: int = DEFAULT_LIMIT
+    before: int | None = None
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> AuditFilter:
@@ -58,7 +61,25 @@ class AuditFilter:
         limit = query.get("limit", "")
         digits = limit.isascii() and limit.isdigit() and len(limit) <= 6
         number = int(limit) if digits else DEFAULT_LIMIT
-        return cls(text("event"), text("tool"), text("principal"), max(1, min(number, MAX_LIMIT)))
+        before = query.get("before", "")
+        start = int(before) if before.isascii() and before.isdigit() and len(before) <= 18 else None
+        return cls(
+            text("event"),
+            text("tool"),
+            text("principal"),
+            max(1, min(number, MAX_LIMIT)),
+            start,
+        )
+
+    def query(self, before: int | None) -> str:
+        """The query string of these filters' page before record `before` (None: the
+        newest page)."""
+        fields = {"event": self.event, "tool": self.tool, "principal": self.principal}
+        chosen = {name: value for name, value in fields.items() if value}
+        chosen["limit"] = str(self.limit)
+        if before is not None:
+            chosen["before"] = str(before)
+        return urlencode(chosen)
 
     def matches(self, record: Mapping[str, Any]) -> bool:
         return (
@@ -89,6 +110,8 @@ class AuditPage:
     """Every event name among the records searched, for the filter's choices."""
     verify: VerifyResult
     commit_failed: bool = False
+    older: int | None = None
+    """The `seq` an older page starts before, when more records may match there."""
 
 
 class AuditView:
@@ -122,13 +145,18 @@ class AuditView:
         events: set[str] = set()
         scanned = matched = 0
         truncated = False
+        older: object = None
         try:
             for record in _newest_first(self._audit.directory):
                 if len(newest) == wanted.limit:
+                    older = newest[-1].get("seq")
                     break
                 if scanned == MAX_SEARCHED:
                     truncated = True
                     break
+                seq = record.get("seq")
+                if wanted.before is not None and not (isinstance(seq, int) and seq < wanted.before):
+                    continue  # on a newer page
                 scanned += 1
                 event = record.get("event")
                 if isinstance(event, str):
@@ -140,6 +168,7 @@ class AuditView:
             newest.clear()
             scanned = matched = 0
             truncated = False
+            older = None
         with self._lock:
             resume = self._proved
         verified = verify_audit(self._audit.directory, resume=resume)
@@ -148,7 +177,14 @@ class AuditView:
                 self._proved = verified.prefix
         events_found = tuple(sorted(events))
         return AuditPage(
-            tuple(newest), matched, scanned, truncated, events_found, verified, commit_failed
+            tuple(newest),
+            matched,
+            scanned,
+            truncated,
+            events_found,
+            verified,
+            commit_failed,
+            older if isinstance(older, int) else None,
         )
 
 

@@ -683,6 +683,40 @@ def test_a_view_searches_a_bounded_number_of_the_newest_records(
     assert "Intact: " in _text(recent)
 
 
+def test_older_audit_records_are_reached_page_by_page(stack: Stack) -> None:
+    stack.sign_in()
+    audit = stack.host.governance.audit
+    assert audit is not None
+    for index in range(25):
+        audit.append("auth_failure", principal=f"operator:p{index}", reason="x")
+    seen: list[str] = []
+    path = "/console/audit?event=auth_failure&limit=10"
+    pages = 0
+    while path:
+        page = stack.client.get(html.unescape(path)).text
+        pages += 1
+        seen += re.findall(r'<td data-label="Principal" class="exact">(.*?)</td>', page)
+        older = re.search(r'<a href="(/console/audit\?[^"]*)">Older records</a>', page)
+        path = older.group(1) if older else ""
+        if pages > 1:  # every older page leads back to the newest
+            assert re.search(r'<a href="/console/audit\?event=auth_failure&amp;limit=10">', page)
+        assert pages <= 4
+    # Every record once, newest first, with the filter kept on every page.
+    assert seen == [f"operator:p{index}" for index in reversed(range(25))]
+    assert pages == 3
+
+
+@given(st.text(max_size=20))
+@example("12")
+@example("\u0661")
+def test_any_audit_page_start_reads_as_a_record_number_or_none(before: str) -> None:
+    chosen = AuditFilter.from_query({"before": before}).before
+    if before.isascii() and before.isdigit() and len(before) <= 18:
+        assert chosen == int(before)
+    else:
+        assert chosen is None
+
+
 def test_the_audit_records_console_sign_in_and_out(stack: Stack) -> None:
     csrf = stack.sign_in()
     stack.post("/console/sign-out", {"csrf": csrf})
