@@ -112,6 +112,11 @@ _APPROVAL_REQUIRED_MESSAGE = (
     "Ask the user to open approval_url, review and approve this exact call, then repeat "
     "the identical call."
 )
+# An approval given in a session is that session's: a client that opens a new session for
+# every call (as some command-line clients do) must be told, or it would repeat forever.
+_IN_SESSION_NOTE = (
+    " Repeat it in this same MCP session: a call from another session asks for a new approval."
+)
 _APPROVAL_ERROR = "A person must approve this exact call in the MyMCP console first"
 _APPROVAL_ELICITATION_MESSAGE = (
     "MyMCP needs your approval before it runs {tool} with these exact arguments. Open the "
@@ -342,6 +347,8 @@ class AwaitingApproval:
     tool: str
     url: str
     expires_at: float
+    in_session: bool = False
+    """Asked in a handshake-era session, which alone can spend the approval."""
 
     def elicitation(self) -> dict[str, Any]:
         """The URL-mode elicitation that sends a person to the approval page (the
@@ -641,7 +648,8 @@ class Dispatcher:
             "code": "approval_required",
             "approval_url": waiting.url,
             "expires_at": rfc3339(waiting.expires_at),
-            "message": _APPROVAL_REQUIRED_MESSAGE,
+            "message": _APPROVAL_REQUIRED_MESSAGE
+            + (_IN_SESSION_NOTE if waiting.in_session else ""),
         }
         return structured_result(payload, is_error=True)
 
@@ -726,7 +734,8 @@ class Dispatcher:
         if approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
             self._record(caller, name, args_digest=digest, decision="approval_required")
             url = f"{self._console_origin}/console/approvals/{approval.id}"
-            return AwaitingApproval(approval.id, name, url, approval.expires_at)
+            in_session = caller.session_id is not None
+            return AwaitingApproval(approval.id, name, url, approval.expires_at, in_session)
         refusal = _APPROVAL_REFUSALS[approval.state]
         self._record(caller, name, args_digest=digest, decision=refusal["code"])
         return structured_result(refusal, is_error=True)

@@ -22,6 +22,7 @@ from mymcp.governance import Approvals, ApprovalState, AuditLog, Governance, Pol
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Caller, Dispatcher
+from mymcp.transport._dispatch import AwaitingApproval
 from mymcp.transport._jsonrpc import Request
 from mymcp.transport._stateless import MAX_WAITS, MAX_WAITS_PER_PRINCIPAL, StatelessEra
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
@@ -128,6 +129,22 @@ def test_other_clients_get_the_approval_required_result(capabilities: dict[str, 
     assert result["isError"] is True
     assert result["structuredContent"]["status"] == "approval_required"
     assert result["structuredContent"]["approval_url"].endswith(stage.approvals.pending()[0].id)
+    # No session binds it here, so the message does not ask for one.
+    assert "session" not in result["structuredContent"]["message"]
+
+
+def test_in_a_session_the_approval_required_result_says_the_session_must_repeat_it() -> None:
+    stage = _stage()
+    asked = anyio.run(
+        stage.dispatcher.call_tool,
+        Caller(ALICE, "session-1"),
+        {"name": "notes__write", "arguments": ARGUMENTS},
+    )
+    assert isinstance(asked, AwaitingApproval)
+    message = stage.dispatcher.approval_required_result(asked)["structuredContent"]["message"]
+    assert message.endswith(
+        "Repeat it in this same MCP session: a call from another session asks for a new approval."
+    )
 
 
 def test_the_retry_after_approval_runs_once() -> None:
