@@ -89,6 +89,13 @@ class HostApplication:
         self._on_startup = tuple(on_startup)
         self._on_shutdown = tuple(on_shutdown)
         self._forbidden = encode_json(error_response(None, ErrorCode.INVALID_REQUEST, "Forbidden"))
+        # A client pointed at a path near the endpoint (`/mcp/`, `/sse`) reports only the
+        # status; the body says where the endpoint is, for the person reading its error.
+        self._not_found = encode_json(
+            error_response(
+                None, ErrorCode.METHOD_NOT_FOUND, f"Not Found: the MCP endpoint is {MCP_PATH}"
+            )
+        )
         self._hostless = encode_json(
             error_response(
                 None, ErrorCode.INVALID_REQUEST, "An HTTP/1.1 request needs a Host header"
@@ -162,7 +169,7 @@ class HostApplication:
             return
         document = self._documents.get(path)
         if document is None:
-            await send_empty(send, 404)
+            await send_encoded(send, 404, self._not_found)
         else:
             await document.answer(scope["method"], send)
 

@@ -603,8 +603,15 @@ def test_head_on_a_document_sends_the_get_headers_without_the_body(
     assert head.headers.multi_items() == got.headers.multi_items()
 
 
-def test_unknown_paths_are_404(documents_client: TestClient) -> None:
-    assert documents_client.get("/nope").status_code == 404
+@pytest.mark.parametrize("path", ["/nope", "/mcp/", "/sse", "/MCP"])
+def test_unknown_paths_are_404_naming_the_endpoint(documents_client: TestClient, path: str) -> None:
+    for response in (documents_client.get(path), documents_client.post(path, json=rpc("ping"))):
+        assert response.status_code == 404
+        assert response.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32601, "message": "Not Found: the MCP endpoint is /mcp"},
+        }
 
 
 def test_initialize_returns_the_instructions(client) -> None:
