@@ -27,8 +27,8 @@ import enum
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any, Final, NoReturn
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NoReturn, cast
 
 import msgspec
 
@@ -102,6 +102,9 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_JSON_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def nests_deeper_than(document: object, limit: int) -> bool:
     """Whether JSON-like data holds containers nested more than `limit` deep (walked
     without recursion: the point is to bound depth). Any mapping counts as an object and
@@ -109,9 +112,19 @@ def nests_deeper_than(document: object, limit: int) -> bool:
     pending: list[tuple[object, int]] = [(document, 1)]
     while pending:
         value, depth = pending.pop()
-        if isinstance(value, Mapping):
-            children: list[object] | tuple[object, ...] = list(value.values())
-        elif isinstance(value, list | tuple):
+        kind = type(value)
+        children: Iterable[object]
+        # Decoded JSON holds only dicts, lists and these scalars: all are told by their
+        # type at once, and only other values pay for the abstract class's check.
+        if kind is dict:
+            children = list(cast("dict[object, object]", value).values())
+        elif kind is list:
+            children = cast("list[object]", value)
+        elif kind in _JSON_SCALARS:
+            continue
+        elif isinstance(value, Mapping):
+            children = list(value.values())
+        elif isinstance(value, tuple):
             children = value
         else:
             continue

@@ -10,6 +10,7 @@ inspected; for `memory_revise` the stored and the proposed text stand side by si
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -102,7 +103,7 @@ def _times(approval: Approval) -> tuple[tuple[str, str], ...]:
 
 def _declined_note(approval: Approval) -> str | None:
     declined = approval.client_declined_at
-    if declined is None or approval.state not in (ApprovalState.PENDING, ApprovalState.GRANTED):
+    if declined is None or approval.state is not ApprovalState.PENDING:
         return None
     return (
         f"The client reported at {rfc3339(declined)} that its user declined to open this "
@@ -130,10 +131,16 @@ def _comparison(
     )
 
 
+# What the cells cannot show: a space, a tab or a line end. (`str.split` would also take
+# separators and other characters the cells show escaped, which are a visible change.)
+_SPACING = re.compile(r"[ \t\r\n]+")
+
+
 def _spacing_only(old: object, new: object) -> bool:
-    if not (isinstance(old, str) and isinstance(new, str)):
+    if not (isinstance(old, str) and isinstance(new, str)) or old == new:
         return False
-    return old != new and old.split() == new.split()
+    words: list[str] = _SPACING.split(old.strip(" \t\r\n"))
+    return words == _SPACING.split(new.strip(" \t\r\n"))
 
 
 def _revision_note(stored: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:

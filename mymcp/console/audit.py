@@ -142,21 +142,26 @@ class AuditView:
         except AuditError:
             commit_failed = True
         newest: list[Mapping[str, Any]] = []
+        last: object = None
         events: set[str] = set()
-        scanned = matched = 0
+        scanned = matched = read = 0
         truncated = False
         older: object = None
         try:
-            for record in _newest_first(self._audit.directory):
+            for record in _newest_first(self._audit.directory, wanted.before):
                 if len(newest) == wanted.limit:
                     older = newest[-1].get("seq")
                     break
-                if scanned == MAX_SEARCHED:
-                    truncated = True
-                    break
                 seq = record.get("seq")
+                if read == MAX_SEARCHED:
+                    # The next page goes on from the last record searched, if any was.
+                    truncated = True
+                    older = last if scanned else None
+                    break
+                read += 1  # records passed over on the way count: reading is the cost
                 if wanted.before is not None and not (isinstance(seq, int) and seq < wanted.before):
                     continue  # on a newer page
+                last = seq
                 scanned += 1
                 event = record.get("event")
                 if isinstance(event, str):
@@ -188,9 +193,15 @@ class AuditView:
         )
 
 
-def _newest_first(directory: Path) -> Iterator[AuditRecord]:
-    """Every readable record, newest first, reading one segment at a time."""
+def _newest_first(directory: Path, before: int | None = None) -> Iterator[AuditRecord]:
+    """Every readable record, newest first, reading one segment at a time. With `before`,
+    a segment whose first record is not older than it holds only newer records (numbers
+    grow through the log) and is passed over unread."""
     for _, path in reversed(segments(directory)):
+        if before is not None:
+            first = next(iter(complete_records(path)), None)
+            if first is not None and isinstance(first["seq"], int) and first["seq"] >= before:
+                continue
         yield from reversed(list(complete_records(path)))
 
 

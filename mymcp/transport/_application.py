@@ -96,6 +96,15 @@ class HostApplication:
                 None, ErrorCode.METHOD_NOT_FOUND, f"Not Found: the MCP endpoint is {MCP_PATH}"
             )
         )
+        # The console that `mymcp stdio` serves for its approvals has no MCP endpoint.
+        self._console_only = encode_json(
+            error_response(
+                None,
+                ErrorCode.METHOD_NOT_FOUND,
+                "Not Found: this process serves only the console; its MCP client speaks "
+                "to it over stdio",
+            )
+        )
         self._hostless = encode_json(
             error_response(
                 None, ErrorCode.INVALID_REQUEST, "An HTTP/1.1 request needs a Host header"
@@ -169,7 +178,8 @@ class HostApplication:
             return
         document = self._documents.get(path)
         if document is None:
-            await send_encoded(send, 404, self._not_found)
+            unserved = self._console_only if path == MCP_PATH else self._not_found
+            await send_encoded(send, 404, unserved)
         else:
             await document.answer(scope["method"], send)
 

@@ -17,18 +17,13 @@ from mymcp._strictjson import DEFAULT_MAX_DEPTH
 from mymcp.runtime import BoundTool
 from mymcp.transport._exchange import encode_json
 
-__all__ = ["MAX_RESULT_BYTES", "MAX_RESULT_VALUES", "checked_result", "reaches_clients"]
+__all__ = ["MAX_RESULT_BYTES", "MAX_RESULT_VALUES", "checked_result"]
 
 # What one plugin result may hold. Results are read, checked and encoded on the event
 # loop, so a far larger one would hold every other request up; no client can give a
 # model more than this at once anyway.
 MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
 MAX_RESULT_VALUES: Final = 1_000_000
-
-
-def reaches_clients(tool: BoundTool, outcome: object) -> bool:
-    """Whether a handler's answer is a tool result clients accept from this tool."""
-    return isinstance(checked_result(tool, outcome), dict)
 
 
 def checked_result(tool: BoundTool, outcome: object) -> dict[str, Any] | str:
@@ -55,7 +50,10 @@ def checked_result(tool: BoundTool, outcome: object) -> dict[str, Any] | str:
     else:
         try:
             copied = _plain_copy(outcome)
-        except Exception:  # the plugin's object failed while it was read
+        except BaseException:
+            # The plugin's object failed while it was read, whatever it raised (even
+            # SystemExit): the copy runs no await, so no cancellation of this request can
+            # arrive here, and the call must still end with its outcome recorded.
             return "result_unreadable"
         if isinstance(copied, str):
             return copied
@@ -85,47 +83,64 @@ def _plain_copy(outcome: Mapping[str, Any]) -> dict[str, Any] | str:
     """The answer rebuilt from plain dicts and lists (other values kept as they are, for
     the encoder to judge), or why not: an object in it keyed by something other than
     text, or nesting deeper than a request may (`key_not_text_or_too_deep`), or more
-    values than a result may hold (`result_too_large`, found before they are copied).
+    values or text than a result may hold (`result_too_large`, found before any of it is
+    encoded).
 
     The encoder writes a number, boolean or None key as text, so `{1: …, "1": …}` would
     reach the client as one object naming a member twice; and clients stop reading at
     some depth (the Python SDK's parser near 200 levels), so a deeper result would be a
     reply nobody can read."""
     root: dict[str, Any] = {}
-    # Each container still to fill: the plugin's, its copy, and its level.
-    pending: list[tuple[Any, dict[str, Any] | list[Any], int]] = [(outcome, root, 1)]
-    values = 0
-    while pending:
-        source, target, depth = pending.pop()
+    copy = _Copy((outcome, root, 1))
+    while copy.pending:
+        source, target, depth = copy.pending.pop()
         if depth > DEFAULT_MAX_DEPTH:
             return "key_not_text_or_too_deep"
-        values += len(source)
-        if values > MAX_RESULT_VALUES:
+        copy.values += len(source)
+        if copy.values > MAX_RESULT_VALUES:
             return "result_too_large"
         if isinstance(target, dict):
             for key, value in source.items():
                 if type(key) is not str:
                     return "key_not_text_or_too_deep"
-                target[key] = _copy_of(value, pending, depth)
+                copy.text += len(key)
+                target[key] = copy.of(value, depth)
         else:
-            target.extend([_copy_of(value, pending, depth) for value in source])
+            target.extend([copy.of(value, depth) for value in source])
+        if copy.text > MAX_RESULT_BYTES:  # its JSON would be longer still
+            return "result_too_large"
     return root
 
 
-def _copy_of(
-    value: object, pending: list[tuple[Any, dict[str, Any] | list[Any], int]], depth: int
-) -> object:
-    """An empty container standing for `value` in the copy (filled once it is taken from
-    `pending`), or `value` itself when it is no container."""
-    if isinstance(value, Mapping):
-        mapping: dict[str, Any] = {}
-        pending.append((value, mapping, depth + 1))
-        return mapping
-    if isinstance(value, list | tuple):
-        sequence: list[Any] = []
-        pending.append((value, sequence, depth + 1))
-        return sequence
-    return value
+_Pending = tuple[Any, dict[str, Any] | list[Any], int]
+"""A container still to copy: the plugin's, its copy (empty so far), and its level."""
+
+
+class _Copy:
+    """One answer being copied: the containers still to fill, and how many values and
+    characters of text it holds so far."""
+
+    __slots__ = ("pending", "text", "values")
+
+    def __init__(self, first: _Pending) -> None:
+        self.pending = [first]
+        self.values = 0
+        self.text = 0
+
+    def of(self, value: object, depth: int) -> object:
+        """An empty container standing for `value` in the copy (filled once it is taken
+        from `pending`), or `value` itself when it is no container."""
+        if isinstance(value, Mapping):
+            mapping: dict[str, Any] = {}
+            self.pending.append((value, mapping, depth + 1))
+            return mapping
+        if isinstance(value, list | tuple):
+            sequence: list[Any] = []
+            self.pending.append((value, sequence, depth + 1))
+            return sequence
+        if type(value) is str:
+            self.text += len(value)
+        return value
 
 
 def _shape_problem(outcome: object) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -14,9 +15,9 @@ from hypothesis import example, given
 from markupsafe import escape
 
 from mymcp.console.approvals import pending_summary, visible
-from mymcp.console.audit import DEFAULT_LIMIT, MAX_LIMIT, AuditFilter
+from mymcp.console.audit import DEFAULT_LIMIT, MAX_LIMIT, AuditFilter, AuditView
 from mymcp.console.memory import reference_from_query, reference_query
-from mymcp.governance import Approvals, read_records, rfc3339
+from mymcp.governance import Approvals, AuditLog, read_records, rfc3339
 from tests.console.conftest import GATES, Stack, remember_arguments, running
 
 XSS_TITLE = "<script>alert(1)</script>"
@@ -704,6 +705,55 @@ def test_older_audit_records_are_reached_page_by_page(stack: Stack) -> None:
     # Every record once, newest first, with the filter kept on every page.
     assert seen == [f"operator:p{index}" for index in reversed(range(25))]
     assert pages == 3
+
+
+def test_an_older_page_reads_only_from_the_segment_it_starts_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mymcp.console import audit as console_audit
+
+    log = AuditLog(tmp_path / "audit", max_segment_bytes=65536, max_segments=100)
+    for index in range(3000):
+        log.append("auth_failure", principal=f"operator:p{index}", reason="x")
+    log.close()
+    assert len(list((tmp_path / "audit").glob("segment-*"))) >= 6
+    read: list[int] = []
+    whole = console_audit.complete_records
+
+    def counted(path: Path) -> Iterator[Any]:
+        for record in whole(path):
+            read.append(record["seq"])
+            yield record
+
+    monkeypatch.setattr(console_audit, "complete_records", counted)
+    page = AuditView(log).load(AuditFilter(before=40, limit=5))
+    assert [record["seq"] for record in page.records] == [39, 38, 37, 36, 35]
+    assert page.older == 35
+    # The newer segments were each looked at for their first record only.
+    assert len(read) < 1000, len(read)
+
+
+def test_a_page_cut_short_by_the_search_bound_leads_on_from_where_it_stopped(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mymcp.console import audit as console_audit
+
+    stack.sign_in()
+    audit = stack.host.governance.audit
+    assert audit is not None
+    for index in range(30):
+        audit.append("auth_failure", principal=f"operator:p{index}", reason="x")
+    monkeypatch.setattr(console_audit, "MAX_SEARCHED", 10)
+    first = stack.client.get("/console/audit?event=console_sign_in").text
+    assert "Older records were not searched" in first
+    older = re.search(r'<a href="(/console/audit\?[^"]*)">Older records</a>', first)
+    assert older is not None
+    following = stack.client.get(html.unescape(older.group(1))).text
+    # The search goes on below the records already searched, with the same filter.
+    before = int(re.search(r"before=(\d+)", older.group(1)).group(1))
+    shown = [int(n) for n in re.findall(r'<td data-label="#">(\d+)</td>', following)]
+    assert all(seq < before for seq in shown)
+    assert "console_sign_in" in following
 
 
 @given(st.text(max_size=20))

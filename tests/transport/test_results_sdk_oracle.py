@@ -16,7 +16,7 @@ from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from mymcp.runtime import compose_runtime
-from mymcp.transport._results import reaches_clients
+from mymcp.transport._results import checked_result
 from tests.synthetic import contribution, external_bindings, tool
 
 _PLUGIN = contribution("oracle", tool("oracle", "any"))
@@ -105,10 +105,14 @@ def _results(draw: st.DrawFn) -> dict[str, Any]:
     return result
 
 
+def _reaches_clients(result: dict[str, Any]) -> bool:
+    return isinstance(checked_result(_TOOL, result), dict)
+
+
 @settings(max_examples=400)
 @given(_results())
 def test_every_result_the_host_lets_through_is_one_the_sdk_reads(result: dict[str, Any]) -> None:
-    if reaches_clients(_TOOL, result):
+    if _reaches_clients(result):
         try:
             CallToolResult.model_validate(result)
         except ValidationError as exc:  # pragma: no cover - the failure being looked for
@@ -119,6 +123,6 @@ def test_the_oracle_sees_both_sides() -> None:
     # The property above means something only if both answers occur.
     good = {"content": [{"type": "text", "text": "x"}]}
     bad = {"content": [{"type": "resource_link", "uri": "x", "name": "x", "icons": [{"src": 5}]}]}
-    assert reaches_clients(_TOOL, good)
+    assert _reaches_clients(good)
     CallToolResult.model_validate(good)
-    assert not reaches_clients(_TOOL, bad)
+    assert not _reaches_clients(bad)

@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from mymcp.app import PROTECTED_RESOURCE_PATH, create_app
 from mymcp.config import HostConfiguration, McpSettings, ServerSettings
 from mymcp.runtime import BoundTool, compose_runtime
-from mymcp.transport import SERVER_INSTRUCTIONS
+from mymcp.transport import SERVER_INSTRUCTIONS, HostApplication, JsonDocument, TransportOptions
 from mymcp.transport._results import MAX_RESULT_BYTES, MAX_RESULT_VALUES, checked_result
 from tests.synthetic import contribution, external_bindings, tool
 from tests.transport.conftest import BASE, HEADERS, NamedBearer, initialize, rpc, session_headers
@@ -612,6 +612,21 @@ def test_unknown_paths_are_404_naming_the_endpoint(documents_client: TestClient,
             "id": None,
             "error": {"code": -32601, "message": "Not Found: the MCP endpoint is /mcp"},
         }
+
+
+def test_a_process_serving_only_the_console_says_so_at_the_mcp_path() -> None:
+    # `mymcp stdio` serves its console on the usual port, where a client may look for /mcp.
+    options = TransportOptions.for_binding("127.0.0.1", 8000)
+    app = HostApplication(None, options, {"/health": JsonDocument({"status": "ok"})})
+    with TestClient(app, base_url=BASE) as console_only:
+        response = console_only.post("/mcp", json=rpc("ping"), headers=HEADERS)
+        assert response.status_code == 404
+        assert response.json()["error"] == {
+            "code": -32601,
+            "message": "Not Found: this process serves only the console; its MCP client "
+            "speaks to it over stdio",
+        }
+        assert console_only.get("/health").json() == {"status": "ok"}
 
 
 def test_initialize_returns_the_instructions(client) -> None:
