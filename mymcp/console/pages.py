@@ -323,6 +323,8 @@ class ConsolePages:
         earlier = self._session(request)
         if earlier is not None:
             self._sessions.close(earlier)
+            if self._audit is not None:  # that session ended, as a sign-out ends one
+                self._audit.append("console_sign_out", principal="console")
         cookie, _ = self._sessions.open(epoch)
         if self._audit is not None:
             self._audit.append("console_sign_in", principal="console")

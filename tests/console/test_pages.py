@@ -790,6 +790,11 @@ def test_signing_in_again_ends_the_session_the_browser_had(stack: Stack) -> None
     with stack.another_browser() as other:
         other.cookies.set(name, earlier)
         assert other.get("/console/approvals").status_code == 403
+    audit = stack.host.governance.audit
+    assert audit is not None
+    audit.commit()
+    events = [r["event"] for r in read_records(audit.directory) if r["event"].startswith("console")]
+    assert events == ["console_sign_in", "console_sign_out", "console_sign_in"]
 
 
 @given(st.text(max_size=12))

@@ -215,13 +215,16 @@ def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
 
 
 class _FailingMapping(Mapping[str, Any]):
-    """A plugin's own mapping type whose reading raises."""
+    """A plugin's own mapping type whose reading raises (by default a RuntimeError)."""
+
+    def __init__(self, raises: type[BaseException] = RuntimeError) -> None:
+        self._raises = raises
 
     def __getitem__(self, key: str) -> Any:
-        raise RuntimeError("the plugin's object broke")
+        raise self._raises("the plugin's object broke")
 
     def __iter__(self) -> Iterator[str]:
-        raise RuntimeError("the plugin's object broke")
+        raise self._raises("the plugin's object broke")
 
     def __len__(self) -> int:
         return 1
@@ -268,8 +271,11 @@ def _text_result(**extra: Any) -> dict[str, Any]:
         _text_result(structuredContent=_FailingMapping()),
         _ReadableOnce(_text_result(), reads=0),
         _text_result(structuredContent=_ReadableOnce({"a": 1}, reads=0)),
+        # What no tool should raise, as a handler's own SystemExit is answered too.
+        _text_result(structuredContent=_FailingMapping(SystemExit)),
+        _text_result(structuredContent=_FailingMapping(KeyboardInterrupt)),
     ],
-    ids=["mapping", "mapping-inside", "dict", "dict-inside"],
+    ids=["mapping", "mapping-inside", "dict", "dict-inside", "system-exit", "interrupt"],
 )
 def test_a_result_that_fails_when_read_is_that_call_s_internal_error(
     result_client, result: Any, caplog: pytest.LogCaptureFixture
