@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -119,6 +120,18 @@ _NO_CONNECTION_FREE = (
 
 class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head beyond the bounds."""
+
+
+def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    """The body length a request's head declares: one Content-Length of digits and no
+    Transfer-Encoding; None otherwise."""
+    fields = list(headers)
+    lengths = [value for name, value in fields if name == b"content-length"]
+    if len(lengths) != 1 or not lengths[0].isdigit() or len(lengths[0]) > 18:
+        return None
+    if any(name == b"transfer-encoding" for name, _ in fields):
+        return None
+    return int(lengths[0])
 
 
 def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
@@ -226,6 +239,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
+    # The bytes of an upgrade request's body still to come: read here, not by the parser.
+    _upgrade_body_left = 0
     # Requests on this connection received in full and not yet answered (the first is
     # being answered, the rest wait their turn); the connection counts once in the load.
     _unanswered = 0
@@ -260,6 +275,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # HTTP without a warning (this server speaks no websockets).
         self._unset_keepalive_if_required()
         if self._ignoring_input:
+            if self._upgrade_body_left:
+                self._take_upgrade_body(data)
             return
         if self._head_received is not None:
             self._head_received += len(data)
@@ -267,14 +284,24 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._after_head += len(data)
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # The request was dispatched as plain HTTP, without a body: the parser stops
-            # at the end of an upgrade's head. What follows would be that body or the
-            # other protocol, never a request, so it is not read, and the connection
-            # closes after the answer.
+        except httptools.HttpParserUpgrade as upgrade:
+            # An upgrade offered (to h2c, say, as Java's HTTP client offers on every
+            # first request) is declined by answering in HTTP/1.1, as HTTP allows. The
+            # parser stops at the end of its head, having dispatched the request as
+            # complete: a body it declares by Content-Length is read here, and what
+            # follows it is never read (a client may send the other protocol once it
+            # sees a switch, never another request); the connection closes after the
+            # answer.
             self._ignoring_input = True
-            if self.cycle is not None:
-                self.cycle.keep_alive = False
+            cycle = self.cycle
+            if cycle is not None:
+                cycle.keep_alive = False
+                length = _declared_length(self.scope["headers"])
+                if length is not None and 0 < length <= self.max_bytes_after_head:
+                    self._upgrade_body_left = length
+                    cycle.more_body = True
+                    self._begin(self.body_seconds)
+                    self._take_upgrade_body(data[upgrade.args[0] :])
             return
         except httptools.HttpParserError:
             if self.transport.is_closing():  # dropped by a callback (trailer fields)
@@ -293,6 +320,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._drop_mid_request("Request body too large.")
         elif self.headers and self._trailers_too_large():
             self._drop_mid_request("Request trailer fields too large.")
+
+    def _take_upgrade_body(self, data: bytes) -> None:
+        """Hand the request what arrived of its body (an upgrade request's, which the
+        parser left unread), and mark it complete once all of it did."""
+        part = data[: self._upgrade_body_left]
+        self._upgrade_body_left -= len(part)
+        cycle = self.cycle
+        cycle.body += part
+        if not self._upgrade_body_left:
+            cycle.more_body = False
+            self._phase_limit = None
+        cycle.message_event.set()
 
     def _refuse_head(self) -> None:
         self.logger.warning("Request head too large.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,37 @@ def test_the_real_server_answers_every_hostile_message_below_500(
             json.loads(response.content)  # every body is one JSON document
     assert anonymous_server.process.poll() is None
     assert not any("Traceback" in line for line in anonymous_server.output)
+
+
+def test_an_h2c_upgrade_offered_on_the_first_request_is_declined_and_the_request_served(
+    anonymous_server: RunningServer,
+) -> None:
+    # Java's HTTP client sends its first request to a plain-HTTP server this way.
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+        }
+    ).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{anonymous_server.port}\r\n"
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", anonymous_server.port), timeout=15) as client:
+        client.sendall(head + body)
+        received = b""
+        while chunk := client.recv(65536):  # the server closes after its answer
+            received += chunk
+    status, _, rest = received.partition(b"\r\n")
+    assert status == b"HTTP/1.1 200 OK"  # no 101: the upgrade is declined
+    reply = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert reply["result"]["protocolVersion"] == "2025-11-25"
+    assert b"mcp-session-id" in rest.lower()
 
 
 def test_the_server_logged_no_traceback_and_still_serves(anonymous_server: RunningServer) -> None:

@@ -32,6 +32,7 @@ class MemoryTransport(asyncio.Transport):
         self.eof = False  # the server shut its sending side
         self.reading = True
         self.aborted = asyncio.Event()  # closed dropping what was still to be sent
+        self.closing = asyncio.Event()
         self.protocol: asyncio.Protocol | None = None
 
     def send(self, data: bytes) -> None:
@@ -48,6 +49,7 @@ class MemoryTransport(asyncio.Transport):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.closing.set()
             assert self.protocol is not None
             asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
 
@@ -483,3 +485,68 @@ def test_a_websocket_upgrade_is_answered_as_plain_http_without_a_warning(
     with caplog.at_level(logging.DEBUG):
         run(scenario)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+_H2C = (
+    "connection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\n"
+    "http2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+)
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "piece-by-piece"])
+def test_an_upgrade_offered_with_a_body_is_declined_and_the_body_read(split: bool) -> None:
+    # Java's HTTP client offers h2c this way on the first request to a plain-HTTP server.
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        body = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}'
+        sent = request(headers=_H2C, body=body)
+        if split:
+            head_end = sent.index(b"\r\n\r\n") + 4
+            connection.send(sent[:head_end])
+            await settle()
+            for index in range(head_end, len(sent), 7):
+                connection.send(sent[index : index + 7])
+            connection.send(_PREFACE)  # what a client might send next is never read
+        else:
+            connection.send(sent + _PREFACE)
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).endswith(str(len(body)).encode())
+        assert bytes(connection.written).count(b"HTTP/1.1") == 1
+        assert connection.closed
+        assert app.started == 1
+
+    run(scenario)
+
+
+def test_an_upgrade_request_whose_body_never_comes_is_cut_off_at_the_body_deadline() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits(body_seconds=0.01)).connect()
+        sent = request(headers=_H2C, body=b"0123456789")
+        connection.send(sent[:-4])  # six of the ten bytes
+        await asyncio.wait_for(connection.closing.wait(), 30)
+        await settle()
+        assert b"200 OK" not in bytes(connection.written)  # nobody answered half a body
+
+    run(scenario)
+
+
+def test_a_chunked_upgrade_request_is_answered_without_its_body() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        head = (
+            "POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
+            + _H2C
+            + "transfer-encoding: chunked\r\n\r\n"
+        ).encode()
+        connection.send(head + b"3\r\nabc\r\n0\r\n\r\n")
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).endswith(b"\r\n\r\n0")  # no body reached it
+        assert connection.closed
+
+    run(scenario)
