@@ -87,6 +87,14 @@ __all__ = [
 _ALLOW = "POST, DELETE"
 _ALLOW_STATELESS = "POST"
 _MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
+_COMPRESSED_BODY = "Content-Encoding is not supported: send the request body uncompressed"
+
+
+def _is_identity(codings: tuple[str, ...]) -> bool:
+    """Whether the Content-Encoding fields name no coding but `identity`."""
+    named = (coding.strip().lower() for field in codings for coding in field.split(","))
+    return all(coding in ("", "identity") for coding in named)
+
 
 _log = logging.getLogger("mcp")
 
@@ -263,6 +271,11 @@ class McpEndpoint:
             return None
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
+            return None
+        if headers.content_encoding and not _is_identity(headers.content_encoding):
+            # A compressed body would otherwise read as text that is no UTF-8.
+            refusal = _transport_error(_COMPRESSED_BODY)
+            await send_json(send, 415, refusal, {"accept-encoding": "identity"})
             return None
         try:
             body = await read_body(headers, receive)

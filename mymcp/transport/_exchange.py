@@ -53,6 +53,7 @@ class RequestHeaders:
     accept: tuple[str, ...] = ()
     content_type: tuple[str, ...] = ()
     content_length: tuple[str, ...] = ()
+    content_encoding: tuple[str, ...] = ()
     session: tuple[str, ...] = ()
     version: tuple[str, ...] = ()
     # The stateless era mirrors body fields into these; the server cross-checks them.
@@ -70,6 +71,7 @@ _HEADER_SLOTS = {
     b"accept": "accept",
     b"content-type": "content_type",
     b"content-length": "content_length",
+    b"content-encoding": "content_encoding",
     b"mcp-session-id": "session",
     b"mcp-protocol-version": "version",
     b"mcp-method": "method",

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import dataclasses
 import functools
+import gzip
 import json
 import logging
 import re
@@ -246,6 +247,27 @@ def test_accept_must_admit_json_and_sse(client, accept) -> None:
 )
 def test_accept_order_and_wildcards(client, accept) -> None:
     assert initialize(client, accept=accept)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate", "identity, gzip"])
+@pytest.mark.parametrize("stateless", [False, True], ids=["session", "stateless"])
+def test_a_compressed_body_is_refused_as_such(client, coding: str, stateless: bool) -> None:
+    body = gzip.compress(json.dumps(rpc("initialize", {})).encode())
+    headers = {**HEADERS, "content-encoding": coding}
+    if stateless:
+        headers.update({"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"})
+    response = client.post("/mcp", content=body, headers=headers)
+    assert response.status_code == 415
+    assert response.headers["accept-encoding"] == "identity"
+    assert response.json()["error"]["message"] == (
+        "Content-Encoding is not supported: send the request body uncompressed"
+    )
+
+
+@pytest.mark.parametrize("coding", ["identity", "Identity", ""])
+def test_a_body_said_to_be_uncompressed_is_read(client, coding: str) -> None:
+    headers = {**HEADERS, "content-encoding": coding}
+    assert client.post("/mcp", json=rpc("initialize", {}), headers=headers).status_code == 200
 
 
 def test_content_type_must_be_json(client) -> None:
