@@ -133,3 +133,14 @@ def test_what_the_instruction_count_runs_is_served(case: str) -> None:
     # `--instructions` runs exactly this under callgrind; a case that is not served
     # (any status but 200) fails it.
     _bench("--repeat", case, "--requests", "4", script=APP_CPU)
+
+
+def test_the_result_check_bench_times_every_result() -> None:
+    done = _bench("--calls", "2", "--rounds", "1", script=REPO / "bench" / "result_check.py")
+    names = [line.rsplit(" ", 2)[0].strip() for line in done.stdout.splitlines()]
+    assert names == [
+        "one text block",
+        "text and small structured content",
+        "100 records of 5 fields",
+        "one 64 KiB text block",
+    ]
