@@ -11,7 +11,7 @@ a log line for the operator, instead of a reply the client cannot read.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from mymcp._strictjson import DEFAULT_MAX_DEPTH
 from mymcp.runtime import BoundTool
@@ -112,6 +112,7 @@ def _plain_copy(outcome: Mapping[str, Any]) -> dict[str, Any] | str:
     return root
 
 
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 _Pending = tuple[Any, dict[str, Any] | list[Any], int]
 """A container still to copy: the plugin's, its copy (empty so far), and its level."""
 
@@ -130,16 +131,22 @@ class _Copy:
     def of(self, value: object, depth: int) -> object:
         """An empty container standing for `value` in the copy (filled once it is taken
         from `pending`), or `value` itself when it is no container."""
-        if isinstance(value, Mapping):
+        # Most values are text, numbers and plain dicts and lists, told by their type at
+        # once; only other values pay for the abstract class's (much dearer) check.
+        kind = type(value)
+        if kind is str:
+            self.text += len(cast(str, value))
+            return value
+        if kind in _SCALARS:
+            return value
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
             mapping: dict[str, Any] = {}
             self.pending.append((value, mapping, depth + 1))
             return mapping
-        if isinstance(value, list | tuple):
+        if kind is list or isinstance(value, tuple):
             sequence: list[Any] = []
             self.pending.append((value, sequence, depth + 1))
             return sequence
-        if type(value) is str:
-            self.text += len(value)
         return value
 
 
