@@ -63,11 +63,11 @@ DECLARED = [
     ("memory_recall", "1.3.0", RO, Consent.NONE),
     ("memory_list", "1.3.0", RO, Consent.NONE),
     ("memory_inspect", "1.2.0", RO, Consent.NONE),
-    ("memory_archive", "1.2.0", WRITE, Consent.PER_CALL),
-    ("memory_restore", "1.2.0", WRITE, Consent.PER_CALL),
-    ("memory_remember", "1.3.0", WRITE, Consent.PER_CALL),
-    ("memory_revise", "1.3.0", DESTROY, Consent.PER_CALL),
-    ("memory_forget", "1.2.0", DESTROY, Consent.PER_CALL),
+    ("memory_archive", "1.2.1", WRITE, Consent.PER_CALL),
+    ("memory_restore", "1.2.1", WRITE, Consent.PER_CALL),
+    ("memory_remember", "1.3.1", WRITE, Consent.PER_CALL),
+    ("memory_revise", "1.3.1", DESTROY, Consent.PER_CALL),
+    ("memory_forget", "1.2.1", DESTROY, Consent.PER_CALL),
 ]
 
 MEM_ID = "mem_0123456789abcdef0123456789abcdef"

@@ -118,9 +118,9 @@ KIND_GUIDANCE: Final[Mapping[tuple[Scope, str], str]] = MappingProxyType(
 
 CONSENT_NOTE: Final = (
     "This tool changes stored memory. Call it only after the user has seen and approved "
-    "these exact arguments; the server relies on the client's per-call approval and "
-    "never treats any argument as consent. Never store secrets, credentials or "
-    "sensitive personal identifiers."
+    "these exact arguments; no argument counts as consent. Given an approval link "
+    "instead, have the user open it, then repeat the call. Never store secrets, "
+    "credentials or sensitive personal identifiers."
 )
 
 
