@@ -124,7 +124,7 @@ def nests_deeper_than(document: object, limit: int) -> bool:
             continue
         elif isinstance(value, Mapping):
             children = list(value.values())
-        elif isinstance(value, tuple):
+        elif isinstance(value, list | tuple):
             children = value
         else:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import assume, given
@@ -14,6 +15,7 @@ from mymcp._strictjson import (
     _load_message_exactly,
     load_message_json,
     load_strict_json,
+    nests_deeper_than,
 )
 
 plain_json = st.recursive(
@@ -290,3 +292,31 @@ def test_a_byte_order_mark_before_a_document_is_named(value: object) -> None:
     assert caught.value.detail is not None
     assert "byte-order mark" in caught.value.detail
     assert (caught.value.location.line, caught.value.location.column) == (1, 1)
+
+
+class _OwnList(list[object]):
+    pass
+
+
+class _OwnMapping(dict[str, object]):
+    pass
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda inner: [inner],
+        lambda inner: (inner,),
+        lambda inner: _OwnList([inner]),
+        lambda inner: {"a": inner},
+        lambda inner: _OwnMapping(a=inner),
+    ],
+    ids=["list", "tuple", "own-list", "dict", "own-mapping"],
+)
+def test_nesting_is_counted_through_any_mapping_list_or_tuple_type(wrap: Any) -> None:
+    # A plugin's data (a schema, a result) may hold its own container types.
+    document: object = 0
+    for _ in range(5):
+        document = wrap(document)
+    assert nests_deeper_than(document, 4)
+    assert not nests_deeper_than(document, 5)

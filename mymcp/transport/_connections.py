@@ -122,16 +122,58 @@ class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head beyond the bounds."""
 
 
-def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    """The body length a request's head declares: one Content-Length of digits and no
-    Transfer-Encoding; None otherwise."""
-    fields = list(headers)
-    lengths = [value for name, value in fields if name == b"content-length"]
-    if len(lengths) != 1 or not lengths[0].isdigit() or len(lengths[0]) > 18:
-        return None
-    if any(name == b"transfer-encoding" for name, _ in fields):
-        return None
-    return int(lengths[0])
+class _UpgradeBody:
+    """The body of a request that offered an upgrade, which the request's own parser
+    leaves unread (it stops at the end of such a head): read by Content-Length, or
+    through a parser of its own when chunked, into the request's cycle."""
+
+    __slots__ = ("_chunks", "_left", "complete", "cycle", "received")
+
+    def __init__(self, cycle: RequestResponseCycle, headers: Iterable[tuple[bytes, bytes]]):
+        self.cycle = cycle
+        self.complete = False
+        self.received = 0  # bytes on the wire, framing included
+        fields = list(headers)
+        lengths = [value for name, value in fields if name == b"content-length"]
+        self._left = int(lengths[0]) if lengths else 0  # the parser checked the digits
+        self._chunks: httptools.HttpRequestParser | None = None
+        if any(name == b"transfer-encoding" for name, _ in fields):
+            # The parser refused any coding but chunked (last) already.
+            self._chunks = httptools.HttpRequestParser(self)
+            self._chunks.feed_data(_CHUNKED_HEAD)
+        elif not self._left:
+            self.complete = True
+
+    def take(self, data: bytes) -> None:
+        """Read what arrived of the body; raises `httptools.HttpParserError` for
+        chunk framing that is no HTTP."""
+        if self._chunks is not None:
+            self.received += len(data)
+            try:
+                self._chunks.feed_data(data)
+            except httptools.HttpParserError:
+                # What follows a complete body (read on as a next request) is never read.
+                if not self.complete:
+                    raise
+            return
+        part = data[: self._left]
+        self._left -= len(part)
+        self.received += len(part)
+        self.cycle.body += part
+        if not self._left:
+            self.complete = True
+
+    def on_body(self, body: bytes) -> None:  # the chunk parser's callbacks
+        if not self.complete:  # never the body of what it reads on as a next request
+            self.cycle.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+# What the chunk parser of an upgrade request's body is told first: that a chunked body
+# follows (the request's own head went to the request's parser).
+_CHUNKED_HEAD = b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
 def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
@@ -239,8 +281,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Set once nothing more this connection sends will be read (after an upgrade
     # request or a refused head).
     _ignoring_input = False
-    # The bytes of an upgrade request's body still to come: read here, not by the parser.
-    _upgrade_body_left = 0
+    # The body of an upgrade request while it arrives: read here, not by the parser.
+    _upgrade_body: _UpgradeBody | None = None
     # Requests on this connection received in full and not yet answered (the first is
     # being answered, the rest wait their turn); the connection counts once in the load.
     _unanswered = 0
@@ -275,7 +317,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # HTTP without a warning (this server speaks no websockets).
         self._unset_keepalive_if_required()
         if self._ignoring_input:
-            if self._upgrade_body_left:
+            if self._upgrade_body is not None:
                 self._take_upgrade_body(data)
             return
         if self._head_received is not None:
@@ -288,18 +330,19 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # An upgrade offered (to h2c, say, as Java's HTTP client offers on every
             # first request) is declined by answering in HTTP/1.1, as HTTP allows. The
             # parser stops at the end of its head, having dispatched the request as
-            # complete: a body it declares by Content-Length is read here, and what
-            # follows it is never read (a client may send the other protocol once it
-            # sees a switch, never another request); the connection closes after the
-            # answer.
+            # complete: its body is read here, and what follows it is never read (a
+            # client may send the other protocol once it sees a switch, never another
+            # request); the connection closes after the answer.
             self._ignoring_input = True
             cycle = self.cycle
             if cycle is not None:
                 cycle.keep_alive = False
-                length = _declared_length(self.scope["headers"])
-                if length is not None and 0 < length <= self.max_bytes_after_head:
-                    self._upgrade_body_left = length
+                body = _UpgradeBody(cycle, cycle.scope["headers"])
+                if not body.complete:
+                    self._upgrade_body = body
                     cycle.more_body = True
+                    # Still being sent, so not yet a request being answered.
+                    self._count_answered()
                     self._begin(self.body_seconds)
                     self._take_upgrade_body(data[upgrade.args[0] :])
             return
@@ -324,14 +367,38 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _take_upgrade_body(self, data: bytes) -> None:
         """Hand the request what arrived of its body (an upgrade request's, which the
         parser left unread), and mark it complete once all of it did."""
-        part = data[: self._upgrade_body_left]
-        self._upgrade_body_left -= len(part)
-        cycle = self.cycle
-        cycle.body += part
-        if not self._upgrade_body_left:
+        body = self._upgrade_body
+        assert body is not None  # only called while one arrives
+        cycle = body.cycle
+        try:
+            body.take(data)
+        except httptools.HttpParserError:
+            self._upgrade_body = None
+            self._drop_mid_request("Invalid chunked body received.")
+            return
+        if body.received > self.max_bytes_after_head:
+            self._upgrade_body = None
+            self._drop_mid_request("Request body too large.")
+            return
+        if body.complete:
+            self._upgrade_body = None
             cycle.more_body = False
             self._phase_limit = None
+            if not cycle.response_complete:  # now a request received in full
+                self._count_unanswered()
         cycle.message_event.set()
+
+    def _count_unanswered(self) -> None:
+        if self._load is not None:
+            self._unanswered += 1
+            if self._unanswered == 1:
+                self._load.answering += 1
+
+    def _count_answered(self) -> None:
+        if self._unanswered and self._load is not None:
+            self._unanswered -= 1
+            if not self._unanswered:
+                self._load.answering -= 1
 
     def _refuse_head(self) -> None:
         self.logger.warning("Request head too large.")
@@ -414,16 +481,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._phase_limit = None
         self._head_received = 0  # whatever arrives next is the next request's head
-        if answering and self._load is not None:
-            self._unanswered += 1
-            if self._unanswered == 1:
-                self._load.answering += 1
+        if answering:
+            self._count_unanswered()
 
     def on_response_complete(self) -> None:
-        if self._unanswered and self._load is not None:
-            self._unanswered -= 1
-            if not self._unanswered:
-                self._load.answering -= 1
+        self._count_answered()
         super().on_response_complete()
 
     def pause_writing(self) -> None:

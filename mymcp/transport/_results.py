@@ -143,7 +143,7 @@ class _Copy:
             mapping: dict[str, Any] = {}
             self.pending.append((value, mapping, depth + 1))
             return mapping
-        if kind is list or isinstance(value, tuple):
+        if kind is list or isinstance(value, list | tuple):
             sequence: list[Any] = []
             self.pending.append((value, sequence, depth + 1))
             return sequence

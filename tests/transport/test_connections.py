@@ -534,19 +534,61 @@ def test_an_upgrade_request_whose_body_never_comes_is_cut_off_at_the_body_deadli
     run(scenario)
 
 
-def test_a_chunked_upgrade_request_is_answered_without_its_body() -> None:
+_CHUNKED_UPGRADE = (
+    "POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n" + _H2C + "transfer-encoding: chunked\r\n\r\n"
+).encode()
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "byte-by-byte"])
+def test_a_chunked_upgrade_request_has_its_body_read(split: bool) -> None:
+    # Java's client sends a body of unknown length this way.
     async def scenario() -> None:
         app = Held(holding=False)
         connection = Server(app, ConnectionLimits()).connect()
-        head = (
-            "POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
-            + _H2C
-            + "transfer-encoding: chunked\r\n\r\n"
-        ).encode()
-        connection.send(head + b"3\r\nabc\r\n0\r\n\r\n")
+        body = b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\ntrailer: x\r\n\r\n"
+        if split:
+            connection.send(_CHUNKED_UPGRADE)
+            for index in range(len(body)):
+                connection.send(body[index : index + 1])
+        else:  # followed by what is never read: a preface, or a pipelined request
+            connection.send(_CHUNKED_UPGRADE + body + request(body=b"hello") + _PREFACE)
         await settle()
         assert status(connection) == b"HTTP/1.1 200 OK"
-        assert bytes(connection.written).endswith(b"\r\n\r\n0")  # no body reached it
+        assert bytes(connection.written).endswith(b"\r\n\r\n7")  # "abcdefg"
+        assert bytes(connection.written).count(b"HTTP/1.1") == 1
         assert connection.closed
+
+    run(scenario)
+
+
+def test_a_chunked_upgrade_body_that_is_no_http_closes_the_connection() -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        connection.send(_CHUNKED_UPGRADE + b"zz\r\nnot a chunk\r\n")
+        await settle()
+        assert connection.closed
+        assert b"200 OK" not in bytes(connection.written)
+
+    run(scenario)
+
+
+def test_upgrade_requests_still_sending_their_bodies_are_not_being_answered() -> None:
+    # Otherwise a few slow senders would make the server answer everyone else 503.
+    async def scenario() -> None:
+        app = Held(holding=False)
+        server = Server(app, LIMITS)  # two requests being answered at most
+        slow = [server.connect() for _ in range(3)]
+        for connection in slow:
+            connection.send(request(headers=_H2C, body=b"0123456789")[:-5])
+        await settle()
+        fresh = server.connect()
+        fresh.send(request(body=b"{}"))
+        await settle()
+        assert status(fresh) == b"HTTP/1.1 200 OK"
+        for connection in slow:  # and each is answered once its body is complete
+            connection.send(b"56789")
+        await settle()
+        assert [status(connection) for connection in slow] == [b"HTTP/1.1 200 OK"] * 3
 
     run(scenario)

@@ -322,6 +322,31 @@ def _bound_tool() -> BoundTool:
     return found
 
 
+class _PluginList(list[Any]):
+    """A list type of a plugin's own (a YAML library's sequence, say)."""
+
+
+def test_a_plugin_s_own_list_and_tuple_types_are_copied_and_checked_like_lists() -> None:
+    bound = _bound_tool()
+    inner = {"n": 1}
+    result = {"content": _PluginList([{"type": "text", "text": "x"}]), "structuredContent": {}}
+    result["structuredContent"] = {"rows": _PluginList([inner]), "pair": (1, 2)}
+    copied = checked_result(bound, result)
+    assert isinstance(copied, dict)
+    assert type(copied["content"]) is list
+    assert copied["structuredContent"] == {"rows": [{"n": 1}], "pair": [1, 2]}
+    assert copied["structuredContent"]["rows"][0] is not inner  # the plugin's own dict stays
+    duplicate = {"content": [{"type": "text", "text": "x"}], "structuredContent": {}}
+    duplicate["structuredContent"] = {"rows": _PluginList([{1: "a", "1": "b"}])}
+    assert checked_result(bound, duplicate) == "key_not_text_or_too_deep"
+    deep: Any = {"type": "text", "text": "x"}
+    for _ in range(70):
+        deep = _PluginList([deep])
+    assert checked_result(bound, {"content": [], "structuredContent": {"d": deep}}) == (
+        "key_not_text_or_too_deep"
+    )
+
+
 def test_a_result_may_hold_as_many_values_and_bytes_as_the_bounds_and_no_more() -> None:
     bound = _bound_tool()
     # The root's two members, `content`, its block's two members and `structuredContent`
