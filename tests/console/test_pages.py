@@ -660,9 +660,9 @@ def test_the_audit_page_shows_invisible_characters_as_escapes_and_filters_on_the
         ]
 
 
-def test_a_view_searches_a_bounded_number_of_the_newest_records(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _thirty_failures_ten_searched(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signed in, thirty `auth_failure` records after the sign-in, and a view that
+    searches at most the newest ten records."""
     from mymcp.console import audit as console_audit
 
     stack.sign_in()
@@ -671,6 +671,12 @@ def test_a_view_searches_a_bounded_number_of_the_newest_records(
     for index in range(30):
         audit.append("auth_failure", principal=f"operator:p{index}", reason="x")
     monkeypatch.setattr(console_audit, "MAX_SEARCHED", 10)
+
+
+def test_a_view_searches_a_bounded_number_of_the_newest_records(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _thirty_failures_ten_searched(stack, monkeypatch)
     # The oldest record of all (the sign-in) is beyond the bound: not found, and said so.
     old = _text(stack.client.get("/console/audit?event=console_sign_in").text)
     assert "0 of the newest 10 records match" in old
@@ -736,14 +742,7 @@ def test_an_older_page_reads_only_from_the_segment_it_starts_in(
 def test_a_page_cut_short_by_the_search_bound_leads_on_from_where_it_stopped(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mymcp.console import audit as console_audit
-
-    stack.sign_in()
-    audit = stack.host.governance.audit
-    assert audit is not None
-    for index in range(30):
-        audit.append("auth_failure", principal=f"operator:p{index}", reason="x")
-    monkeypatch.setattr(console_audit, "MAX_SEARCHED", 10)
+    _thirty_failures_ten_searched(stack, monkeypatch)
     first = stack.client.get("/console/audit?event=console_sign_in").text
     assert "Older records were not searched" in first
     older = re.search(r'<a href="(/console/audit\?[^"]*)">Older records</a>', first)

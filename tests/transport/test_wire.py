@@ -190,14 +190,19 @@ def _nested(levels: int) -> dict[str, Any]:
 TOO_DEEP_RESULTS = [_nested(65), _nested(200)]
 
 
+def _call_odd(client: TestClient) -> tuple[str, Any]:
+    """A session, and the reply to its call of `alpha__odd` (request id 7)."""
+    session = initialize(client)
+    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
+    return session, client.post("/mcp", json=call, headers=session_headers(session))
+
+
 @pytest.mark.parametrize("result", UNENCODABLE_RESULTS + NON_TEXT_KEY_RESULTS + TOO_DEEP_RESULTS)
 def test_an_unencodable_plugin_result_is_that_call_s_internal_error(
     result_client, result: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = result_client(result)
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
-    response = client.post("/mcp", json=call, headers=session_headers(session))
+    session, response = _call_odd(client)
     assert response.status_code == 200
     answer = response.json()["result"]
     assert answer["isError"] is True
@@ -282,9 +287,7 @@ def test_a_result_that_fails_when_read_is_that_call_s_internal_error(
 ) -> None:
     # Not a 500 without the request's id and without the call's outcome in the log.
     client = result_client(result)
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
-    response = client.post("/mcp", json=call, headers=session_headers(session))
+    session, response = _call_odd(client)
     assert response.status_code == 200
     reply = response.json()
     assert reply["id"] == 7
@@ -305,9 +308,7 @@ def test_a_result_is_read_once_and_what_was_checked_is_what_is_sent(result_clien
     # reply: the reply is built from the copy that was checked.
     structured = _ReadableOnce({"a": 1, "nested": {"b": [1, 2]}})
     client = result_client(_text_result(structuredContent=structured))
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
-    response = client.post("/mcp", json=call, headers=session_headers(session))
+    _, response = _call_odd(client)
     assert response.status_code == 200
     answer = response.json()["result"]
     assert "isError" not in answer
@@ -371,9 +372,7 @@ def test_a_result_beyond_the_bounds_is_that_call_s_internal_error(
 ) -> None:
     blocks = [{"type": "text", "text": "x"}] * MAX_RESULT_VALUES
     client = result_client({"content": blocks})
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
-    response = client.post("/mcp", json=call, headers=session_headers(session))
+    session, response = _call_odd(client)
     answer = response.json()["result"]
     assert answer["structuredContent"]["code"] == "internal_error"
     (line,) = [r.getMessage() for r in caplog.records if "tool_failure" in r.getMessage()]
@@ -388,9 +387,7 @@ def test_a_reply_that_still_cannot_be_encoded_is_an_internal_error_for_that_requ
     # The bundled memory tools' results are spared the plugins' encoding check: should
     # one ever hold such a value, encoding the reply refuses it.
     client = result_client(result, plugin_id="mnemosyne")
-    session = initialize(client)
-    call = rpc("tools/call", {"name": "alpha__odd", "arguments": {}}, request_id=7)
-    response = client.post("/mcp", json=call, headers=session_headers(session))
+    session, response = _call_odd(client)
     assert response.status_code == 200
     reply = response.json()
     request_id = reply["error"]["data"]["request_id"]
