@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -65,6 +65,11 @@ def _without_body(send: Send) -> Send:
     return headers_only
 
 
+# Where OAuth clients look for an authorization server of the resource's origin (client
+# registration, the token and authorization endpoints), besides `/.well-known/`.
+_AUTHORIZATION_SERVER_PATHS: Final = frozenset({"/register", "/token", "/authorize"})
+
+
 class HostApplication:
     """The ASGI app uvicorn serves: `/mcp` plus fixed JSON documents such as `/health`.
 
@@ -95,6 +100,15 @@ class HostApplication:
             error_response(
                 None, ErrorCode.METHOD_NOT_FOUND, f"Not Found: the MCP endpoint is {MCP_PATH}"
             )
+        )
+        # Clients that meet a 401 look for an OAuth authorization server here and read any
+        # error body as OAuth's (a string `error`): say in that shape that there is none.
+        self._no_authorization_server = encode_json(
+            {
+                "error": "invalid_request",
+                "error_description": "This MCP server runs no OAuth authorization server: "
+                "send the bearer token its operator gave you",
+            }
         )
         # The console that `mymcp stdio` serves for its approvals has no MCP endpoint.
         self._console_only = encode_json(
@@ -178,10 +192,17 @@ class HostApplication:
             return
         document = self._documents.get(path)
         if document is None:
-            unserved = self._console_only if path == MCP_PATH else self._not_found
-            await send_encoded(send, 404, unserved)
+            await send_encoded(send, 404, self._unserved(path))
         else:
             await document.answer(scope["method"], send)
+
+    def _unserved(self, path: str) -> bytes:
+        """The 404 body for a path this server does not serve, for whoever asks there."""
+        if path == MCP_PATH:
+            return self._console_only
+        if path.startswith("/.well-known/") or path in _AUTHORIZATION_SERVER_PATHS:
+            return self._no_authorization_server
+        return self._not_found
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -642,6 +642,29 @@ def test_unknown_paths_are_404_naming_the_endpoint(documents_client: TestClient,
         }
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+        "/.well-known/oauth-protected-resource",  # the metadata is at .../mcp
+        "/register",
+        "/token",
+        "/authorize",
+    ],
+)
+def test_where_oauth_clients_look_for_an_authorization_server_they_read_there_is_none(
+    documents_client: TestClient, path: str
+) -> None:
+    # After a 401 (an operator token missing or wrong), clients look for one and read
+    # any error body as OAuth's: a string `error`, saying what to send instead.
+    for response in (documents_client.get(path), documents_client.post(path, json={})):
+        assert response.status_code == 404
+        body = response.json()
+        assert body["error"] == "invalid_request"
+        assert "bearer token" in body["error_description"]
+
+
 def test_a_process_serving_only_the_console_says_so_at_the_mcp_path() -> None:
     # `mymcp stdio` serves its console on the usual port, where a client may look for /mcp.
     options = TransportOptions.for_binding("127.0.0.1", 8000)
