@@ -481,11 +481,20 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._phase_limit = None
         self._head_received = 0  # whatever arrives next is the next request's head
-        if answering:
-            self._count_unanswered()
+        # `_count_unanswered` and `_count_answered`, written out: every request passes
+        # here, and a call each way costs it more than the counting does.
+        load = self._load
+        if answering and load is not None:
+            self._unanswered += 1
+            if self._unanswered == 1:
+                load.answering += 1
 
     def on_response_complete(self) -> None:
-        self._count_answered()
+        load = self._load
+        if self._unanswered and load is not None:
+            self._unanswered -= 1
+            if not self._unanswered:
+                load.answering -= 1
         super().on_response_complete()
 
     def pause_writing(self) -> None:
