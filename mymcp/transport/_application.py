@@ -68,6 +68,7 @@ def _without_body(send: Send) -> Send:
 # Where OAuth clients look for an authorization server of the resource's origin (client
 # registration, the token and authorization endpoints), besides `/.well-known/`.
 _AUTHORIZATION_SERVER_PATHS: Final = frozenset({"/register", "/token", "/authorize"})
+_METADATA_PREFIX: Final = "/.well-known/oauth-protected-resource/"
 
 
 class HostApplication:
@@ -102,12 +103,19 @@ class HostApplication:
             )
         )
         # Clients that meet a 401 look for an OAuth authorization server here and read any
-        # error body as OAuth's (a string `error`): say in that shape that there is none.
+        # error body as OAuth's (a string `error`): say in that shape that there is none,
+        # and where to turn instead.
+        metadata = next((path for path in documents if path.startswith(_METADATA_PREFIX)), None)
+        instead = (
+            f"its protected-resource metadata at {metadata} names the one to use"
+            if metadata is not None
+            else "use the bearer token its operator gave you, if it asks for one"
+        )
         self._no_authorization_server = encode_json(
             {
                 "error": "invalid_request",
-                "error_description": "This MCP server runs no OAuth authorization server: "
-                "send the bearer token its operator gave you",
+                "error_description": "This MCP server runs no OAuth authorization server of "
+                f"its own: {instead}",
             }
         )
         # The console that `mymcp stdio` serves for its approvals has no MCP endpoint.

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
@@ -127,7 +128,7 @@ class _UpgradeBody:
     leaves unread (it stops at the end of such a head): read by Content-Length, or
     through a parser of its own when chunked, into the request's cycle."""
 
-    __slots__ = ("_chunks", "_left", "complete", "cycle", "received")
+    __slots__ = ("_chunks", "_left", "complete", "cycle", "framed", "received")
 
     def __init__(self, cycle: RequestResponseCycle, headers: Iterable[tuple[bytes, bytes]]):
         self.cycle = cycle
@@ -137,8 +138,16 @@ class _UpgradeBody:
         lengths = [value for name, value in fields if name == b"content-length"]
         self._left = int(lengths[0]) if lengths else 0  # the parser checked the digits
         self._chunks: httptools.HttpRequestParser | None = None
-        if any(name == b"transfer-encoding" for name, _ in fields):
-            # The parser refused any coding but chunked (last) already.
+        codings = [
+            coding.strip().lower()
+            for name, value in fields
+            if name == b"transfer-encoding"
+            for coding in value.split(b",")
+        ]
+        # The parser checks a Transfer-Encoding only after it looked for an upgrade, so
+        # it is checked here: a body is framed only if chunked is the last coding.
+        self.framed = not codings or codings[-1] == b"chunked"
+        if codings:
             self._chunks = httptools.HttpRequestParser(self)
             self._chunks.feed_data(_CHUNKED_HEAD)
         elif not self._left:
@@ -151,8 +160,9 @@ class _UpgradeBody:
             self.received += len(data)
             try:
                 self._chunks.feed_data(data)
-            except httptools.HttpParserError:
-                # What follows a complete body (read on as a next request) is never read.
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+                # Raised by the callback ending a complete body (its parser would read on
+                # into whatever follows, which is never read), or by broken framing.
                 if not self.complete:
                     raise
             return
@@ -164,11 +174,15 @@ class _UpgradeBody:
             self.complete = True
 
     def on_body(self, body: bytes) -> None:  # the chunk parser's callbacks
-        if not self.complete:  # never the body of what it reads on as a next request
-            self.cycle.body += body
+        self.cycle.body += body
 
     def on_message_complete(self) -> None:
         self.complete = True
+        raise _BodyComplete  # stops the chunk parser at the end of the body
+
+
+class _BodyComplete(Exception):
+    """Raised from the chunk parser's callback to stop it at the end of the body."""
 
 
 # What the chunk parser of an upgrade request's body is told first: that a chunked body
@@ -338,6 +352,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if cycle is not None:
                 cycle.keep_alive = False
                 body = _UpgradeBody(cycle, cycle.scope["headers"])
+                if not body.framed:
+                    # No body can be told apart: refused as HTTP requires, and the
+                    # request, already dispatched, learns its client is gone.
+                    cycle.disconnected = True
+                    cycle.message_event.set()
+                    self.send_400_response("Invalid HTTP request received.")
+                    return
                 if not body.complete:
                     self._upgrade_body = body
                     cycle.more_body = True
@@ -386,6 +407,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._phase_limit = None
             if not cycle.response_complete:  # now a request received in full
                 self._count_unanswered()
+        elif len(cycle.body) > HIGH_WATER_LIMIT:
+            # As uvicorn does for any body: reading resumes when the request reads it.
+            self.flow.pause_reading()
         cycle.message_event.set()
 
     def _count_unanswered(self) -> None:

@@ -592,3 +592,64 @@ def test_upgrade_requests_still_sending_their_bodies_are_not_being_answered() ->
         assert [status(connection) for connection in slow] == [b"HTTP/1.1 200 OK"] * 3
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        b"GET / HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n",
+        b"CONNECT a:1 HTTP/1.1\r\nhost: a:1\r\n\r\n",
+    ],
+    ids=["another-upgrade", "connect"],
+)
+def test_what_follows_a_chunked_upgrade_body_is_never_read(after: bytes) -> None:
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        connection.send(_CHUNKED_UPGRADE + b"3\r\nabc\r\n0\r\n\r\n" + after)
+        await settle()
+        assert status(connection) == b"HTTP/1.1 200 OK"
+        assert bytes(connection.written).endswith(b"\r\n\r\n3")
+        assert connection.closed
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "identity", "xchunked", "chunked, gzip"])
+def test_an_upgrade_request_whose_body_cannot_be_framed_is_refused(coding: str) -> None:
+    # Without chunked last, HTTP cannot tell where such a body ends.
+    async def scenario() -> None:
+        app = Held(holding=False)
+        connection = Server(app, ConnectionLimits()).connect()
+        head = (
+            "POST / HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
+            + _H2C
+            + f"transfer-encoding: {coding}\r\n\r\n"
+        )
+        connection.send(head.encode() + b"3\r\nabc\r\n0\r\n\r\n")
+        await settle()
+        assert status(connection) == b"HTTP/1.1 400 Bad Request"
+        assert bytes(connection.written).count(b"HTTP/1.1") == 1
+        assert connection.closed
+
+    run(scenario)
+
+
+class _Unread:
+    """An app that answers without reading the body."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.Event().wait()  # held until the connection goes
+
+
+def test_an_upgrade_body_nobody_reads_stops_the_reading_at_the_high_water_mark() -> None:
+    async def scenario() -> None:
+        connection = Server(_Unread(), ConnectionLimits()).connect()  # type: ignore[arg-type]
+        head = request(headers=_H2C, body=b"x" * 200_000)[:-200_000]
+        connection.send(head + b"x" * 70_000)
+        await settle()
+        assert connection.reading is False
+        connection.close()
+        await settle()
+
+    run(scenario)

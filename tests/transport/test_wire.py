@@ -660,9 +660,22 @@ def test_where_oauth_clients_look_for_an_authorization_server_they_read_there_is
     # any error body as OAuth's: a string `error`, saying what to send instead.
     for response in (documents_client.get(path), documents_client.post(path, json={})):
         assert response.status_code == 404
-        body = response.json()
-        assert body["error"] == "invalid_request"
-        assert "bearer token" in body["error_description"]
+        assert response.json() == {
+            "error": "invalid_request",
+            # This server authenticates with OAuth: the metadata names its issuer.
+            "error_description": "This MCP server runs no OAuth authorization server of its "
+            "own: its protected-resource metadata at /.well-known/oauth-protected-resource/mcp "
+            "names the one to use",
+        }
+
+
+def test_without_oauth_the_404_where_clients_look_for_it_points_at_the_operator() -> None:
+    app = HostApplication(None, TransportOptions.for_binding("127.0.0.1", 8000), {})
+    with TestClient(app, base_url=BASE) as plain:
+        assert plain.get("/register").json()["error_description"] == (
+            "This MCP server runs no OAuth authorization server of its own: use the bearer "
+            "token its operator gave you, if it asks for one"
+        )
 
 
 def test_a_process_serving_only_the_console_says_so_at_the_mcp_path() -> None:
