@@ -423,12 +423,17 @@ def test_the_manifest_check_refuses_a_local_memory_name_at_the_entry_s_binding()
     )
 
 
+def _import_marker(root: Path) -> tuple[Path, str]:
+    """A file that exists only once a plugin module ran, and the code that makes it."""
+    ran = root / "imported"
+    return ran, f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+
+
 def test_a_local_memory_name_stops_the_start_before_any_plugin_code_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with importable_workspace(tmp_path, monkeypatch) as workspace:
-        ran = workspace.root / "imported"
-        marker = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+        ran, marker = _import_marker(workspace.root)
         document = manifest_document("fixed")
         document["capabilities"][0]["id"] = "memory_wipe_all"
         declaration = workspace.plugin("fixed", manifest=document, extra=marker)
@@ -447,8 +452,7 @@ def test_a_plugin_with_id_memory_stops_the_start_and_the_bundled_tools_still_sta
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with importable_workspace(tmp_path, monkeypatch) as workspace:
-        ran = workspace.root / "imported"
-        marker = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+        ran, marker = _import_marker(workspace.root)
         declaration = workspace.plugin("memory", extra=marker)
         mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=tmp_path / "home")
         with pytest.raises(ExternalPluginLoadError) as caught:
