@@ -193,8 +193,14 @@ def create_production_app() -> HostApplication:
     return create_host_app(build_host())
 
 
-async def serve_stdio(host: Host, source: BinaryIO, sink: BinaryIO) -> None:
-    """Serve `host` over stdio (`mymcp stdio`) until the input ends or a signal arrives.
+async def serve_stdio(
+    host: Host,
+    source: BinaryIO,
+    sink: BinaryIO,
+    stop_noted: Callable[[], bool] = lambda: False,
+) -> None:
+    """Serve `host` over stdio (`mymcp stdio`) until the input ends or a signal arrives
+    (or had arrived before, as `stop_noted` tells).
 
     Approvals live in this process's memory, so when `[approval]` selects any tool the
     process also serves the console (and only the console) on the configured address,
@@ -241,7 +247,7 @@ async def serve_stdio(host: Host, source: BinaryIO, sink: BinaryIO) -> None:
             if console is not None and listener is not None:
                 group.start_soon(console.serve, [listener])
             async with anyio.create_task_group() as serving:
-                serving.start_soon(_stop_on_signal, serving.cancel_scope)
+                serving.start_soon(_stop_on_signal, serving.cancel_scope, stop_noted)
                 await stdio.serve(source, sink)
                 serving.cancel_scope.cancel()
             if console is not None:
@@ -263,10 +269,13 @@ class _ConsoleServer(uvicorn.Server):
         yield
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(scope: anyio.CancelScope, stop_noted: Callable[[], bool]) -> None:
     # SIGHUP too: a closing terminal sends it, and it would otherwise end the process
     # before the audit's queued records and the memory index snapshot are written.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        if stop_noted():  # a signal that came before the receiver listened
+            scope.cancel()
+            return
         async for _ in signals:
             scope.cancel()
             return

@@ -264,10 +264,29 @@ def stdio(args: argparse.Namespace) -> int:
             settle_logging(logs, args)  # the lines held so far are written, then it leaves
             raise
         settle_logging(logs, args, host.configuration.server)
+        # From here a stop is only noted, until serving watches the signals itself and
+        # acts on one noted before: raised inside the event loop as it starts, it would
+        # end the process with a traceback (and status 1) instead of stopping it.
+        stop = _StopNoted()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, stop)
         # A plugin writing to stderr while the client reads none must not wait for it.
         with divert_standard_streams(logs):
-            anyio.run(serve_stdio, host, requests, replies)
+            anyio.run(serve_stdio, host, requests, replies, stop.was_noted)
     return end_process(EXIT_OK, _HANDLER_GRACE_SECONDS)
+
+
+class _StopNoted:
+    """A signal handler that only remembers that a stop was asked for."""
+
+    def __init__(self) -> None:
+        self._noted = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self._noted = True
+
+    def was_noted(self) -> bool:
+        return self._noted
 
 
 def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:

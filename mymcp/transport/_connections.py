@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
@@ -115,8 +116,35 @@ _HEAD_TOO_LARGE = (
     b"content-length: 0\r\nconnection: close\r\n\r\n"
 )
 _NO_CONNECTION_FREE = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"content-length: 0\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
 )
+# What a request beyond the requests being answered gets: on the MCP endpoint an error
+# its client can read, elsewhere (the console, health) plain text.
+_BUSY_MESSAGE = "Too many requests are being answered; retry shortly"
+_BUSY_MCP_BODY = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"'
+    + _BUSY_MESSAGE.encode()
+    + b'"}}'
+)
+_BUSY_TEXT_BODY = _BUSY_MESSAGE.encode() + b"\n"
+# A burst of refusals is logged as one warning, then at most one line this often.
+_BUSY_LOG_SECONDS = 10.0
+
+
+async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope.get("path") == "/mcp":
+        body, media = _BUSY_MCP_BODY, b"application/json"
+    else:
+        body, media = _BUSY_TEXT_BODY, b"text/plain; charset=utf-8"
+    headers = [
+        (b"content-type", media),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 class _HeadTooLarge(Exception):
@@ -198,11 +226,14 @@ class _ServerLoad:
     """What the connections of one server share: which are open (oldest first) and how
     many requests are being answered."""
 
-    __slots__ = ("answering", "open")
+    __slots__ = ("answering", "open", "refusals_logged_at", "refused")
 
     def __init__(self) -> None:
         self.open: dict[BoundedHttpToolsProtocol, None] = {}
         self.answering = 0
+        # Requests answered 503 since the last line saying so, and when that was.
+        self.refused = 0
+        self.refusals_logged_at: float | None = None
 
 
 _LOADS: weakref.WeakKeyDictionary[ServerState, _ServerLoad] = weakref.WeakKeyDictionary()
@@ -476,13 +507,21 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         ):
             self._head_too_large = True
             raise _HeadTooLarge  # stops the parser; `data_received` answers 431
-        # uvicorn's own concurrency check, switched on (limit 0) only when enough
-        # requests are being answered: it would also count idle connections.
+        # uvicorn's own concurrency check is off: it counts idle connections too, and
+        # logs every refusal. A request beyond those being answered is handed to an
+        # application of its own instead, which only answers 503.
         load = self._load
-        busy = load is not None and load.answering >= self.max_requests
-        self.limit_concurrency = 0 if busy else None
         earlier = self.cycle
-        super().on_headers_complete()
+        if load is not None and load.answering >= self.max_requests:
+            app = self.app
+            self.app = _answer_busy
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+            self._log_refusal(load)
+        else:
+            super().on_headers_complete()
         # The parser adds trailer fields (after a chunked body) to this list, which is
         # the request's own header list in its scope. A trailer must not act as a
         # header: an `Authorization` or `Mcp-Session-Id` arriving after the body would
@@ -496,6 +535,21 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             ahead = (*self._cycles_ahead, earlier)
             self._cycles_ahead = tuple(c for c in ahead if not c.response_complete)
         self._begin(self.body_seconds)
+
+    def _log_refusal(self, load: _ServerLoad) -> None:
+        """Log refusals for being busy: the first of a burst at once, the rest counted
+        into at most one line per `_BUSY_LOG_SECONDS` (a flood must not flood the log)."""
+        load.refused += 1
+        now = self.loop.time()
+        logged = load.refusals_logged_at
+        if logged is None or now - logged >= _BUSY_LOG_SECONDS:
+            self.logger.warning(
+                "Busy: %d request(s) answered 503, with %d being answered.",
+                load.refused,
+                self.max_requests,
+            )
+            load.refused = 0
+            load.refusals_logged_at = now
 
     def on_message_complete(self) -> None:
         if self.headers and self._trailers_too_large():

@@ -50,6 +50,7 @@ from mymcp.transport._hygiene import (
     loopback_origins,
 )
 from mymcp.transport._jsonrpc import (
+    REQUEST_ID_IN_USE,
     ClientReply,
     ErrorCode,
     Message,
@@ -317,12 +318,16 @@ class McpEndpoint:
                     self._withdraw(session.id, message.params)
             await send_empty(send, 202)
             return
+        key = (session.id, message.id)
+        running = self._running
+        if key in running:
+            refusal = error_response(message.id, ErrorCode.INVALID_REQUEST, REQUEST_ID_IN_USE)
+            await send_json(send, 400, refusal)
+            return
         started = self._dispatcher.log_request(message)
         caller = Caller(principal, session.id, session.url_elicitation)
         task = current_task()
         assert task is not None  # uvicorn answers each request in a task of its own
-        key = (session.id, message.id)
-        running = self._running
         running[key] = task
         try:
             answer = await self._dispatcher.dispatch(message, caller)
@@ -337,11 +342,11 @@ class McpEndpoint:
                 reply = error_response(message.id, ErrorCode.REQUEST_CANCELLED)
                 await send_json(send, 200, reply)
                 return
+            log_cancelled(message, "server_stopping", started)
             await answer_stopping(send, message.id)
             raise
         finally:
-            if running.get(key) is task:  # a reused id may have a newer entry
-                del running[key]
+            del running[key]
             if self._withdrawn:
                 self._withdrawn.pop(task, None)
         if isinstance(answer, StepUpRequired):
@@ -427,6 +432,7 @@ class McpEndpoint:
                 task.uncancel()  # the cancellation did its work
                 log_cancelled(message, "connection_closed", started)
                 return  # nobody is left to answer
+            log_cancelled(message, "server_stopping", started)
             await answer_stopping(send, message.id)
             raise
         finally:

@@ -18,6 +18,7 @@ __all__ = [
     "ClientReply",
     "ErrorCode",
     "Notification",
+    "REQUEST_ID_IN_USE",
     "Request",
     "RequestId",
     "cancelled_request_id",
@@ -38,6 +39,11 @@ _LOGGER_NAME = _log.name
 _LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
 _LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
 # What clients ask for on almost every line: known loggable, so no pattern is run.
+# The refusal of a request whose id another request of the same conversation still
+# holds: a cancellation naming that id, and a client matching replies to requests,
+# could not tell the two apart.
+REQUEST_ID_IN_USE = "Request id in use: a request with this id is still being answered"
+
 _SERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
 
 RequestId = str | int
@@ -276,7 +282,8 @@ def log_response(request: Request, reply: Mapping[str, Any], started: float) -> 
 
 
 def log_cancelled(request: Request, reason: str, started: float) -> None:
-    """The response line of a request its client withdrew (`reason` is a fixed word)."""
+    """The response line of a request its client withdrew, or that a stopping server
+    gave up on (`reason` is a fixed word)."""
     _write(
         logging.INFO,
         "response id=%s method=%s outcome=cancelled reason=%s duration_ms=%.2f",

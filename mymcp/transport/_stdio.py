@@ -47,6 +47,7 @@ from mymcp.governance import AuditLog
 from mymcp.transport._dispatch import Caller, Dispatcher, StepUpRequired, declares_url_elicitation
 from mymcp.transport._exchange import MAX_BODY_BYTES, encode_json
 from mymcp.transport._jsonrpc import (
+    REQUEST_ID_IN_USE,
     ErrorCode,
     Notification,
     Request,
@@ -247,7 +248,7 @@ class StdioServer:
                 self._cancel(message.params)
         elif isinstance(message, Request):
             if message.id in self._running:
-                await self._refuse(message.id, ErrorCode.INVALID_REQUEST, "Request id in use")
+                await self._refuse(message.id, ErrorCode.INVALID_REQUEST, REQUEST_ID_IN_USE)
                 return
             if self._unanswered >= self._max_requests:
                 busy = f"Too many requests running (at most {self._max_requests}); retry later"
@@ -272,6 +273,11 @@ class StdioServer:
             try:
                 with scope:  # what the client's cancellation of this request ends
                     reply = await self._answer(request)
+            except anyio.get_cancelled_exc_class():
+                # Serving stops (a signal, or the drain after end of input ran out)
+                # with this request unanswered: it is never answered, but logged.
+                log_cancelled(request, "server_stopping", started)
+                raise
             finally:
                 # The id is free again once answered: the client may read the reply and
                 # reuse the id before the write below has returned.

@@ -38,6 +38,7 @@ from mymcp.governance import AuditLog, Governance, Policy, open_audit, read_reco
 from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.runtime.bootstrap import Host
+from mymcp.transport._jsonrpc import REQUEST_ID_IN_USE
 from tests.config.helpers import to_toml
 from tests.e2e.conftest import LogLines
 from tests.e2e.inprocess import serving
@@ -248,6 +249,47 @@ def test_only_the_calls_own_session_can_cancel_it_and_it_is_answered_as_cancelle
         assert listed.status_code == 200
         assert "result" in listed.json()
     assert server_log.wait_for("response id=7 method=tools/call outcome=cancelled")
+    assert [r["outcome"] for r in slow.call_records()] == ["cancelled"]
+
+
+def test_a_request_reusing_a_running_requests_id_in_its_session_is_refused(
+    slow: Slow, server_log: LogLines
+) -> None:
+    replies: list[httpx.Response] = []
+    call = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "tools/call",
+        "params": {"name": "slow__wait", "arguments": {}},
+    }
+    listing = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+    with httpx.Client(timeout=WAIT_SECONDS) as http:
+        alice = _open_session(http, slow.url)
+        other = _open_session(http, slow.url)
+        running = threading.Thread(
+            target=lambda: replies.append(_post(http, slow.url, call, **alice))
+        )
+        running.start()
+        try:
+            assert slow.started.wait(WAIT_SECONDS)
+            reused = _post(http, slow.url, listing, **alice)
+            assert reused.status_code == 400
+            assert reused.json() == {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "error": {"code": -32600, "message": REQUEST_ID_IN_USE},
+            }
+            # Another session's ids are its own.
+            assert "result" in _post(http, slow.url, listing, **other).json()
+            # The cancel still names the call that holds the id.
+            assert _post(http, slow.url, _cancel(5), **alice).status_code == 202
+            assert slow.cancelled.wait(WAIT_SECONDS)
+        finally:
+            running.join(WAIT_SECONDS)
+        (reply,) = replies
+        assert reply.json()["error"]["code"] == -32800
+        # Free again once answered.
+        assert "result" in _post(http, slow.url, listing, **alice).json()
     assert [r["outcome"] for r in slow.call_records()] == ["cancelled"]
 
 

@@ -9,6 +9,7 @@ test releases it, so every state (idle, half-sent, being answered) is reached ex
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -348,6 +349,58 @@ def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
         assert status(again) == b"HTTP/1.1 200 OK"
 
     run(scenario)
+
+
+def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_as_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)
+        for connection in [server.connect() for _ in range(2)]:
+            connection.send(request(body=b"{}"))
+        await settle()
+        clock = [1000.0]
+        # The protocol reads the loop's clock to space its log lines.
+        asyncio.get_running_loop().time = lambda: clock[0]  # type: ignore[method-assign]
+        refused: list[MemoryTransport] = []
+        for path, at in [("/mcp", 1000.0), ("/mcp", 1001.0), ("/health", 1009.0)]:
+            clock[0] = at
+            late = server.connect()
+            late.send(request(path, body=b"{}"))
+            await settle()
+            refused.append(late)
+        head, body = bytes(refused[0].written).split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        assert b"content-type: application/json" in head
+        assert b"retry-after: 1" in head
+        assert json.loads(body) == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32603,
+                "message": "Too many requests are being answered; retry shortly",
+            },
+        }
+        head, body = bytes(refused[2].written).split(b"\r\n\r\n", 1)
+        assert b"content-type: text/plain" in head
+        assert body == b"Too many requests are being answered; retry shortly\n"
+        assert all(c.closed for c in refused)
+        busy = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+        # The first refusal is logged at once; the next two fall within the quiet period.
+        assert busy == ["Busy: 1 request(s) answered 503, with 2 being answered."]
+        clock[0] = 1010.5
+        last = server.connect()
+        last.send(request("/mcp", body=b"{}"))
+        await settle()
+        busy = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+        assert busy[1:] == ["Busy: 3 request(s) answered 503, with 2 being answered."]
+        assert not any("concurrency" in r.getMessage() for r in caplog.records)
+        app.release.set()
+        await settle()
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario)
 
 
 def test_requests_sent_ahead_on_one_connection_count_once() -> None:

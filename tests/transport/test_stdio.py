@@ -39,6 +39,7 @@ from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Dispatcher, StatelessEra, StdioServer
 from mymcp.transport._dispatch import _WorkerLimits
+from mymcp.transport._jsonrpc import REQUEST_ID_IN_USE
 from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.auth_sandbox import bearer_config
@@ -375,7 +376,10 @@ def pipes() -> Iterator[tuple[Any, Any, Any, Any]]:
         os.fdopen(write_out, "wb", buffering=0),
     )
     yield files
-    for file in files:
+    # The write ends first: a server thread may still be reading the input (a test that
+    # failed before ending it), and closing a reader that another thread reads from
+    # waits for that read, which only the end of input finishes.
+    for file in (files[1], files[3], files[0], files[2]):
         if not file.closed:
             file.close()
 
@@ -425,6 +429,46 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
     sink.close()
     replies = [json.loads(line) for line in from_server.read().splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
+
+
+def test_a_request_reusing_the_id_of_one_still_running_is_refused_and_the_first_goes_on(
+    pipes: tuple[Any, Any, Any, Any],
+) -> None:
+    source, to_server, from_server, sink = pipes
+    started = anyio.Event()
+    release = anyio.Event()
+
+    async def hold(arguments: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return structured_result({"released": True})
+
+    server = _served("slow", tool("slow", "hold", hold))
+    call = {"jsonrpc": "2.0", "id": "c", "method": "tools/call", "params": {"name": "slow__hold"}}
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, source, sink)
+            to_server.write(_line(INITIALIZE))
+            to_server.write(_line(call))
+            await started.wait()
+            to_server.write(_line({"jsonrpc": "2.0", "id": "c", "method": "ping"}))
+            for _ in range(2):  # the initialize reply, then the refusal
+                replies.append(json.loads(await anyio.to_thread.run_sync(from_server.readline)))
+            release.set()
+            to_server.close()
+
+    replies: list[dict[str, Any]] = []
+    anyio.run(scenario)
+    sink.close()
+    replies += [json.loads(line) for line in from_server.read().splitlines()]
+    assert replies[1] == {
+        "jsonrpc": "2.0",
+        "id": "c",
+        "error": {"code": -32600, "message": REQUEST_ID_IN_USE},
+    }
+    assert replies[2]["id"] == "c"
+    assert replies[2]["result"]["structuredContent"] == {"released": True}
 
 
 def test_a_request_beyond_the_running_bound_is_refused_and_reading_goes_on(
@@ -888,7 +932,54 @@ def test_a_signal_ends_the_process_while_a_handler_never_returns(
     assert "Traceback" not in text, text
     assert "Fatal Python error" not in text, text
     assert "outcome=threads_left_running count=1" in text
+    assert "response id=2 method=tools/call outcome=cancelled reason=server_stopping" in text
     assert process.stdout.read() == b""  # the dropped call was never answered
+
+
+# Runs `mymcp stdio` with a signal sent to itself as serving begins: after the event loop
+# started and before serving listens for signals (the window a client's quick restart
+# can hit).
+_SIGNALLED_AS_SERVING_BEGINS = """
+import os, signal, sys
+from mymcp.cli.entry import main
+from mymcp.transport import StdioServer
+
+serve = StdioServer.serve
+
+async def signalled_first(self, source, sink):
+    os.kill(os.getpid(), signal.{name})
+    await serve(self, source, sink)
+
+StdioServer.serve = signalled_first
+sys.exit(main(["stdio"]))
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_as_serving_begins_stops_the_process_cleanly(
+    sandbox: Sandbox, stop: signal.Signals
+) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SIGNALLED_AS_SERVING_BEGINS.format(name=stop.name)],
+        stdin=subprocess.PIPE,  # left open: only the signal can end serving
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=sandbox.environ(),
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        status = process.wait(timeout=60)
+        text = process.stderr.read().decode()
+        assert status == 0, text
+        assert "Traceback" not in text, text
+        assert process.stdout.read() == b""
+    finally:
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            stream.close()
 
 
 def test_with_stderr_closed_nothing_reaches_the_client_s_stdout(sandbox: Sandbox) -> None:

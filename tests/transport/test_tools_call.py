@@ -3,6 +3,7 @@ stringified-argument decode, separate worker limits, and one-line failure logs."
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -187,8 +188,10 @@ def test_writers_blocked_on_a_lock_never_starve_read_only_tools() -> None:
             )
             headers = session_headers(opened.headers["mcp-session-id"])
 
+            ids = itertools.count(2)  # the requests run at once, so each has its own id
+
             async def call(name: str) -> dict[str, Any]:
-                message = rpc("tools/call", {"name": name, "arguments": {}})
+                message = rpc("tools/call", {"name": name, "arguments": {}}, next(ids))
                 response = await http.post("/mcp", json=message, headers=headers)
                 result: dict[str, Any] = response.json()["result"]
                 return result

@@ -326,6 +326,9 @@ def kind_requires_occurred_at(kind: str) -> bool:
 CONTENT_MAX = 4000
 TITLE_MAX = 200
 LABEL_MAX = 100
+# The largest revision: beyond 2**53 - 1 a JSON number loses exactness in most clients
+# (JavaScript's among them), which could then never send the revision back exactly.
+REVISION_MAX = 2**53 - 1
 TAG_MAX = 50
 TAGS_MAX = 10
 LANGUAGE_MAX = 35

@@ -43,6 +43,7 @@ from .model import (
     ORIGINS,
     RECORD_SUFFIX,
     RECORDED_VIA,
+    REVISION_MAX,
     TITLE_MAX,
     Collection,
     ErrorCode,
@@ -109,6 +110,7 @@ class SkipReason(StrEnum):
     PATH_MISMATCH = "path_mismatch"
     UNSAFE_PERMISSIONS = "unsafe_permissions"
     NOT_A_DIRECTORY = "not_a_directory"  # a file where a namespace or collection would be
+    NOT_A_FILE = "not_a_file"  # a directory named as a record file is
 
 
 class RecordRejected(ValueError):
@@ -128,9 +130,9 @@ def _require(condition: bool) -> None:
         raise _Invalid
 
 
-def _exact_int(value: object, minimum: int) -> int:
+def _exact_int(value: object, minimum: int, maximum: int) -> int:
     # bool is an int subclass, and 2.0 is not an integer token: both are rejected.
-    if type(value) is not int or value < minimum:
+    if type(value) is not int or not minimum <= value <= maximum:
         raise _Invalid
     return value
 
@@ -193,7 +195,7 @@ def _parse_v2(body: dict[str, Any]) -> MemoryRecordV2:
     _require(prov["origin"] in ORIGINS and prov["recorded_via"] in RECORDED_VIA)
     life = _object(body["lifecycle"], frozenset({"state", "revision"}))
     _require(life["state"] in LIFECYCLE_STATES)
-    revision = _exact_int(life["revision"], 1)
+    revision = _exact_int(life["revision"], 1, REVISION_MAX)
     created, updated = body["created_at"], body["updated_at"]
     # The strict form sorts chronologically as text, so string comparison is exact.
     _require(is_timestamp(created) and is_timestamp(updated) and updated >= created)
@@ -560,8 +562,10 @@ def _walk(
             if info is not None and stat.S_ISLNK(info.st_mode):
                 stats.skip((*prefix, name), SkipReason.SYMLINK)
             elif info is not None and stat.S_ISDIR(info.st_mode):
+                # No namespace or collection id ends so, so it holds no records: a record
+                # file replaced by a directory, which is reported rather than lost unseen.
                 if recursive:
-                    _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
+                    stats.skip((*prefix, name), SkipReason.NOT_A_FILE)
             else:
                 stats.candidates += 1
                 if stats.candidates > limit:

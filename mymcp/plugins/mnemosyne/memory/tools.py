@@ -39,6 +39,7 @@ from .model import (
     MEMORY_KINDS,
     NAMESPACE_KINDS,
     PUBLIC_ORIGINS,
+    REVISION_MAX,
     TAG_MAX,
     TAGS_MAX,
     TITLE_MAX,
@@ -725,7 +726,7 @@ def expected_revision_argument() -> Argument:
                 "different current revision fails with revision_conflict."
             ),
         },
-        _integer_reader(1, None, _REVISION_RULE),
+        _integer_reader(1, REVISION_MAX, _REVISION_RULE),
         ErrorCode.INVALID_EXPECTED_REVISION,
         _REVISION_RULE,
         True,

@@ -22,6 +22,7 @@ from .index import IndexedRecord, MemoryIndex, duplicate_hash
 from .model import (
     ORIGINS,
     PUBLIC_ORIGINS,
+    REVISION_MAX,
     ErrorCode,
     Lifecycle,
     MemoryOperationError,
@@ -359,6 +360,9 @@ class MutationService:
             updated = change(record)
             if updated is None:
                 return _result(statuses[1], record)
+            if record.lifecycle.revision >= REVISION_MAX:
+                # The next revision could not be read back: the record stays as it is.
+                raise MemoryOperationError(ErrorCode.INVALID_RECORD)
             updated = dataclasses.replace(
                 updated,
                 lifecycle=Lifecycle(updated.lifecycle.state, record.lifecycle.revision + 1),

@@ -145,6 +145,18 @@ def test_symlinked_files_and_directories_are_skipped(
     assert sorted(_skips(caplog)) == ["skipped scope=project file=<file> reason=symlink"] * 2
 
 
+def test_a_directory_named_as_a_record_file_is_reported_not_read(
+    root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture, watch: bool
+) -> None:
+    write(v1(memory_id="real"), "project/real.json")
+    # A record file replaced by a directory (a copy gone wrong, say) is reported, and
+    # what it holds is no record of this store.
+    write(v1(memory_id="inside"), "project/gone.json/inside.json")
+    caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
+    assert _scan(_new(root, watch)) == {"real"}
+    assert _skips(caplog) == ["skipped scope=project file=<file> reason=not_a_file"]
+
+
 def test_symlinked_scope_directory_is_skipped(
     root: Path, tmp_path: Path, v1: Factory, watch: bool
 ) -> None:
@@ -303,7 +315,7 @@ def test_reasons_enum_is_the_bounded_vocabulary() -> None:
     assert {r.value for r in SkipReason} == {
         "symlink", "too_deep", "unreadable", "oversized",
         "invalid_encoding", "invalid_json", "invalid_record", "path_mismatch",
-        "unsafe_permissions", "not_a_directory",
+        "unsafe_permissions", "not_a_directory", "not_a_file",
     }  # fmt: skip
 
 

@@ -846,6 +846,22 @@ def test_archive_and_restore_are_reversible_and_idempotent(
     assert tree_snapshot(root) == before
 
 
+def test_a_record_at_the_last_revision_is_left_as_it_is(
+    memory: Memory, remembered: dict[str, Any], root: Path
+) -> None:
+    # Only a hand edit gets a record there; its next revision could not be read back.
+    reference = remembered["reference"]
+    path = record_file(root, reference)
+    body = json.loads(path.read_bytes())
+    body["lifecycle"]["revision"] = 2**53 - 1
+    path.write_text(json.dumps(body))
+    assert memory.inspect(reference)["memory"]["lifecycle"]["revision"] == 2**53 - 1
+    before = tree_snapshot(root)
+    refused = memory.call("archive", {"reference": reference, "expected_revision": 2**53 - 1})
+    assert (refused["status"], refused["code"]) == ("invalid_request", "invalid_record")
+    assert tree_snapshot(root) == before
+
+
 @pytest.mark.parametrize("tool", ["archive", "restore", "forget"])
 @pytest.mark.parametrize(
     ("arguments", "code"),
@@ -853,6 +869,8 @@ def test_archive_and_restore_are_reversible_and_idempotent(
         ({"reference": V2_REF}, "invalid_expected_revision"),
         ({"expected_revision": 1}, "invalid_reference"),
         ({"reference": V2_REF, "expected_revision": -1}, "invalid_expected_revision"),
+        ({"reference": V2_REF, "expected_revision": 2**53}, "invalid_expected_revision"),
+        ({"reference": V2_REF, "expected_revision": 10**4299}, "invalid_expected_revision"),
         ({"reference": V2_REF, "expected_revision": 1, "confirm": True}, "invalid_request"),
         (
             {

@@ -134,6 +134,7 @@ _DELETE = object()
         ("lifecycle.revision", 0),
         ("lifecycle.revision", True),
         ("lifecycle.revision", 1.0),
+        ("lifecycle.revision", 2**53),  # a client could not send it back exactly
         ("created_at", "2026-01-01T00:00:00.1Z"),
         ("updated_at", "2025-12-31T23:59:59Z"),
         ("schema_version", 3),
