@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -73,6 +74,7 @@ class ApprovalDetail:
     comparison: tuple[ComparedField, ...] = ()
     revision_note: str | None = None
     declined_note: str | None = None
+    principal_note: str | None = None
     """Set while the call can still be decided and its client said its user declined."""
 
 
@@ -99,6 +101,28 @@ def _times(approval: Approval) -> tuple[tuple[str, str], ...]:
         ended = "Used at" if state is ApprovalState.SPENT else "Expired at"
         times.append((ended, approval.ended_at))
     return tuple((label, rfc3339(moment)) for label, moment in times)
+
+
+# How many characters the note on a principal beyond ASCII names, at most.
+_NAMED_CHARACTERS = 8
+
+
+def _principal_note(principal: str) -> str | None:
+    """For a principal with characters beyond ASCII, which ones: `alice` spelled with a
+    Cyrillic a (U+0430) looks just like `alice` on the page, and the person deciding must
+    be able to tell."""
+    beyond = list(dict.fromkeys(char for char in principal if not char.isascii()))
+    if not beyond:
+        return None
+    named = ", ".join(
+        f"U+{ord(char):04X} {unicodedata.name(char, '')}".rstrip()
+        for char in beyond[:_NAMED_CHARACTERS]
+    )
+    more = f" and {len(beyond) - _NAMED_CHARACTERS} more" if len(beyond) > _NAMED_CHARACTERS else ""
+    return (
+        f"This principal's name has characters beyond ASCII, which can look like others: "
+        f"{named}{more}. Make sure it is who you expect."
+    )
 
 
 def _declined_note(approval: Approval) -> str | None:
@@ -164,6 +188,7 @@ async def describe(approval: Approval, memory: MemoryBrowser) -> ApprovalDetail:
         state_text=STATE_TEXT[approval.state],
         times=_times(approval),
         declined_note=_declined_note(approval),
+        principal_note=_principal_note(approval.principal),
     )
     tool = memory.memory_tool(approval.tool)
     if tool not in _TARGETING or "reference" not in arguments:
@@ -191,6 +216,7 @@ def pending_summary(approvals: list[Approval]) -> list[dict[str, str | bool]]:
             "created_at": rfc3339(approval.created_at),
             "expires_at": rfc3339(approval.expires_at),
             "client_declined": approval.client_declined_at is not None,
+            "principal_beyond_ascii": not approval.principal.isascii(),
         }
         for approval in approvals
     ]

@@ -228,8 +228,10 @@ def test_the_live_feed_changes_version_with_every_new_request(stack: Stack) -> N
         "created_at",
         "expires_at",
         "client_declined",
+        "principal_beyond_ascii",
     }
     assert after["pending"][0]["client_declined"] is False
+    assert after["pending"][0]["principal_beyond_ascii"] is False
     page = stack.client.get("/console/approvals").text
     assert f'data-version="{after["version"]}"' in page
 
@@ -257,6 +259,46 @@ def test_an_approval_its_client_declined_says_so_where_it_is_decided(stack: Stac
     assert "the client declined to open it" in _text(stack.client.get("/console/approvals").text)
     (item,) = stack.client.get("/console/approvals.json").json()["pending"]
     assert item["client_declined"] is True
+
+
+def test_a_principal_with_characters_beyond_ascii_is_named_where_it_is_decided(
+    stack: Stack,
+) -> None:
+    stack.sign_in()
+    approvals = stack.host.governance.approvals
+    assert approvals is not None
+    plain = approvals.check(
+        principal="operator:alice",
+        principal_id="o-1",
+        session_id="s",
+        tool="memory_remember",
+        arguments=remember_arguments("x"),
+        args_digest=None,
+    ).approval
+    # A Cyrillic a (U+0430) in place of the Latin one: drawn alike.
+    lookalike = approvals.check(
+        principal="operator:\u0430lice",
+        principal_id="o-2",
+        session_id="s",
+        tool="memory_remember",
+        arguments=remember_arguments("x"),
+        args_digest=None,
+    ).approval
+    assert plain is not None
+    assert lookalike is not None
+    assert "beyond ASCII" not in _text(stack.client.get(f"/console/approvals/{plain.id}").text)
+    page = _text(stack.client.get(f"/console/approvals/{lookalike.id}").text)
+    assert (
+        "This principal's name has characters beyond ASCII, which can look like others: "
+        "U+0430 CYRILLIC SMALL LETTER A. Make sure it is who you expect."
+    ) in page
+    listed = _text(stack.client.get("/console/approvals").text)
+    assert listed.count("name beyond ASCII") == 1
+    feed = stack.client.get("/console/approvals.json").json()["pending"]
+    assert {item["id"]: item["principal_beyond_ascii"] for item in feed} == {
+        plain.id: False,
+        lookalike.id: True,
+    }
 
 
 def test_a_change_in_spacing_alone_is_named_as_such(stack: Stack) -> None:

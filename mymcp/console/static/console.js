@@ -33,6 +33,12 @@
     const when = document.createElement("span");
     when.textContent = "at " + item.created_at + ", expires " + item.expires_at;
     entry.append(link, who, when);
+    if (item.principal_beyond_ascii) {
+      const lookalike = document.createElement("span");
+      lookalike.className = "badge";
+      lookalike.textContent = "name beyond ASCII";
+      entry.append(lookalike);
+    }
     if (item.client_declined) {
       const declined = document.createElement("span");
       declined.className = "badge";
