@@ -329,6 +329,8 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     from mymcp.config import load_host_configuration, validate_semantics
+    from mymcp.governance import audit_directory, check_audit_directory
+    from mymcp.runtime.bootstrap import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     logs = begin_logging(args)
@@ -346,6 +348,15 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
     try:
         _listen(server, configuration.source).close()
     except ListenError as exc:
+        return fail(exc)
+    try:
+        # Then everything the reload worker will build, checked as `mymcp check` does:
+        # a broken plugin or audit directory found only in the worker would end it in a
+        # traceback, with the reloader left waiting for a change.
+        build_host(with_audit=False)
+        if configuration.audit.enabled:
+            check_audit_directory(audit_directory(configuration))
+    except MyMCPError as exc:
         return fail(exc)
     configured = LogSettings(server.log_level, server.log_format)
     # Watch the package itself, not whatever directory the command was started from.

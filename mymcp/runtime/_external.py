@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import os
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp.config import PluginDeclaration, locate_in_configuration
@@ -136,6 +137,37 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self._previous)
 
 
+class _ExitCalled(BaseException):
+    """Raised in place of `os._exit` called by plugin code while it loads."""
+
+    def __init__(self, status: object) -> None:
+        super().__init__(f"called os._exit({status!r}) while it loaded")
+
+
+class _ExitRefused:
+    """While plugin code loads, `os._exit` raises `_ExitCalled` instead of ending the
+    process: it would end `mymcp check` or the start with no line naming the plugin (and
+    the log lines still queued lost), and a check would pass on its status alone. Only
+    the loading thread of this process is refused; a child the plugin forked, and any
+    thread of its own, keep the real call."""
+
+    def __init__(self) -> None:
+        self._real = os._exit
+        self._pid = os.getpid()
+        self._thread = threading.get_ident()
+
+    def _refuse(self, status: int) -> NoReturn:
+        if os.getpid() != self._pid or threading.get_ident() != self._thread:
+            self._real(status)
+        raise _ExitCalled(status)
+
+    def __enter__(self) -> None:
+        os._exit = self._refuse
+
+    def __exit__(self, *exc: object) -> None:
+        os._exit = self._real
+
+
 def _stops_the_process(exc: BaseException, ctrl_c: _CtrlC) -> bool:
     """Whether `exc`, raised while plugin code ran, is the process being stopped (the
     SIGTERM handler's `StopRequested`, or Ctrl-C) rather than the plugin failing."""
@@ -162,7 +194,7 @@ def _call_entrypoint(
         ) from None
     ctrl_c = _CtrlC()
     try:
-        with ctrl_c:
+        with ctrl_c, _ExitRefused():
             if takes_configuration:
                 return entrypoint(_plain(configuration))
             return entrypoint()
@@ -172,7 +204,8 @@ def _call_entrypoint(
         raise ExternalPluginLoadError(
             "external_plugin_entrypoint_invalid",
             location=where,
-            detail=f"{ENTRYPOINT_NAME}() raised {type(exc).__name__}: {exc}",
+            detail=f"{ENTRYPOINT_NAME}() "
+            + (str(exc) if isinstance(exc, _ExitCalled) else f"raised {type(exc).__name__}: {exc}"),
         ) from None
 
 
@@ -205,7 +238,7 @@ def import_external_plugin(
     where = Location(source=plugin_label(definition.plugin_id, module_name))
     ctrl_c = _CtrlC()
     try:
-        with ctrl_c:
+        with ctrl_c, _ExitRefused():
             module = importlib.import_module(module_name)
     except BaseException as exc:
         # Ctrl-C or SIGTERM while a slow plugin imports stops the process, and the plugin
@@ -214,8 +247,9 @@ def import_external_plugin(
         # plugin's failure to load, told in one line.
         if _stops_the_process(exc, ctrl_c):
             raise
+        detail = str(exc) if isinstance(exc, _ExitCalled) else f"{type(exc).__name__}: {exc}"
         raise ExternalPluginLoadError(
-            "external_plugin_import_failed", location=where, detail=f"{type(exc).__name__}: {exc}"
+            "external_plugin_import_failed", location=where, detail=detail
         ) from None
     entrypoint = getattr(module, ENTRYPOINT_NAME, None)
     if entrypoint is None:

@@ -124,6 +124,51 @@ def test_reserved_name_collision_stops_startup(sandbox: Sandbox) -> None:
     _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, "external_plugin_composition_invalid")
 
 
+@pytest.mark.parametrize(
+    ("body", "code", "said"),
+    [
+        ("import os\nos._exit(0)\n", "external_plugin_import_failed", "called os._exit(0)"),
+        (
+            _WORKING_MODULE.replace(
+                "def mymcp_plugin_v1():", "def mymcp_plugin_v1():\n    os._exit(7)"
+            )
+            + "import os\n",
+            "external_plugin_entrypoint_invalid",
+            "mymcp_plugin_v1() called os._exit(7)",
+        ),
+    ],
+    ids=["import", "entrypoint"],
+)
+def test_a_plugin_ending_the_process_while_it_loads_is_named_and_fails_the_check(
+    sandbox: Sandbox, body: str, code: str, said: str
+) -> None:
+    # Otherwise the process would end with the plugin's status (0 passing a check) and
+    # no line naming it.
+    folder = _synthetic_plugin(sandbox, "quitter", "quitter_plugin", body)
+    sandbox.write_config(
+        sandbox.plugin_config("quitter", folder / "manifest.json", "quitter_plugin")
+    )
+    line = _assert_refused(sandbox, {"PYTHONPATH": str(folder)}, code)
+    assert line.startswith("mymcp: error: plugin quitter (module quitter_plugin)")
+    assert said in line
+
+
+def test_a_child_a_plugin_forks_while_it_loads_ends_as_it_asks(sandbox: Sandbox) -> None:
+    # Only the loading process is kept from ending: a child's own os._exit is its exit.
+    body = (
+        "import os\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    os._exit(5)\n"
+        "assert os.waitpid(child, 0)[1] >> 8 == 5\n" + _WORKING_MODULE
+    )
+    folder = _synthetic_plugin(sandbox, "forker", "forker_plugin", body)
+    sandbox.write_config(sandbox.plugin_config("forker", folder / "manifest.json", "forker_plugin"))
+    checked = run_cli(["check"], sandbox.environ({"PYTHONPATH": str(folder)}))
+    assert checked.returncode == 0, checked.stderr
+    assert "forker__ping" in checked.stdout
+
+
 def test_the_same_plugin_works_under_a_free_name(sandbox: Sandbox) -> None:
     folder = _synthetic_plugin(sandbox, "pinger", "pinger_plugin", _WORKING_MODULE)
     sandbox.write_config(sandbox.plugin_config("pinger", folder / "manifest.json", "pinger_plugin"))

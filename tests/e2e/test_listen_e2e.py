@@ -20,6 +20,7 @@ import pytest
 
 from mymcp.cli.terminal import EXIT_FAILURE
 from tests.e2e.server import MYMCP, READY_MARKER, Sandbox, log_and_errors, run_cli
+from tests.runtime.test_external import Workspace
 
 CLI_TIMEOUT = 30.0
 
@@ -97,6 +98,35 @@ def test_mymcp_dev_names_a_taken_port_as_mymcp_does(sandbox: Sandbox) -> None:
         "process (another MyMCP?); stop it, or set another port (code=address_in_use)"
     ]
     assert list(sandbox.home.iterdir()) == []
+
+
+def test_mymcp_dev_stops_with_one_coded_line_when_a_plugin_fails_to_import(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # Found in the reload worker only, the failure would be a traceback and a reloader
+    # left waiting for a change.
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin("broken", extra='raise RuntimeError("boom")')
+    sandbox.write_config(
+        sandbox.plugin_config("broken", declaration.manifest_path, declaration.module)
+    )
+    result = subprocess.run(
+        [str(Path(MYMCP).with_name("mymcp-dev"))],
+        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    _, errors = log_and_errors(result.stderr)
+    assert result.returncode == EXIT_FAILURE, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Uvicorn running" not in result.stderr
+    (error,) = errors
+    assert error.startswith("mymcp: error: plugin broken")
+    assert error.endswith("(code=external_plugin_import_failed)")
 
 
 def test_a_taken_default_port_is_named_as_the_default(sandbox: Sandbox) -> None:
