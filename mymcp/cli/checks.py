@@ -52,6 +52,7 @@ def check_command(args: argparse.Namespace) -> int:
     print(f"tools: {', '.join(host.runtime.registry.names)}")
     print(f"authentication: {_authentication_summary(configuration.authentication)}")
     _warn_of_unknown_adapter_types(configuration)
+    _warn_of_no_way_in(configuration)
     _warn_of_spaced_subjects(configuration)
     policy = configuration.policy
     if policy is None:
@@ -117,6 +118,20 @@ def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
                 f"{adapter.type!r} is no adapter type (the types are {' and '.join(known)}); "
                 "the adapter is disabled, and enabling it would fail the start",
             )
+
+
+def _warn_of_no_way_in(configuration: HostConfiguration) -> None:
+    """Anonymous access off and no adapter enabled: a valid configuration (stdio serves
+    its own caller regardless), but every HTTP request would be refused."""
+    settings = configuration.authentication
+    if not settings.anonymous_enabled and not any(a.enabled for a in settings.adapters):
+        _warn_at(
+            configuration,
+            "authentication.anonymous_enabled",
+            "anonymous access is off and no adapter is enabled, so every request over "
+            "HTTP is refused (401); enable an adapter, or allow anonymous access "
+            "(mymcp stdio is unaffected)",
+        )
 
 
 def _warn_of_spaced_subjects(configuration: HostConfiguration) -> None:

@@ -446,6 +446,18 @@ def test_check_warns_of_a_disabled_adapter_whose_type_does_not_exist(sandbox: Sa
     ) in checked.stderr
 
 
+def test_check_warns_when_no_http_request_could_be_let_in(sandbox: Sandbox) -> None:
+    sandbox.write_config("schema_version = 8\n[authentication]\nanonymous_enabled = false\n")
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    warnings = [line for line in checked.stderr.splitlines() if "mymcp: warning:" in line]
+    assert warnings == [
+        f"mymcp: warning: {sandbox.config_file}: authentication.anonymous_enabled: anonymous "
+        "access is off and no adapter is enabled, so every request over HTTP is refused "
+        "(401); enable an adapter, or allow anonymous access (mymcp stdio is unaffected)"
+    ]
+
+
 def test_check_warns_of_a_subject_selector_with_a_space_at_an_end(sandbox: Sandbox) -> None:
     # Valid (a subject may have one), but far more often a typo that matches nobody.
     sandbox.write_config(
