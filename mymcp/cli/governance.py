@@ -16,7 +16,7 @@ from typing import Any
 
 from mymcp._escaping import escape_invisible
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail
-from mymcp.errors import MyMCPError
+from mymcp.errors import AuditError, Location, MyMCPError
 
 
 def _verifier_path(explicit: Path | None) -> Path | None:
@@ -25,6 +25,22 @@ def _verifier_path(explicit: Path | None) -> Path | None:
     from mymcp.config import load_host_configuration
 
     return load_host_configuration().authentication.operator_bearer_verifier_path
+
+
+def _warn_of_subject_spelling(subject: str) -> None:
+    """A valid subject that a policy rule is easily written wrong for."""
+    if subject != subject.strip():
+        print(
+            "mymcp: warning: the subject begins or ends with a space, which is part of it: "
+            "a policy rule must name it with that space",
+            file=sys.stderr,
+        )
+    if "*" in subject:
+        print(
+            "mymcp: warning: the subject holds *, which a policy selector reads as a "
+            "wildcard: name this subject with \\* in place of each *",
+            file=sys.stderr,
+        )
 
 
 def auth_command(args: argparse.Namespace) -> int:
@@ -42,6 +58,7 @@ def auth_command(args: argparse.Namespace) -> int:
         if args.action == "create":
             token, credential_id = create_token(path, args.subject)
             print(f"credential id: {credential_id}", file=sys.stderr)
+            _warn_of_subject_spelling(args.subject)
             if args.verifier_file is not None:
                 # A relative --verifier-file is read from the current directory; the
                 # configuration takes only an absolute path, so say which file it was.
@@ -194,6 +211,17 @@ def audit_command(args: argparse.Namespace) -> int:
         directory = _audit_path(args.directory)
     except MyMCPError as exc:
         return fail(exc)
+    if directory.is_symlink():
+        # The server refuses such a directory, and so does the reading of HEAD in it:
+        # followed, the log would read as one whose HEAD is gone, which is tampering.
+        return fail(
+            AuditError(
+                "audit_unavailable",
+                "MyMCP audit directory is not a directory",
+                location=Location(source=str(directory)),
+                detail="a symlink, which the server refuses too; name the directory it points to",
+            )
+        )
     if not directory.is_dir():
         print(f"mymcp: error: no audit directory at {directory}", file=sys.stderr)
         return EXIT_FAILURE

@@ -189,3 +189,36 @@ def test_a_relative_verifier_file_is_created_where_it_is_said_to_be(
     assert written.is_file()
     assert f"verifier file: {written} " in token.err
     assert token.out.startswith("mymcp1.")
+
+
+@pytest.mark.parametrize(
+    ("subject", "warned"),
+    [
+        ("alice", []),
+        (" alice", ["begins or ends with a space"]),
+        ("team*", ["holds *, which a policy selector reads as a wildcard"]),
+        ("*", ["holds *, which a policy selector reads as a wildcard"]),
+    ],
+)
+def test_a_subject_a_policy_rule_is_easily_written_wrong_for_is_warned_of(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    subject: str,
+    warned: list[str],
+) -> None:
+    # Valid subjects, created as asked; but `operator:*` matches every operator, and a
+    # rule for ` alice` must carry the space.
+    from mymcp.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    verifier = tmp_path / "verifier.json"
+    argv = ["auth", "token", "create", "--subject", subject, "--verifier-file", str(verifier)]
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    warnings = [line for line in said.err.splitlines() if line.startswith("mymcp: warning:")]
+    assert len(warnings) == len(warned)
+    for line, text in zip(warnings, warned, strict=True):
+        assert text in line
+    assert [subject] == [s for _, s in list_credentials(verifier)]
