@@ -565,6 +565,10 @@ def test_every_route_applies_the_same_host_and_origin_rule(
 ) -> None:
     response = documents_client.get(path, headers={**HEADERS, **headers})
     assert response.status_code == 403
+    # Which server this is, so that a client sent here under another name learns why.
+    assert response.json()["error"]["message"] == (
+        "Forbidden: the Host and Origin headers must name this server, http://127.0.0.1:8000"
+    )
 
 
 def _asgi_get(app: Any, path: str, http_version: str, headers: list[tuple[bytes, bytes]]) -> int:
