@@ -78,7 +78,11 @@ def auth_command(args: argparse.Namespace) -> int:
                 where = "does not exist yet" if not path.exists() else "holds none"
                 print(f"mymcp: no credentials: {path} {where}", file=sys.stderr)
         elif not revoke_token(path, args.credential_id):
-            print("mymcp: error: no credential with that id", file=sys.stderr)
+            print(
+                f"mymcp: error: {escape_invisible(str(path))}: no credential has the id "
+                f"{escape_invisible(args.credential_id)!r}; `mymcp auth token list` shows them",
+                file=sys.stderr,
+            )
             return EXIT_FAILURE
         else:
             print("revoked; restart the server for it to take effect", file=sys.stderr)

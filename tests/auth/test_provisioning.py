@@ -222,3 +222,20 @@ def test_a_subject_a_policy_rule_is_easily_written_wrong_for_is_warned_of(
     for line, text in zip(warnings, warned, strict=True):
         assert text in line
     assert [subject] == [s for _, s in list_credentials(verifier)]
+
+
+def test_revoking_an_unknown_id_names_the_file_and_the_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mymcp.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    verifier = tmp_path / "verifier.json"
+    create_token(verifier, "alice")
+    argv = ["auth", "token", "revoke", "0" * 32, "--verifier-file", str(verifier)]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"mymcp: error: {verifier}: no credential has the id '{'0' * 32}'; "
+        "`mymcp auth token list` shows them\n"
+    )
