@@ -78,6 +78,18 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _module_name(text: str) -> str:
+    """A module as a `[[plugins]]` entry may name one (argparse says what is wrong)."""
+    from mymcp.config import is_module_name
+
+    if not is_module_name(text):
+        raise argparse.ArgumentTypeError(
+            f"not a module name: {text[:80]!r}; a [[plugins]] module is dot-separated Python "
+            "identifiers, as in `import`"
+        )
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors show the words they quote with invisible and
     control characters escaped (it quotes unknown arguments as they were typed, and a
@@ -157,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     plugin_check.add_argument(
         "--import",
         dest="module",
+        type=_module_name,
         metavar="MODULE",
         help="also import MODULE as the server would, call its mymcp_plugin_v1() with the "
         "values of its [[plugins]] entry, report every mismatch with the manifest and lint "

@@ -22,6 +22,7 @@ from mymcp.config._grammar import (
     OPERATOR_BEARER_ADAPTER_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
     is_issuer,
+    is_module_name,
     is_scope_token,
     is_valid_subject,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "config_path",
     "home_directory",
     "is_issuer",
+    "is_module_name",
     "is_scope_token",
     "is_valid_subject",
     "key_position",

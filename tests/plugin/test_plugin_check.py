@@ -390,3 +390,18 @@ def test_a_required_setting_without_any_entry_says_the_entry_is_missing(
     assert "no [[plugins]] entry has id 'fixed'" in err
     assert "owner: required by the plugin, but missing" in err
     assert "plugins[?]" not in err
+
+
+@pytest.mark.parametrize("module", ["bad-name", "", "../x", "class.x", "a..b"])
+def test_import_takes_only_what_a_plugins_entry_could_name(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], module: str
+) -> None:
+    # Anything else is a usage error, as the configuration would refuse it: never an
+    # import attempt (a relative or empty name only fails inside importlib).
+    declaration = _plugin(workspace, "ping")
+    with pytest.raises(SystemExit) as leaving:
+        cli.main(["plugin", "check", str(declaration.manifest_path), "--import", module])
+    assert leaving.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --import: not a module name: {module!r}" in err
+    assert "could not be imported" not in err
