@@ -475,10 +475,18 @@ class Dispatcher:
             result["instructions"] = self._instructions
         return result_response(request.id, result), version
 
+    @staticmethod
+    def ping(request: Request) -> dict[str, Any]:
+        """`ping`'s reply: empty, when its params are absent or an object as for any
+        method of this protocol."""
+        if request.params is not None and not isinstance(request.params, dict):
+            return error_response(request.id, ErrorCode.INVALID_PARAMS)
+        return result_response(request.id, {})
+
     async def dispatch(self, request: Request, caller: Caller) -> dict[str, Any] | StepUpRequired:
         """The handshake era's reply to any request but initialize."""
         if request.method == "ping":
-            return result_response(request.id, {})
+            return self.ping(request)
         if request.method == "tools/list":
             page = self.list_page(caller, request.params)
             if isinstance(page, CallRefused):

@@ -59,7 +59,6 @@ from mymcp.transport._jsonrpc import (
     log_notification,
     log_response,
     request_id_of,
-    result_response,
 )
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
 
@@ -303,7 +302,7 @@ class StdioServer:
         session = self._session
         if session is None:
             if request.method == "ping":
-                return result_response(request.id, {})
+                return self._dispatcher.ping(request)
             return error_response(
                 request.id,
                 ErrorCode.INVALID_REQUEST,

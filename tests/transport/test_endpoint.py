@@ -343,6 +343,17 @@ def test_ping_and_unknown_method(client) -> None:
     session = initialize(client)
     ping = client.post("/mcp", json=rpc("ping", request_id="p-1"), headers=session_headers(session))
     assert ping.json() == {"jsonrpc": "2.0", "id": "p-1", "result": {}}
+    with_meta = rpc("ping", {"_meta": {"progressToken": 1}}, request_id=2)
+    assert client.post("/mcp", json=with_meta, headers=session_headers(session)).json() == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {},
+    }
+    for params in (["x"], "x", 3):  # params are an object in every MCP request
+        refused = client.post(
+            "/mcp", json=rpc("ping", params, request_id=3), headers=session_headers(session)
+        )
+        assert refused.json()["error"] == {"code": -32602, "message": "Invalid params"}
     unknown = client.post(
         "/mcp", json=rpc("resources/list", request_id=5), headers=session_headers(session)
     )

@@ -39,7 +39,7 @@ from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
 from mymcp.transport import Dispatcher, StatelessEra, StdioServer
 from mymcp.transport._dispatch import _WorkerLimits
-from mymcp.transport._jsonrpc import REQUEST_ID_IN_USE
+from mymcp.transport._jsonrpc import REQUEST_ID_IN_USE, Request
 from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.auth_sandbox import bearer_config
@@ -429,6 +429,23 @@ def test_a_cancelled_request_is_never_answered(pipes: tuple[Any, Any, Any, Any])
     sink.close()
     replies = [json.loads(line) for line in from_server.read().splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
+
+
+def test_a_ping_before_initialize_takes_only_object_params() -> None:
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+
+    async def replies() -> list[dict[str, Any]]:
+        return [
+            await server._answer(Request(1, "ping", None)),
+            await server._answer(Request(2, "ping", {})),
+            await server._answer(Request(3, "ping", ["x"])),
+        ]
+
+    assert [reply.get("result", reply.get("error")) for reply in anyio.run(replies)] == [
+        {},
+        {},
+        {"code": -32602, "message": "Invalid params"},
+    ]
 
 
 def test_a_request_reusing_the_id_of_one_still_running_is_refused_and_the_first_goes_on(
