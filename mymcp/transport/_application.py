@@ -96,9 +96,7 @@ class HostApplication:
         self._on_shutdown = tuple(on_shutdown)
         # Says which server it is, so that a client sent here under another name or
         # port (or a server started on a port its configuration does not name) learns why.
-        refusal = (
-            f"Forbidden: the Host and Origin headers must name this server, {options.origin}"
-        )
+        refusal = f"Forbidden: the Host and Origin headers must name this server, {options.origin}"
         self._forbidden = encode_json(error_response(None, ErrorCode.INVALID_REQUEST, refusal))
         # A client pointed at a path near the endpoint (`/mcp/`, `/sse`) reports only the
         # status; the body says where the endpoint is, for the person reading its error.
