@@ -179,6 +179,31 @@ class _Walk:
         if self.head is None:
             raise _Broken(f"{HEAD_FILE} is missing or unreadable")
 
+    def head_lag(self) -> str | None:
+        """What to say when `HEAD` names a record before the last one (after `finish`).
+
+        A note, never a break, because nothing bounds how far an honest writer leaves it
+        behind: `HEAD` is replaced once per commit, after that commit's records (all that
+        was queued, and however many segment_removed records retention needs), and a
+        writer whose replacement fails (no room for the new file) keeps the records
+        written and goes on committing; the next writer continues such a log without a
+        word. `HEAD` set back by hand looks the same."""
+        head = self.head
+        if head is None or head[0] >= self.seq:
+            return None
+        first = self.seq - self.count + 1  # a whole walk's seqs run without a gap
+        named = f"seq {head[0]}" if head[0] else "seq 0 (no record)"
+        gone = ""
+        if 0 < head[0] < first:
+            gone = f", a record no longer in the log (it starts at seq {first})"
+        beyond = min(self.seq - head[0], self.count)
+        return (
+            f"{HEAD_FILE} lags the log: it names {named}{gone}, the log ends at seq "
+            f"{self.seq}, records beyond it: {beyond} (left by a crash or a "
+            f"failed write between writing records and replacing {HEAD_FILE}, or by "
+            f"{HEAD_FILE} set back by hand)"
+        )
+
 
 def verify_audit(directory: Path, *, resume: VerifiedPrefix | None = None) -> VerifyResult:
     """Walk every segment and check each line (byte for byte the writer's encoding of
@@ -225,6 +250,9 @@ def verify_audit(directory: Path, *, resume: VerifiedPrefix | None = None) -> Ve
     notes = tuple(
         f"torn final line in {segment_name(n)} (a crash during a write)" for n in walk.torn
     )
+    lag = walk.head_lag()
+    if lag is not None:
+        notes = (*notes, lag)
     return VerifyResult(walk.count, len(found), walk.digest, None, notes, prefix)
 
 

@@ -785,8 +785,15 @@ def test_a_writer_killed_inside_a_line_leaves_a_torn_line_verify_explains(
     assert not data.endswith(b"\n")  # really torn
     result = verify_audit(tmp_path)
     assert result.ok, result.problem
-    assert result.notes == ("torn final line in segment-000001.jsonl (a crash during a write)",)
     assert result.records > 1  # the complete lines before the tear count
+    # The commit died before it replaced HEAD, which still names the first record.
+    beyond = result.records - 1
+    assert result.notes == (
+        "torn final line in segment-000001.jsonl (a crash during a write)",
+        f"HEAD lags the log: it names seq 1, the log ends at seq {result.records}, records "
+        f"beyond it: {beyond} (left by a crash or a failed write between writing records "
+        "and replacing HEAD, or by HEAD set back by hand)",
+    )
     log = open_log(tmp_path)
     log.append("tool_call", tool="after_restart")
     log.close()

@@ -3,6 +3,7 @@ verify running next to a live writer sees a consistent log."""
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
@@ -14,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mymcp.governance import audit_verify, read_records, verify_audit
+from mymcp.cli import main
+from mymcp.errors import AuditError
+from mymcp.governance import audit_verify, check_audit_directory, read_records, verify_audit
 from mymcp.governance.audit_format import read_head, segment_name
 from tests.governance.audit_logs import (
     forged,
@@ -209,7 +212,9 @@ def test_head_lagging_after_a_crash_is_not_tampering(tmp_path: Path) -> None:
     write(tmp_path, 3).close()
     # A crash after the records were written but before HEAD was replaced.
     (tmp_path / "HEAD").write_bytes(lagging)
-    assert verify_audit(tmp_path).ok
+    crashed = verify_audit(tmp_path)
+    assert crashed.ok, crashed.problem
+    assert crashed.notes == (_lag(5, 8, 3),)
     write(tmp_path, 2).close()
     result = verify_audit(tmp_path)
     assert result.ok, result.problem
@@ -226,6 +231,111 @@ def test_a_crash_before_the_first_head_is_not_tampering(tmp_path: Path) -> None:
     result = verify_audit(tmp_path)
     assert result.ok, result.problem
     assert result.records == 4
+
+
+# -- HEAD behind the log: always said, never a break ------------------------------------------
+
+
+def _lag(named: int, end: int, beyond: int, gone: str = "") -> str:
+    what = f"seq {named}" if named else "seq 0 (no record)"
+    return (
+        f"HEAD lags the log: it names {what}{gone}, the log ends at seq {end}, records "
+        f"beyond it: {beyond} (left by a crash or a failed write between writing records "
+        "and replacing HEAD, or by HEAD set back by hand)"
+    )
+
+
+def _record(directory: Path, seq: int) -> dict[str, Any]:
+    return next(record for record in read_records(directory) if record["seq"] == seq)
+
+
+def test_head_set_back_to_an_early_record_is_noted(tmp_path: Path) -> None:
+    write(tmp_path, 701, max_segment_bytes=40_000).close()
+    third = _record(tmp_path, 3)
+    (tmp_path / "HEAD").write_text(f"3 {third['hash']}\n")
+    result = verify_audit(tmp_path)
+    assert (result.ok, result.records) == (True, 701)
+    assert result.notes == (
+        "HEAD lags the log: it names seq 3, the log ends at seq 701, records beyond it: "
+        "698 (left by a crash or a failed write between writing records and replacing HEAD, "
+        "or by HEAD set back by hand)",
+    )
+
+
+def test_a_cut_end_with_head_reset_is_noted_though_the_chain_cannot_prove_it(
+    tmp_path: Path,
+) -> None:
+    # The last two segments removed and HEAD written as before the first record: what
+    # is left is exactly what a crash during a first, large write leaves, so it passes,
+    # but it never passes silently.
+    write(tmp_path, 701, max_segment_bytes=40_000).close()
+    assert segment_numbers(tmp_path) == [1, 2, 3, 4, 5]
+    for number in (4, 5):
+        (tmp_path / segment_name(number)).unlink()
+    (tmp_path / "HEAD").write_text(f"0 {'0' * 64}\n")
+    end = len(list(read_records(tmp_path)))
+    result = verify_audit(tmp_path)
+    assert (result.ok, result.records, result.segments) == (True, end, 3)
+    assert result.notes == (_lag(0, end, end),)
+
+
+def test_head_naming_a_record_retention_removed_is_noted(tmp_path: Path) -> None:
+    log = write(tmp_path, 10, max_segment_bytes=2048, max_segments=3)
+    second = _record(tmp_path, 2)
+    for index in range(80):
+        log.append("tool_call", principal="anonymous", tool=f"later_{index}", decision="allowed")
+    log.close()
+    (tmp_path / "HEAD").write_text(f"2 {second['hash']}\n")
+    kept = [record["seq"] for record in read_records(tmp_path)]
+    assert kept[0] > 2  # retention removed it, with its segment_removed records after
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    gone = f", a record no longer in the log (it starts at seq {kept[0]})"
+    assert result.notes == (_lag(2, kept[-1], len(kept), gone),)
+
+
+def test_head_left_behind_by_failed_replacements_spans_many_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why a lagging HEAD is never a break: a writer that cannot replace HEAD (no room
+    for the new file) keeps the records it wrote and goes on committing, so no count of
+    records beyond HEAD is too many for an honest log."""
+    log = write(tmp_path, 3)
+    before = read_head(tmp_path)
+    write_bytes = os.write
+
+    def no_room_for_head(fd: int, data: Any) -> int:
+        if "/.HEAD." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "simulated")
+        return write_bytes(fd, data)
+
+    monkeypatch.setattr(os, "write", no_room_for_head)
+    for index in range(5):
+        for call in range(4):
+            log.append("tool_call", principal="anonymous", tool=f"t{index}_{call}")
+        with pytest.raises(AuditError):
+            log.commit()
+    assert read_head(tmp_path) == before == (3, _record(tmp_path, 3)["hash"])
+    result = verify_audit(tmp_path)
+    assert (result.ok, result.records) == (True, 23)
+    assert result.notes == (_lag(3, 23, 20),)
+    monkeypatch.setattr(os, "write", write_bytes)
+    log.append("tool_call", principal="anonymous", tool="after")
+    log.close()
+    healed = verify_audit(tmp_path)
+    assert (healed.ok, healed.records, healed.notes) == (True, 24, ())
+
+
+def test_a_resumed_walk_notes_a_lagging_head_as_a_whole_one_does(tmp_path: Path) -> None:
+    log = write(tmp_path, 60, max_segment_bytes=2048)
+    earlier = verify_audit(tmp_path)
+    assert earlier.prefix is not None
+    log.append("tool_call", principal="anonymous", tool="later")
+    log.close()
+    (tmp_path / "HEAD").write_text(f"60 {_record(tmp_path, 60)['hash']}\n")
+    resumed = verify_audit(tmp_path, resume=earlier.prefix)
+    assert resumed.ok, resumed.problem
+    assert resumed.notes == verify_audit(tmp_path).notes == (_lag(60, 61, 1),)
 
 
 # -- legitimate crashes ----------------------------------------------------------------------
@@ -507,3 +617,61 @@ def test_a_head_pointed_into_the_proved_segments_is_checked_again(tmp_path: Path
     resumed = verify_audit(tmp_path, resume=earlier.prefix)
     assert not resumed.ok
     assert resumed.problem == verify_audit(tmp_path).problem
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_the_command_prints_a_lagging_head_as_a_note_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path, 5).close()
+    lagging = (tmp_path / "HEAD").read_bytes()
+    write(tmp_path, 2).close()
+    (tmp_path / "HEAD").write_bytes(lagging)
+    assert main(["audit", "verify", "--directory", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ok records=7 segments=1 head=")
+    assert err == f"note: {_lag(5, 7, 2)}\n"
+
+
+def _symlink_refused(link: Path) -> str:
+    return (
+        f"mymcp: error: {link}: MyMCP audit directory is not a directory: a symlink, which "
+        "the server refuses too; name the directory it points to (code=audit_unavailable)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["verify", "show"])
+def test_a_symlinked_directory_is_refused_as_such_not_as_a_broken_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    audit = tmp_path / "audit"
+    write(audit, 3).close()
+    link = tmp_path / "link"
+    link.symlink_to(audit, target_is_directory=True)
+    assert main(["audit", command, "--directory", str(link)]) == 1
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", _symlink_refused(link))
+    # In the words `mymcp check` and the server's start use for the same directory.
+    with pytest.raises(AuditError) as refused:
+        check_audit_directory(link)
+    assert refused.value.code == "audit_unavailable"
+    assert str(refused.value).startswith(f"{link}: MyMCP audit directory is not a directory: ")
+
+
+def test_a_configured_symlinked_directory_is_refused_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit = tmp_path / "audit"
+    write(audit, 3).close()
+    link = tmp_path / "link"
+    link.symlink_to(audit, target_is_directory=True)
+    config = tmp_path / "xdg" / "mymcp" / "config.toml"
+    config.parent.mkdir(parents=True, mode=0o700)
+    config.write_text(f"schema_version = 8\n[audit]\ndirectory = {json.dumps(str(link))}\n")
+    config.chmod(0o600)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert main(["audit", "verify"]) == 1
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", _symlink_refused(link))
