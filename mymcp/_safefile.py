@@ -3,8 +3,9 @@ the one atomic writer of the private files it keeps (verifier, console state, in
 snapshot, audit key), and the one maker of the directories it keeps them in.
 
 Rules: the immediate parent directory and the file are opened without following
-symlinks, the file is read relative to the directory descriptor, permission bits are
-checked, reads are bounded, and the file's identity is checked before and after the read.
+symlinks, the file is read relative to the directory descriptor, the owner and the
+permission bits of both are checked, reads are bounded, and the file's identity is checked
+before and after the read.
 A refusal names its reason, the path at fault (the file or its directory) and, for the
 operator's terminal, what to do; `as_error` turns it into a caller's error type, which is
 the only place a reason becomes a code.
@@ -51,7 +52,7 @@ _DETAILS: dict[SafeFileReason, str] = {
     SafeFileReason.MISSING: "no such file or directory",
     SafeFileReason.UNSAFE_PATH: "a symlink, or a path component that is not a directory",
     SafeFileReason.NOT_REGULAR: "not a regular file",
-    SafeFileReason.UNSAFE_PERMISSIONS: "writable by group or others",
+    SafeFileReason.UNSAFE_PERMISSIONS: "writable by group or others, or owned by another user",
     SafeFileReason.UNREADABLE: "cannot be read",
     SafeFileReason.TOO_LARGE: "larger than allowed",
     SafeFileReason.CHANGED: "changed while it was being read; try again",
@@ -87,9 +88,28 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
+def _check_owner(st: os.stat_result, path: Path) -> None:
+    # Whoever owns a file or directory can chmod it and rewrite it whatever its mode bits
+    # say, so a trusted one must be ours. Root may own it too: root could change it anyway.
+    me = os.geteuid()
+    if st.st_uid in (me, 0):
+        return
+    if stat.S_ISDIR(st.st_mode):
+        what, risk = "directory", "who could replace the files in it"
+    else:
+        what, risk = "file", "who could rewrite it"
+    allowed = "root" if me == 0 else f"you (uid {me}) or root"
+    detail = (
+        f"the {what} is owned by another user (uid {st.st_uid}), {risk} whatever its mode; "
+        f"it must belong to {allowed}: as root, run: chown {me} {path}"
+    )
+    raise SafeFileError(SafeFileReason.UNSAFE_PERMISSIONS, path, detail)
+
+
 def _check_permissions(st: os.stat_result, path: Path, *, private: bool) -> None:
     if os.name != "posix":
         return
+    _check_owner(st, path)
     forbidden = 0o077 if private else 0o022
     if st.st_mode & forbidden:
         mode = stat.S_IMODE(st.st_mode)
@@ -125,8 +145,10 @@ def read_safe_file(path: Path, *, max_bytes: int, private: bool = False) -> byte
 
     `private=True` demands a file with no group or world bits at all (credential files);
     otherwise group- or world-writable files are refused. The parent directory must never
-    be group- or world-writable. Raises `SafeFileError`, with `MISSING` when the file or
-    its directory does not exist (callers decide whether that means defaults).
+    be group- or world-writable, and neither it nor the file may be owned by anyone but
+    the effective user or root (`UNSAFE_PERMISSIONS` too). Raises `SafeFileError`, with
+    `MISSING` when the file or its directory does not exist (callers decide whether that
+    means defaults).
     """
     dir_fd = _open_parent(path.parent)
     try:

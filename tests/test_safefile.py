@@ -295,6 +295,91 @@ def test_identity_after_the_read_is_compared(
     assert len(calls) == 3
 
 
+NOBODY = 65534
+
+# Giving a file away to another user is something only root may do.
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="only root can chown a file to another user (nobody)"
+)
+
+
+@as_root
+@pytest.mark.parametrize("private", [False, True])
+def test_a_file_owned_by_another_user_is_refused_whatever_its_mode(
+    directory: Path, private: bool
+) -> None:
+    path = _file(directory)  # 0600: the mode bits alone would pass
+    os.chown(path, NOBODY, NOBODY)
+    assert _reason(path, private=private) is SafeFileReason.UNSAFE_PERMISSIONS
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(path, max_bytes=64, private=private)
+    assert caught.value.location.source == str(path)
+    assert caught.value.detail == (
+        f"the file is owned by another user (uid {NOBODY}), who could rewrite it whatever "
+        f"its mode; it must belong to root: as root, run: chown 0 {path}"
+    )
+
+
+@as_root
+def test_a_directory_owned_by_another_user_is_refused(directory: Path) -> None:
+    path = _file(directory)
+    os.chown(directory, NOBODY, NOBODY)  # 0700: the mode bits alone would pass
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(path, max_bytes=64)
+    assert str(caught.value) == (
+        f"{directory}: MyMCP could not read a trusted file safely: the directory is owned by "
+        f"another user (uid {NOBODY}), who could replace the files in it whatever its mode; "
+        f"it must belong to root: as root, run: chown 0 {directory} "
+        "(code=unsafe_permissions)"
+    )
+
+
+@as_root
+def test_a_missing_file_in_a_directory_of_another_user_is_refused_not_missing(
+    directory: Path,
+) -> None:
+    # That user could put the file there at any moment, as with a writable directory.
+    os.chown(directory, NOBODY, NOBODY)
+    assert _reason(directory / "absent") is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+@as_root
+def test_owner_changed_between_stat_and_open(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(directory, b"abc")
+    real_open = os.open
+
+    def chown_then_open(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if name == "file":
+            os.chown(path, NOBODY, NOBODY)  # the race under test
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(safefile.os, "open", chown_then_open)
+    assert _reason(path) is SafeFileReason.UNSAFE_PERMISSIONS
+
+
+@as_root
+def test_the_effective_user_or_root_may_own_them(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen from an unprivileged user 4242: its own file is read, and so is root's (root
+    could rewrite it anyway); nobody's is not."""
+    path = _file(directory)
+    monkeypatch.setattr(safefile.os, "geteuid", lambda: 4242)
+    assert read_safe_file(path, max_bytes=64) == b"content"  # root's file, root's directory
+    os.chown(path, 4242, 4242)
+    os.chown(directory, 4242, 4242)
+    assert read_safe_file(path, max_bytes=64) == b"content"
+    os.chown(path, NOBODY, NOBODY)
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(path, max_bytes=64)
+    assert caught.value.reason is SafeFileReason.UNSAFE_PERMISSIONS
+    assert str(caught.value.detail).endswith(
+        f"it must belong to you (uid 4242) or root: as root, run: chown 4242 {path}"
+    )
+
+
 def test_error_message_is_neutral(directory: Path) -> None:
     with pytest.raises(SafeFileError) as caught:
         read_safe_file(directory / "absent", max_bytes=1)

@@ -353,7 +353,7 @@ def dev_main(argv: Sequence[str] | None = None) -> int:
         # Then everything the reload worker will build, checked as `mymcp check` does:
         # a broken plugin or audit directory found only in the worker would end it in a
         # traceback, with the reloader left waiting for a change.
-        build_host(with_audit=False)
+        build_host(with_audit=False, configuration=configuration)
         if configuration.audit.enabled:
             check_audit_directory(audit_directory(configuration))
     except MyMCPError as exc:

@@ -263,7 +263,10 @@ def load_host_configuration(
     """Load the host configuration from its XDG location (see `config_path`).
 
     A missing `mymcp` directory or `config.toml` yields the immutable defaults with
-    origin `absent_defaults`. Every failure raises `ConfigurationError` with a stable code.
+    origin `absent_defaults`; a `mymcp` directory that is unsafe (writable by group or
+    others, or owned by a user other than us or root) is refused even without a file,
+    since whoever can write there could add one. Every failure raises
+    `ConfigurationError` with a stable code (`unsafe_permissions` for a mode or an owner).
     The outcome is logged on `mymcp.host.configuration` without paths or content.
     """
     try:

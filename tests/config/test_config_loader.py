@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import mymcp._safefile as safefile
+from mymcp import cli
 from mymcp.config import (
     HostConfiguration,
     PluginDeclaration,
@@ -21,7 +22,7 @@ from mymcp.config import (
 from mymcp.errors import ConfigurationError
 from mymcp.governance import Policy
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import build_runtime
+from mymcp.runtime.bootstrap import build_host, build_runtime
 from tests.config.conftest import ConfigHome
 from tests.config.helpers import adapter, minimal, plugin, to_toml
 
@@ -148,6 +149,80 @@ def test_readable_by_others_is_fine(config_home: ConfigHome) -> None:
     config_home.write("schema_version = 1\n", mode=0o644)
     os.chmod(config_home.directory, 0o755)  # noqa: S103 - readable, not writable
     assert load_host_configuration(config_home.environ).origin == "loaded"
+
+
+NOBODY = 65534
+
+# Giving a file away to another user is something only root may do.
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="only root can chown a file to another user (nobody)"
+)
+
+
+def _owned_by_another_user(path: Path) -> str:
+    """The detail that refuses `path` (the file or the directory) for its owner."""
+    what, risk = (
+        ("directory", "who could replace the files in it")
+        if path.is_dir()
+        else ("file", "who could rewrite it")
+    )
+    return (
+        f"the {what} is owned by another user (uid {NOBODY}), {risk} whatever its mode; "
+        f"it must belong to root: as root, run: chown 0 {path}"
+    )
+
+
+@as_root
+def test_unsafe_permissions_file_owned_by_another_user(config_home: ConfigHome) -> None:
+    path = config_home.write("schema_version = 1\n")  # 0600 in a 0700 directory
+    os.chown(path, NOBODY, NOBODY)
+    error = _load_error(config_home)
+    assert error.code == "unsafe_permissions"
+    assert str(error) == (
+        f"{path}: MyMCP configuration source permissions are unsafe: "
+        f"{_owned_by_another_user(path)} (code=unsafe_permissions)"
+    )
+
+
+@as_root
+@pytest.mark.parametrize("with_file", [True, False], ids=["file", "no-file"])
+def test_unsafe_permissions_directory_owned_by_another_user(
+    config_home: ConfigHome, with_file: bool
+) -> None:
+    # Without a file no defaults either: that user could put one there at any moment.
+    if with_file:
+        config_home.write("schema_version = 1\n")
+    else:
+        config_home.directory.mkdir(mode=0o700)
+    os.chown(config_home.directory, NOBODY, NOBODY)
+    error = _load_error(config_home)
+    assert (error.code, error.location.source) == ("unsafe_permissions", str(config_home.directory))
+    assert error.detail == _owned_by_another_user(config_home.directory)
+
+
+@as_root
+@pytest.mark.parametrize("owned", ["file", "directory"])
+def test_check_and_the_start_refuse_a_configuration_of_another_user(
+    config_home: ConfigHome,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    owned: str,
+) -> None:
+    path = config_home.write("schema_version = 1\n")
+    os.chown(path if owned == "file" else config_home.directory, NOBODY, NOBODY)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home.root))
+    monkeypatch.setenv("HOME", str(home))
+    assert cli.main(["check"]) == 1
+    refusal = capsys.readouterr().err.splitlines()[-1]  # after the log line
+    assert f"uid {NOBODY}" in refusal
+    assert refusal.endswith("(code=unsafe_permissions)")
+    # The start reads it with the same loader, so it fails with the same line.
+    with pytest.raises(ConfigurationError) as caught:
+        build_host(config_home.environ, home)
+    assert refusal == f"mymcp: error: {caught.value}"
 
 
 def test_unreadable(config_home: ConfigHome, monkeypatch: pytest.MonkeyPatch) -> None:

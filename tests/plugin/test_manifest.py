@@ -484,6 +484,23 @@ def test_load_manifest_rejects_writable_sources(
     assert _load_code(path) == "manifest_resource_unsafe_permissions"
 
 
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can chown a file to another user (nobody)")
+@pytest.mark.parametrize("owned", ["file", "directory"])
+def test_load_manifest_rejects_sources_owned_by_another_user(plugin_dir: Path, owned: str) -> None:
+    path = _write(plugin_dir / "manifest.json", encode(manifest()))  # 0644 in 0755
+    at_fault = path if owned == "file" else plugin_dir
+    os.chown(at_fault, NOBODY, NOBODY)
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(path)
+    assert caught.value.code == "manifest_resource_unsafe_permissions"
+    assert caught.value.location.source == str(at_fault)
+    assert f"is owned by another user (uid {NOBODY})" in str(caught.value.detail)
+    assert str(caught.value.detail).endswith(f"as root, run: chown 0 {at_fault}")
+
+
 def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:
     path = _write(plugin_dir / "manifest.json", b" " * 65537)
     assert _load_code(path) == "manifest_resource_too_large"

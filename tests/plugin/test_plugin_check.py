@@ -214,6 +214,31 @@ def test_a_manifest_whose_names_cannot_collide_needs_no_configuration(
     assert "manifest OK" in out
 
 
+# -- the manifest file itself -----------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can chown a file to another user (nobody)")
+@pytest.mark.parametrize("owned", ["file", "directory"])
+def test_a_manifest_owned_by_another_user_fails_the_check_as_the_start_fails(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], owned: str
+) -> None:
+    declaration = _plugin(workspace, "ping")
+    _declare(workspace, declaration, "local")
+    assert declaration.manifest_path is not None
+    at_fault = declaration.manifest_path if owned == "file" else declaration.manifest_path.parent
+    os.chown(at_fault, 65534, 65534)  # nobody; the mode bits stay safe
+    status, out, err = _plugin_check(declaration, capsys, module=False)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"mymcp: error: {at_fault}: ")
+    assert "is owned by another user (uid 65534)" in err
+    assert err.endswith("(code=external_manifest_unsafe_permissions)\n")
+    configuration = load_host_configuration()
+    mnemosyne = create_mnemosyne(MnemosyneSettings(), environ={}, home=workspace.root / "home")
+    with pytest.raises(ExternalPluginLoadError) as caught:
+        build_runtime(configuration, mnemosyne)
+    assert err == f"mymcp: error: {caught.value}\n"
+
+
 # -- tool definitions, judged as the start judges them ---------------------------------------
 
 # Appended to the fixture module: its tools' definitions, changed by `CHANGE`.

@@ -318,6 +318,17 @@ def test_manifest_unsafe_permissions(workspace: Workspace) -> None:
     assert _code([declaration]) == "external_manifest_unsafe_permissions"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can chown a file to another user (nobody)")
+@pytest.mark.parametrize("owned", ["file", "directory"])
+def test_manifest_owned_by_another_user(workspace: Workspace, owned: str) -> None:
+    declaration = workspace.plugin()
+    assert declaration.manifest_path is not None
+    at_fault = declaration.manifest_path if owned == "file" else declaration.manifest_path.parent
+    os.chown(at_fault, 65534, 65534)  # nobody; the mode bits stay safe
+    assert _code([declaration]) == "external_manifest_unsafe_permissions"
+    assert declaration.module not in sys.modules  # refused before any import
+
+
 def test_manifest_unreadable_when_missing(workspace: Workspace) -> None:
     declaration = workspace.plugin()
     assert declaration.manifest_path is not None
