@@ -149,7 +149,7 @@ class _StateDirectory:
 def _check_private(info: os.stat_result, directory: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         raise ConsoleStateError("the console state directory is not a directory", directory)
-    if info.st_uid != os.getuid():
+    if info.st_uid != os.geteuid():
         raise ConsoleStateError("the console state directory belongs to another user", directory)
     if info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
