@@ -98,10 +98,15 @@ def _check_owner(st: os.stat_result, path: Path) -> None:
         what, risk = "directory", "who could replace the files in it"
     else:
         what, risk = "file", "who could rewrite it"
-    allowed = "root" if me == 0 else f"you (uid {me}) or root"
+    if me == 0:
+        # Handing a user's own file to root would lock that user out of it: the way
+        # out is to run MyMCP as the user whose files these are.
+        remedy = f"it must belong to root, so run MyMCP as its owner (uid {st.st_uid}) instead"
+    else:
+        remedy = f"it must belong to you (uid {me}) or root: as root, run: chown {me} {path}"
     detail = (
         f"the {what} is owned by another user (uid {st.st_uid}), {risk} whatever its mode; "
-        f"it must belong to {allowed}: as root, run: chown {me} {path}"
+        + remedy
     )
     raise SafeFileError(SafeFileReason.UNSAFE_PERMISSIONS, path, detail)
 

@@ -316,7 +316,7 @@ def test_a_file_owned_by_another_user_is_refused_whatever_its_mode(
     assert caught.value.location.source == str(path)
     assert caught.value.detail == (
         f"the file is owned by another user (uid {NOBODY}), who could rewrite it whatever "
-        f"its mode; it must belong to root: as root, run: chown 0 {path}"
+        f"its mode; it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead"
     )
 
 
@@ -329,7 +329,7 @@ def test_a_directory_owned_by_another_user_is_refused(directory: Path) -> None:
     assert str(caught.value) == (
         f"{directory}: MyMCP could not read a trusted file safely: the directory is owned by "
         f"another user (uid {NOBODY}), who could replace the files in it whatever its mode; "
-        f"it must belong to root: as root, run: chown 0 {directory} "
+        f"it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead "
         "(code=unsafe_permissions)"
     )
 

@@ -128,9 +128,9 @@ def _warn_of_no_way_in(configuration: HostConfiguration) -> None:
         _warn_at(
             configuration,
             "authentication.anonymous_enabled",
-            "anonymous access is off and no adapter is enabled, so every request over "
-            "HTTP is refused (401); enable an adapter, or allow anonymous access "
-            "(mymcp stdio is unaffected)",
+            "anonymous access is off and no adapter is enabled, so every MCP request "
+            "over HTTP (/mcp) is refused (401); enable an adapter, or allow anonymous "
+            "access (mymcp stdio is unaffected)",
         )
 
 

@@ -315,7 +315,13 @@ def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:
 
 
 def dev_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `mymcp-dev`: validate, then serve with uvicorn's reloader."""
+    """Entry point of `mymcp-dev`: validate, then serve with uvicorn's reloader. The
+    validation imports the plugins in this process too, so a thread one of them started
+    must not keep it from ending after the reloader stops."""
+    return end_process(_serve_with_reload(argv), _HANDLER_GRACE_SECONDS)
+
+
+def _serve_with_reload(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="mymcp-dev",
         description="Serve MyMCP with auto-reload (development only).",

@@ -74,8 +74,9 @@ class ApprovalDetail:
     comparison: tuple[ComparedField, ...] = ()
     revision_note: str | None = None
     declined_note: str | None = None
-    principal_note: str | None = None
     """Set while the call can still be decided and its client said its user declined."""
+    principal_note: str | None = None
+    """Set when the principal's name has characters beyond ASCII, naming them."""
 
 
 def _shown(value: object) -> str:

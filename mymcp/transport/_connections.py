@@ -18,6 +18,7 @@ described in docs/ARCHITECTURE.md. Importing this module imports uvicorn and htt
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -130,6 +131,9 @@ _BUSY_MCP_BODY = (
 _BUSY_TEXT_BODY = _BUSY_MESSAGE.encode() + b"\n"
 # A burst of refusals is logged as one warning, then at most one line this often.
 _BUSY_LOG_SECONDS = 10.0
+# Never refused for being busy: cheap, quickly answered, and needed most then (a person
+# deciding the approvals that hold requests open, a liveness probe).
+_ANSWERED_WHEN_BUSY = (b"/console", b"/health")
 
 
 async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
@@ -226,14 +230,42 @@ class _ServerLoad:
     """What the connections of one server share: which are open (oldest first) and how
     many requests are being answered."""
 
-    __slots__ = ("answering", "open", "refusals_logged_at", "refused")
+    __slots__ = ("answering", "open", "refusal_line", "refusals_logged_at", "refused")
 
     def __init__(self) -> None:
         self.open: dict[BoundedHttpToolsProtocol, None] = {}
         self.answering = 0
-        # Requests answered 503 since the last line saying so, and when that was.
+        # Requests answered 503 since the last line saying so, when that was, and the
+        # line due at the end of the quiet period for those counted meanwhile.
         self.refused = 0
         self.refusals_logged_at: float | None = None
+        self.refusal_line: asyncio.TimerHandle | None = None
+
+    def note_refusal(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
+        """Count a request answered 503 for being busy. The first of a burst is logged at
+        once; the rest are counted into one line at the end of each quiet period of
+        `_BUSY_LOG_SECONDS` (a flood must not flood the log, nor go unsaid)."""
+        self.refused += 1
+        logged = self.refusals_logged_at
+        if logged is None or loop.time() - logged >= _BUSY_LOG_SECONDS:
+            self._log_refusals(loop, logger)
+        elif self.refusal_line is None:
+            due = logged + _BUSY_LOG_SECONDS
+            self.refusal_line = loop.call_at(due, self._log_refusals, loop, logger)
+
+    def _log_refusals(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
+        if self.refusal_line is not None:
+            self.refusal_line.cancel()
+            self.refusal_line = None
+        if not self.refused:
+            return
+        logger.warning(
+            "Busy: %d request(s) answered 503, with %d being answered.",
+            self.refused,
+            self.answering,
+        )
+        self.refused = 0
+        self.refusals_logged_at = loop.time()
 
 
 _LOADS: weakref.WeakKeyDictionary[ServerState, _ServerLoad] = weakref.WeakKeyDictionary()
@@ -512,14 +544,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # application of its own instead, which only answers 503.
         load = self._load
         earlier = self.cycle
-        if load is not None and load.answering >= self.max_requests:
+        if (
+            load is not None
+            and load.answering >= self.max_requests
+            and not self.url.startswith(_ANSWERED_WHEN_BUSY)
+        ):
             app = self.app
             self.app = _answer_busy
             try:
                 super().on_headers_complete()
             finally:
                 self.app = app
-            self._log_refusal(load)
+            load.note_refusal(self.loop, self.logger)
         else:
             super().on_headers_complete()
         # The parser adds trailer fields (after a chunked body) to this list, which is
@@ -535,21 +571,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             ahead = (*self._cycles_ahead, earlier)
             self._cycles_ahead = tuple(c for c in ahead if not c.response_complete)
         self._begin(self.body_seconds)
-
-    def _log_refusal(self, load: _ServerLoad) -> None:
-        """Log refusals for being busy: the first of a burst at once, the rest counted
-        into at most one line per `_BUSY_LOG_SECONDS` (a flood must not flood the log)."""
-        load.refused += 1
-        now = self.loop.time()
-        logged = load.refusals_logged_at
-        if logged is None or now - logged >= _BUSY_LOG_SECONDS:
-            self.logger.warning(
-                "Busy: %d request(s) answered 503, with %d being answered.",
-                load.refused,
-                self.max_requests,
-            )
-            load.refused = 0
-            load.refusals_logged_at = now
 
     def on_message_complete(self) -> None:
         if self.headers and self._trailers_too_large():

@@ -39,12 +39,11 @@ _LOGGER_NAME = _log.name
 _LOGGABLE_METHOD = re.compile(r"[A-Za-z0-9/_.-]*")
 _LOGGABLE_ID = re.compile(r"[A-Za-z0-9_.-]*")
 # What clients ask for on almost every line: known loggable, so no pattern is run.
+_SERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
 # The refusal of a request whose id another request of the same conversation still
 # holds: a cancellation naming that id, and a client matching replies to requests,
 # could not tell the two apart.
 REQUEST_ID_IN_USE = "Request id in use: a request with this id is still being answered"
-
-_SERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
 
 RequestId = str | int
 

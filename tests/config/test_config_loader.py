@@ -168,7 +168,7 @@ def _owned_by_another_user(path: Path) -> str:
     )
     return (
         f"the {what} is owned by another user (uid {NOBODY}), {risk} whatever its mode; "
-        f"it must belong to root: as root, run: chown 0 {path}"
+        f"it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead"
     )
 
 

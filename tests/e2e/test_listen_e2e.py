@@ -7,7 +7,9 @@ address, the cause and the configuration key, and an untouched home directory.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import signal
 import socket
 import subprocess
@@ -127,6 +129,41 @@ def test_mymcp_dev_stops_with_one_coded_line_when_a_plugin_fails_to_import(
     (error,) = errors
     assert error.startswith("mymcp: error: plugin broken")
     assert error.endswith("(code=external_plugin_import_failed)")
+
+
+def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # Its check imports the plugins in the launcher too: a thread one of them started at
+    # import, which never ends, must not keep the launcher alive once the reloader stops.
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    poller = "import threading\nthreading.Thread(target=threading.Event().wait).start()\n"
+    declaration = space.plugin("poller", extra=poller)
+    sandbox.write_config(
+        sandbox.plugin_config("poller", declaration.manifest_path, declaration.module)
+    )
+    process = subprocess.Popen(
+        [str(Path(MYMCP).with_name("mymcp-dev"))],
+        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:  # ends when the process does: no sleeping
+            if "Application startup complete" in line:
+                break
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=CLI_TIMEOUT)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert status == 0
 
 
 def test_a_taken_default_port_is_named_as_the_default(sandbox: Sandbox) -> None:

@@ -453,8 +453,9 @@ def test_check_warns_when_no_http_request_could_be_let_in(sandbox: Sandbox) -> N
     warnings = [line for line in checked.stderr.splitlines() if "mymcp: warning:" in line]
     assert warnings == [
         f"mymcp: warning: {sandbox.config_file}: authentication.anonymous_enabled: anonymous "
-        "access is off and no adapter is enabled, so every request over HTTP is refused "
-        "(401); enable an adapter, or allow anonymous access (mymcp stdio is unaffected)"
+        "access is off and no adapter is enabled, so every MCP request over HTTP (/mcp) is "
+        "refused (401); enable an adapter, or allow anonymous access (mymcp stdio is "
+        "unaffected)"
     ]
 
 

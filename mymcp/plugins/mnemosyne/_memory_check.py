@@ -73,7 +73,7 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "unsafe_permissions": "writable by group or others, or owned by another user",
     "not_a_directory": "a file where the namespace or collection directory of that id "
     "would be: that container cannot be read or written while it is there",
-    "not_a_file": "a directory named as a record file is; nothing in it is read",
+    "not_a_file": "a directory named as a canonical record file is; nothing in it is read",
     _SCOPE_BLOCKED: "a scope's place, but no directory that can be read: every read and "
     "write of the scope fails until it is moved away",
 }

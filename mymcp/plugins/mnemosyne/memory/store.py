@@ -562,10 +562,13 @@ def _walk(
             if info is not None and stat.S_ISLNK(info.st_mode):
                 stats.skip((*prefix, name), SkipReason.SYMLINK)
             elif info is not None and stat.S_ISDIR(info.st_mode):
-                # No namespace or collection id ends so, so it holds no records: a record
-                # file replaced by a directory, which is reported rather than lost unseen.
-                if recursive:
+                if recursive and is_memory_id(name[: -len(suffix)]):
+                    # Named as a canonical record file is: a record replaced by a
+                    # directory, reported rather than lost unseen. (Legacy records may sit
+                    # in directories of any name, `notes.json` included: those are read.)
                     stats.skip((*prefix, name), SkipReason.NOT_A_FILE)
+                elif recursive:
+                    _descend(fd, name, prefix, depth + 1, stats, visit, on_directory)
             else:
                 stats.candidates += 1
                 if stats.candidates > limit:

@@ -149,11 +149,13 @@ def test_a_directory_named_as_a_record_file_is_reported_not_read(
     root: Path, write: Writer, v1: Factory, caplog: pytest.LogCaptureFixture, watch: bool
 ) -> None:
     write(v1(memory_id="real"), "project/real.json")
-    # A record file replaced by a directory (a copy gone wrong, say) is reported, and
-    # what it holds is no record of this store.
-    write(v1(memory_id="inside"), "project/gone.json/inside.json")
+    # A canonical record file replaced by a directory (a copy gone wrong, say) is
+    # reported, and what it holds is no record of this store.
+    write(v1(memory_id="inside"), f"project/ns/mem_{'0' * 32}.json/inside.json")
+    # Legacy records may sit in a directory of any name, one ending in .json too.
+    write(v1(memory_id="legacy"), "project/notes.json/legacy.json")
     caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
-    assert _scan(_new(root, watch)) == {"real"}
+    assert _scan(_new(root, watch)) == {"real", "legacy"}
     assert _skips(caplog) == ["skipped scope=project file=<file> reason=not_a_file"]
 
 
