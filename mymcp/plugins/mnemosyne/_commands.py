@@ -238,6 +238,8 @@ def _list(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _show(memory: _Memory, target: str, out: TextIO) -> int:
+    if not target.strip():
+        return _error("nothing to show: give a reference (JSON), a record file or a path")
     if target.lstrip().startswith("{"):
         try:
             reference = parse_reference(load_strict_json(target))

@@ -198,6 +198,8 @@ def test_show_answers_an_argument_no_file_can_have_in_one_bounded_line(
         '{"a":' * 3000: NOT_A_REFERENCE + "\n",
         '{"schema_version": ' + "9" * 5000 + "}": NOT_A_REFERENCE + "\n",
         '{"schema_version": NaN}': NOT_A_REFERENCE + "\n",
+        "": "mymcp: error: nothing to show: give a reference (JSON), a record file or a path\n",
+        " ": "mymcp: error: nothing to show: give a reference (JSON), a record file or a path\n",
     }
     for argument, error in expected.items():
         shown = run_cli(["memory", "show", argument], sandbox.environ())
