@@ -88,6 +88,10 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
+# The owner a user namespace shows for a file whose owner has no id inside it.
+_OVERFLOW_UID = 65534
+
+
 def _check_owner(st: os.stat_result, path: Path) -> None:
     # Whoever owns a file or directory can chmod it and rewrite it whatever its mode bits
     # say, so a trusted one must be ours. Root may own it too: root could change it anyway.
@@ -98,10 +102,18 @@ def _check_owner(st: os.stat_result, path: Path) -> None:
         what, risk = "directory", "who could replace the files in it"
     else:
         what, risk = "file", "who could rewrite it"
-    if me == 0:
-        # Handing a user's own file to root would lock that user out of it: the way
-        # out is to run MyMCP as the user whose files these are.
-        remedy = f"it must belong to root, so run MyMCP as its owner (uid {st.st_uid}) instead"
+    if me == 0 and st.st_uid == _OVERFLOW_UID:
+        remedy = (
+            "that uid is nobody, or a user outside this user namespace (root, seen from a "
+            "rootless container): keep it where the user MyMCP runs as owns it"
+        )
+    elif me == 0:
+        # Handing a user's own file to root would lock that user out of it, so running
+        # MyMCP as its owner comes first.
+        remedy = (
+            f"run MyMCP as its owner (uid {st.st_uid}), or, if only root should change it, "
+            f"give it to root: chown 0 {path}"
+        )
     else:
         remedy = f"it must belong to you (uid {me}) or root: as root, run: chown {me} {path}"
     detail = (

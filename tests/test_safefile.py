@@ -295,7 +295,8 @@ def test_identity_after_the_read_is_compared(
     assert len(calls) == 3
 
 
-NOBODY = 65534
+NOBODY = 65534  # also how a user namespace shows a user outside it
+OTHER = 4242  # some other user, with or without an account here
 
 # Giving a file away to another user is something only root may do.
 as_root = pytest.mark.skipif(
@@ -309,14 +310,17 @@ def test_a_file_owned_by_another_user_is_refused_whatever_its_mode(
     directory: Path, private: bool
 ) -> None:
     path = _file(directory)  # 0600: the mode bits alone would pass
-    os.chown(path, NOBODY, NOBODY)
+    os.chown(path, OTHER, OTHER)
     assert _reason(path, private=private) is SafeFileReason.UNSAFE_PERMISSIONS
     with pytest.raises(SafeFileError) as caught:
         read_safe_file(path, max_bytes=64, private=private)
     assert caught.value.location.source == str(path)
+    # Run as root: handing a user's file to root would lock the user out, so running as
+    # its owner comes first.
     assert caught.value.detail == (
-        f"the file is owned by another user (uid {NOBODY}), who could rewrite it whatever "
-        f"its mode; it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead"
+        f"the file is owned by another user (uid {OTHER}), who could rewrite it whatever "
+        f"its mode; run MyMCP as its owner (uid {OTHER}), or, if only root should change "
+        f"it, give it to root: chown 0 {path}"
     )
 
 
@@ -329,7 +333,8 @@ def test_a_directory_owned_by_another_user_is_refused(directory: Path) -> None:
     assert str(caught.value) == (
         f"{directory}: MyMCP could not read a trusted file safely: the directory is owned by "
         f"another user (uid {NOBODY}), who could replace the files in it whatever its mode; "
-        f"it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead "
+        "that uid is nobody, or a user outside this user namespace (root, seen from a "
+        "rootless container): keep it where the user MyMCP runs as owns it "
         "(code=unsafe_permissions)"
     )
 

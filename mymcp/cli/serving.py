@@ -19,6 +19,7 @@ from mymcp import __version__
 from mymcp.cli.parser import build_parser, logging_options
 from mymcp.cli.terminal import (
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     begin_logging,
     end_process,
@@ -317,8 +318,16 @@ def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:
 def dev_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp-dev`: validate, then serve with uvicorn's reloader. The
     validation imports the plugins in this process too, so a thread one of them started
-    must not keep it from ending after the reloader stops."""
-    return end_process(_serve_with_reload(argv), _HANDLER_GRACE_SECONDS)
+    must not keep it from ending after the reloader stops, nor after a Ctrl-C during
+    the validation (a plugin still importing, say)."""
+    try:
+        status = _serve_with_reload(argv)
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    except SystemExit as leaving:  # --help, a usage error, or uvicorn unable to bind
+        code = leaving.code
+        status = code if isinstance(code, int) else EXIT_OK if code is None else EXIT_FAILURE
+    return end_process(status, _HANDLER_GRACE_SECONDS)
 
 
 def _serve_with_reload(argv: Sequence[str] | None) -> int:

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import unquote
 
 import httptools
 from starlette.types import Receive, Scope, Send
@@ -131,9 +132,18 @@ _BUSY_MCP_BODY = (
 _BUSY_TEXT_BODY = _BUSY_MESSAGE.encode() + b"\n"
 # A burst of refusals is logged as one warning, then at most one line this often.
 _BUSY_LOG_SECONDS = 10.0
-# Never refused for being busy: cheap, quickly answered, and needed most then (a person
-# deciding the approvals that hold requests open, a liveness probe).
-_ANSWERED_WHEN_BUSY = (b"/console", b"/health")
+
+
+def _answered_when_busy(target: bytes) -> bool:
+    """Whether a request goes to the console or the health check, which are never
+    refused for being busy: cheap, quickly answered, and needed most then (a person
+    deciding the approvals that hold requests open, a liveness probe). Judged by the
+    path the application routes on, whatever the form of the request target."""
+    try:
+        path = unquote((httptools.parse_url(target).path or b"").decode("ascii"))
+    except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        return False
+    return path in ("/health", "/console") or path.startswith("/console/")
 
 
 async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
@@ -230,7 +240,7 @@ class _ServerLoad:
     """What the connections of one server share: which are open (oldest first) and how
     many requests are being answered."""
 
-    __slots__ = ("answering", "open", "refusal_line", "refusals_logged_at", "refused")
+    __slots__ = ("answering", "bound", "open", "refusal_line", "refusals_logged_at", "refused")
 
     def __init__(self) -> None:
         self.open: dict[BoundedHttpToolsProtocol, None] = {}
@@ -240,29 +250,35 @@ class _ServerLoad:
         self.refused = 0
         self.refusals_logged_at: float | None = None
         self.refusal_line: asyncio.TimerHandle | None = None
+        self.bound = 0
 
-    def note_refusal(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
-        """Count a request answered 503 for being busy. The first of a burst is logged at
-        once; the rest are counted into one line at the end of each quiet period of
-        `_BUSY_LOG_SECONDS` (a flood must not flood the log, nor go unsaid)."""
+    def note_refusal(
+        self, loop: asyncio.AbstractEventLoop, logger: logging.Logger, bound: int
+    ) -> None:
+        """Count a request answered 503 for being busy (`bound` requests were being
+        answered). The first of a burst is logged at once; the rest are counted into one
+        line at the end of each quiet period of `_BUSY_LOG_SECONDS`, or when the last
+        connection closes (a stop): a flood must not flood the log, nor go unsaid."""
         self.refused += 1
+        self.bound = bound
         logged = self.refusals_logged_at
         if logged is None or loop.time() - logged >= _BUSY_LOG_SECONDS:
-            self._log_refusals(loop, logger)
+            self.log_refusals(loop, logger)
         elif self.refusal_line is None:
             due = logged + _BUSY_LOG_SECONDS
-            self.refusal_line = loop.call_at(due, self._log_refusals, loop, logger)
+            self.refusal_line = loop.call_at(due, self.log_refusals, loop, logger)
 
-    def _log_refusals(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
+    def log_refusals(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
+        """The line for the refusals counted since the last one, if any."""
         if self.refusal_line is not None:
             self.refusal_line.cancel()
             self.refusal_line = None
         if not self.refused:
             return
         logger.warning(
-            "Busy: %d request(s) answered 503, with %d being answered.",
+            "Busy: %d request(s) answered 503, at the bound of %d being answered.",
             self.refused,
-            self.answering,
+            self.bound,
         )
         self.refused = 0
         self.refusals_logged_at = loop.time()
@@ -547,7 +563,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if (
             load is not None
             and load.answering >= self.max_requests
-            and not self.url.startswith(_ANSWERED_WHEN_BUSY)
+            and not _answered_when_busy(self.url)
         ):
             app = self.app
             self.app = _answer_busy
@@ -555,7 +571,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 super().on_headers_complete()
             finally:
                 self.app = app
-            load.note_refusal(self.loop, self.logger)
+            load.note_refusal(self.loop, self.logger, self.max_requests)
         else:
             super().on_headers_complete()
         # The parser adds trailer fields (after a chunked body) to this list, which is
@@ -633,6 +649,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if self._unanswered:
                 load.answering -= 1
             self._unanswered = 0
+            if not load.open and load.refused:  # the last connection: perhaps a stop
+                load.log_refusals(self.loop, self.logger)
         super().connection_lost(exc)
 
     def _begin(self, limit: float) -> None:

@@ -168,7 +168,8 @@ def _owned_by_another_user(path: Path) -> str:
     )
     return (
         f"the {what} is owned by another user (uid {NOBODY}), {risk} whatever its mode; "
-        f"it must belong to root, so run MyMCP as its owner (uid {NOBODY}) instead"
+        "that uid is nobody, or a user outside this user namespace (root, seen from a "
+        "rootless container): keep it where the user MyMCP runs as owns it"
     )
 
 

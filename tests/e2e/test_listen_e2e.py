@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mymcp.cli.terminal import EXIT_FAILURE
+from mymcp.cli.terminal import EXIT_FAILURE, EXIT_INTERRUPTED
 from tests.e2e.server import MYMCP, READY_MARKER, Sandbox, log_and_errors, run_cli
 from tests.runtime.test_external import Workspace
 
@@ -164,6 +164,37 @@ def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     assert status == 0
+
+
+def test_mymcp_dev_ends_on_a_ctrl_c_while_a_plugin_imports_for_its_check(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # The person presses Ctrl-C while the check imports a plugin (here the plugin sends
+    # it to itself, after starting a thread that never ends): the launcher stops with
+    # the status of an interrupt, no traceback, and without waiting for the thread.
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    interrupted = (
+        "import os, signal, threading\n"
+        "threading.Thread(target=threading.Event().wait).start()\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    declaration = space.plugin("stopped", extra=interrupted)
+    sandbox.write_config(
+        sandbox.plugin_config("stopped", declaration.manifest_path, declaration.module)
+    )
+    result = subprocess.run(
+        [str(Path(MYMCP).with_name("mymcp-dev"))],
+        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == EXIT_INTERRUPTED, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Uvicorn running" not in result.stderr
 
 
 def test_a_taken_default_port_is_named_as_the_default(sandbox: Sandbox) -> None:

@@ -498,7 +498,7 @@ def test_load_manifest_rejects_sources_owned_by_another_user(plugin_dir: Path, o
     assert caught.value.code == "manifest_resource_unsafe_permissions"
     assert caught.value.location.source == str(at_fault)
     assert f"is owned by another user (uid {NOBODY})" in str(caught.value.detail)
-    assert str(caught.value.detail).endswith(f"run MyMCP as its owner (uid {NOBODY}) instead")
+    assert str(caught.value.detail).endswith("keep it where the user MyMCP runs as owns it")
 
 
 def test_load_manifest_rejects_oversize(plugin_dir: Path) -> None:

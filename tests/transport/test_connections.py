@@ -359,7 +359,7 @@ def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_in_few_
 
     async def scenario() -> None:
         app = Held(holding=True)
-        server = Server(app, LIMITS)
+        server = Server(app, ConnectionLimits(max_requests=2, max_connections=64))
         for connection in [server.connect() for _ in range(2)]:
             connection.send(request(body=b"{}"))
         await settle()
@@ -392,21 +392,70 @@ def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_in_few_
         assert all(c.closed for c in refused)
         # The first refusal is logged at once; the next two fall within the quiet period,
         # and are said when it ends.
-        assert busy_lines() == ["Busy: 1 request(s) answered 503, with 2 being answered."]
+        assert busy_lines() == [
+            "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
+        ]
         clock[0] = 1010.1
         await settle()
-        assert busy_lines()[1:] == ["Busy: 2 request(s) answered 503, with 2 being answered."]
+        assert busy_lines()[1:] == [
+            "Busy: 2 request(s) answered 503, at the bound of 2 being answered."
+        ]
         clock[0] = 1030.0  # a later burst begins with a line of its own
         server.connect().send(request("/mcp", body=b"{}"))
         await settle()
-        assert busy_lines()[2:] == ["Busy: 1 request(s) answered 503, with 2 being answered."]
+        assert busy_lines()[2:] == [
+            "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
+        ]
         assert not any("concurrency" in r.getMessage() for r in caplog.records)
-        # The console and the health check are answered all the same.
-        for path in ("/health", "/console/approvals"):
+        # The console and the health check are answered all the same, however the
+        # request names them; what only looks like them is not.
+        for path in ("/health", "/console/approvals", "http://127.0.0.1:8000/health", "/%63onsole"):
             probe = server.connect()
             probe.send(request(path, body=b"{}"))
             await settle()
-            assert probe.written == b""  # being answered (held like the rest), not refused
+            assert probe.written == b"", path  # being answered (held like the rest)
+        for path in ("/healthz", "/consoles", "/console/../mcp/x", "http://h/mcp"):
+            probe = server.connect()
+            probe.send(request(path, body=b"{}"))
+            await settle()
+            if path == "/console/../mcp/x":  # routed to the console, which refuses it itself
+                assert probe.written == b"", path
+            else:
+                assert status(probe) == b"HTTP/1.1 503 Service Unavailable", path
+        app.release.set()
+        await settle()
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario)
+
+
+def test_refusals_counted_when_the_last_connection_closes_are_logged_then(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A stop closes every connection: refusals still waiting for the end of their quiet
+    # period are said then, not lost with the loop.
+    def busy_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)
+        busy = [server.connect() for _ in range(2)]
+        for connection in busy:
+            connection.send(request(body=b"{}"))
+        await settle()
+        for _ in range(3):
+            server.connect().send(request("/mcp", body=b"{}"))
+            await settle()
+        assert busy_lines() == [
+            "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
+        ]
+        for connection in busy:
+            connection.close()
+        await settle()
+        assert busy_lines()[1:] == [
+            "Busy: 2 request(s) answered 503, at the bound of 2 being answered."
+        ]
         app.release.set()
         await settle()
 
