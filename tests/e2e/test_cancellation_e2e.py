@@ -195,6 +195,16 @@ def _open_session(http: httpx.Client, url: str, operator: str = "alice") -> dict
     return session
 
 
+def _wait_call(request_id: int) -> dict[str, Any]:
+    """A handshake-era call of `slow__wait`, which runs until it is cancelled."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "slow__wait", "arguments": {}},
+    }
+
+
 def _cancel(request_id: object) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -211,12 +221,7 @@ def test_only_the_calls_own_session_can_cancel_it_and_it_is_answered_as_cancelle
         alice = _open_session(http, slow.url)
         other = _open_session(http, slow.url)
         bob = _open_session(http, slow.url, "bob")
-        call = {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": "tools/call",
-            "params": {"name": "slow__wait", "arguments": {}},
-        }
+        call = _wait_call(7)
         running = threading.Thread(
             target=lambda: replies.append(_post(http, slow.url, call, **alice))
         )
@@ -256,12 +261,7 @@ def test_a_request_reusing_a_running_requests_id_in_its_session_is_refused(
     slow: Slow, server_log: LogLines
 ) -> None:
     replies: list[httpx.Response] = []
-    call = {
-        "jsonrpc": "2.0",
-        "id": 5,
-        "method": "tools/call",
-        "params": {"name": "slow__wait", "arguments": {}},
-    }
+    call = _wait_call(5)
     listing = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
     with httpx.Client(timeout=WAIT_SECONDS) as http:
         alice = _open_session(http, slow.url)
@@ -297,12 +297,7 @@ def test_deleting_a_session_withdraws_its_running_calls_only(
     slow: Slow, server_log: LogLines
 ) -> None:
     replies: list[httpx.Response] = []
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "slow__wait", "arguments": {}},
-    }
+    call = _wait_call(3)
     with httpx.Client(timeout=WAIT_SECONDS) as http:
         alice = _open_session(http, slow.url)
         other = _open_session(http, slow.url)

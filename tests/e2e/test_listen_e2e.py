@@ -56,6 +56,33 @@ def _refused(sandbox: Sandbox) -> tuple[subprocess.CompletedProcess[str], list[s
     return result, log, errors
 
 
+MYMCP_DEV = str(Path(MYMCP).with_name("mymcp-dev"))
+
+
+def _serving_plugin(sandbox: Sandbox, tmp_path: Path, plugin: str, code: str) -> dict[str, str]:
+    """Configure the sandbox with one plugin whose module runs `code` at import; the
+    environment under which it imports."""
+    space = Workspace(tmp_path / "plugins")
+    (space.root / "modules").mkdir(parents=True)
+    declaration = space.plugin(plugin, extra=code)
+    sandbox.write_config(
+        sandbox.plugin_config(plugin, declaration.manifest_path, declaration.module)
+    )
+    return sandbox.environ({"PYTHONPATH": str(space.root / "modules")})
+
+
+def _mymcp_dev(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MYMCP_DEV],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def test_a_taken_port_stops_the_start_with_one_coded_line_and_writes_nothing(
     sandbox: Sandbox,
 ) -> None:
@@ -82,15 +109,7 @@ def test_a_taken_port_stops_the_start_with_one_coded_line_and_writes_nothing(
 def test_mymcp_dev_names_a_taken_port_as_mymcp_does(sandbox: Sandbox) -> None:
     sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
     with _occupied("127.0.0.1", sandbox.port):
-        result = subprocess.run(
-            [str(Path(MYMCP).with_name("mymcp-dev"))],
-            env=sandbox.environ(),
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        result = _mymcp_dev(sandbox.environ())
     _, errors = log_and_errors(result.stderr)
     assert result.returncode == EXIT_FAILURE, result.stderr
     assert "Errno" not in result.stderr
@@ -107,21 +126,7 @@ def test_mymcp_dev_stops_with_one_coded_line_when_a_plugin_fails_to_import(
 ) -> None:
     # Found in the reload worker only, the failure would be a traceback and a reloader
     # left waiting for a change.
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("broken", extra='raise RuntimeError("boom")')
-    sandbox.write_config(
-        sandbox.plugin_config("broken", declaration.manifest_path, declaration.module)
-    )
-    result = subprocess.run(
-        [str(Path(MYMCP).with_name("mymcp-dev"))],
-        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = _mymcp_dev(_serving_plugin(sandbox, tmp_path, "broken", 'raise RuntimeError("boom")'))
     _, errors = log_and_errors(result.stderr)
     assert result.returncode == EXIT_FAILURE, result.stderr
     assert "Traceback" not in result.stderr
@@ -136,16 +141,10 @@ def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(
 ) -> None:
     # Its check imports the plugins in the launcher too: a thread one of them started at
     # import, which never ends, must not keep the launcher alive once the reloader stops.
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
     poller = "import threading\nthreading.Thread(target=threading.Event().wait).start()\n"
-    declaration = space.plugin("poller", extra=poller)
-    sandbox.write_config(
-        sandbox.plugin_config("poller", declaration.manifest_path, declaration.module)
-    )
     process = subprocess.Popen(
-        [str(Path(MYMCP).with_name("mymcp-dev"))],
-        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
+        [MYMCP_DEV],
+        env=_serving_plugin(sandbox, tmp_path, "poller", poller),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -172,26 +171,12 @@ def test_mymcp_dev_ends_on_a_ctrl_c_while_a_plugin_imports_for_its_check(
     # The person presses Ctrl-C while the check imports a plugin (here the plugin sends
     # it to itself, after starting a thread that never ends): the launcher stops with
     # the status of an interrupt, no traceback, and without waiting for the thread.
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
     interrupted = (
         "import os, signal, threading\n"
         "threading.Thread(target=threading.Event().wait).start()\n"
         "os.kill(os.getpid(), signal.SIGINT)\n"
     )
-    declaration = space.plugin("stopped", extra=interrupted)
-    sandbox.write_config(
-        sandbox.plugin_config("stopped", declaration.manifest_path, declaration.module)
-    )
-    result = subprocess.run(
-        [str(Path(MYMCP).with_name("mymcp-dev"))],
-        env=sandbox.environ({"PYTHONPATH": str(space.root / "modules")}),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = _mymcp_dev(_serving_plugin(sandbox, tmp_path, "stopped", interrupted))
     assert result.returncode == EXIT_INTERRUPTED, result.stderr
     assert "Traceback" not in result.stderr
     assert "Uvicorn running" not in result.stderr

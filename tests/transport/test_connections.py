@@ -351,18 +351,30 @@ def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
     run(scenario)
 
 
+def _busy_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines that say requests were refused for being busy."""
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+
+
+async def _busy_server(limits: ConnectionLimits) -> tuple[Held, Server, list[MemoryTransport]]:
+    """A server whose two places for requests being answered are both held."""
+    app = Held(holding=True)
+    server = Server(app, limits)
+    held = [server.connect() for _ in range(2)]
+    for connection in held:
+        connection.send(request(body=b"{}"))
+    await settle()
+    return app, server, held
+
+
 def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_in_few_lines(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     def busy_lines() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+        return _busy_lines(caplog)
 
     async def scenario() -> None:
-        app = Held(holding=True)
-        server = Server(app, ConnectionLimits(max_requests=2, max_connections=64))
-        for connection in [server.connect() for _ in range(2)]:
-            connection.send(request(body=b"{}"))
-        await settle()
+        app, server, _ = await _busy_server(ConnectionLimits(max_requests=2, max_connections=64))
         clock = [1000.0]
         # The protocol reads the loop's clock to space its log lines (and the loop its
         # timers: the line due at the end of a quiet period comes when the clock is past).
@@ -435,15 +447,10 @@ def test_refusals_counted_when_the_last_connection_closes_are_logged_then(
     # A stop closes every connection: refusals still waiting for the end of their quiet
     # period are said then, not lost with the loop.
     def busy_lines() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+        return _busy_lines(caplog)
 
     async def scenario() -> None:
-        app = Held(holding=True)
-        server = Server(app, LIMITS)
-        busy = [server.connect() for _ in range(2)]
-        for connection in busy:
-            connection.send(request(body=b"{}"))
-        await settle()
+        app, server, busy = await _busy_server(LIMITS)
         for _ in range(3):
             server.connect().send(request("/mcp", body=b"{}"))
             await settle()
