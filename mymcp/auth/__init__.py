@@ -8,7 +8,7 @@ bearer credentials with `create_token`, `list_credentials` and `revoke_token`.
 from mymcp.auth._compose import build_authenticator
 from mymcp.auth._discovery import HttpClientFactory
 from mymcp.auth._evidence import offers_bearer_token
-from mymcp.auth._oauth import Clock, SystemClock, is_scope_token
+from mymcp.auth._oauth import MAX_SCOPES, Clock, SystemClock, is_scope_token
 from mymcp.auth._principal import (
     ANONYMOUS,
     CONSOLE,
@@ -30,6 +30,7 @@ __all__ = [
     "ANONYMOUS",
     "CONSOLE",
     "LOCAL",
+    "MAX_SCOPES",
     "AuthFailure",
     "Authenticator",
     "Clock",

@@ -95,7 +95,7 @@ _PRINCIPAL_NAME = re.compile(r"anonymous|local|(operator|oauth):.+")
 
 
 def policy_command(args: argparse.Namespace) -> int:
-    from mymcp.auth import is_scope_token, is_valid_subject
+    from mymcp.auth import MAX_SCOPES, is_scope_token, is_valid_subject
     from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
     from mymcp.governance import Policy
     from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
@@ -123,6 +123,16 @@ def policy_command(args: argparse.Namespace) -> int:
             shown = scope[:140]
             print(f"mymcp: error: --scope {shown!r} is no OAuth scope token", file=sys.stderr)
             return EXIT_USAGE
+    scopes = frozenset(args.scope)
+    if len(scopes) > MAX_SCOPES:
+        # Authentication keeps only a token's first scopes: an explanation with more
+        # would grant what no token gets.
+        print(
+            f"mymcp: error: --scope given {len(scopes)} times: a token's scopes count up "
+            f"to {MAX_SCOPES} (later ones are dropped), so give at most {MAX_SCOPES}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         configuration = load_host_configuration()
         validate_semantics(configuration)
@@ -134,7 +144,7 @@ def policy_command(args: argparse.Namespace) -> int:
     except MyMCPError as exc:
         locate_in_configuration(exc, configuration.source)
         return fail(exc)
-    view = policy.view(name, frozenset(args.scope))
+    view = policy.view(name, scopes)
     rows = [
         {
             "name": tool,
@@ -151,18 +161,22 @@ def policy_command(args: argparse.Namespace) -> int:
     if args.json:
         document = {
             "principal": name,
-            "scopes": sorted(args.scope),
+            "scopes": sorted(scopes),
             "policy": None if settings is None else {"default": settings.default},
             "tools": rows,
         }
         print(json.dumps(document, indent=2))
         return EXIT_OK
-    scopes = " ".join(sorted(args.scope)) or "(none)"
     summary = "none (every tool allowed)"
     if settings is not None:
         summary = f"default {settings.default}, {len(settings.rules)} rule(s)"
-    print(f"principal: {name}   scopes: {scopes}")
+    print(f"principal: {name}   scopes: {' '.join(sorted(scopes)) or '(none)'}")
     print(f"policy: {summary}")
+    if name == "anonymous" and not configuration.authentication.anonymous_enabled:
+        print(
+            "note: anonymous access is off ([authentication] anonymous_enabled = false): "
+            "no HTTP request is served as anonymous"
+        )
     for allowed, heading in ((True, "may call"), (False, "may not call")):
         chosen = [row for row in rows if row["allowed"] is allowed]
         print(f"\n{heading}:" + ("" if chosen else " (nothing)"))

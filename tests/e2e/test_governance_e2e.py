@@ -257,6 +257,40 @@ def test_policy_explain_reports_each_tool_and_its_rule(governed: Governed) -> No
     assert "memory_remember  policy default (deny)" in text.stdout
 
 
+def test_policy_explain_says_when_anonymous_access_is_off_and_counts_a_scope_once(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config(
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + "[authentication]\nanonymous_enabled = false\n"
+    )
+    anonymous = run_cli(
+        ["policy", "explain", "--principal", "anonymous"], sandbox.environ(), timeout=CLI_TIMEOUT
+    )
+    assert anonymous.returncode == 0, anonymous.stderr
+    assert "note: anonymous access is off" in anonymous.stdout
+    scoped = run_cli(
+        [
+            "policy",
+            "explain",
+            "--principal",
+            "oauth:x",
+            "--scope",
+            "b",
+            "--scope",
+            "a",
+            "--scope",
+            "b",
+        ],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    assert scoped.returncode == 0, scoped.stderr
+    assert "scopes: a b\n" in scoped.stdout
+    assert "anonymous access is off" not in scoped.stdout
+
+
 def test_policy_explain_takes_a_subject_that_holds_a_star(sandbox: Sandbox) -> None:
     # A subject may hold `*`: a rule names it with `\*`, and explain takes it as it is.
     sandbox.write_config(
