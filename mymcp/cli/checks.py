@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def check_command(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
-    from mymcp.governance import audit_directory, check_audit_directory
+    from mymcp.governance import audit_directory, check_audit_directory, misplaced_segments
     from mymcp.runtime.bootstrap import build_host
 
     logs = begin_logging(args)
@@ -71,6 +71,15 @@ def check_command(args: argparse.Namespace) -> int:
     else:
         state = "exists" if exists else "created at first start"
         print(f"audit: on, {directory} ({state})")
+        for name in misplaced_segments(directory) if exists else ():
+            # The start goes on (read-only tools are served), so this is no failure.
+            _warn_at(
+                configuration,
+                "audit.directory",
+                f"{directory / name} is no regular file, which the writer never makes: "
+                "`mymcp audit verify` reports it, and while it is the newest segment, calls "
+                "of tools that change anything are refused (audit_unavailable)",
+            )
     return _check_memory(host.mnemosyne.settings if host.mnemosyne else None)
 
 

@@ -32,6 +32,7 @@ from mymcp.governance.audit_format import (
     RecordShape,
     canonical_json,
     check_audit_directory,
+    misplaced_segments,
 )
 from mymcp.governance.audit_verify import (
     VerifiedPrefix,
@@ -64,6 +65,7 @@ __all__ = [
     "audit_directory",
     "canonical_json",
     "check_audit_directory",
+    "misplaced_segments",
     "effect_classes",
     "open_audit",
     "read_records",

@@ -87,6 +87,25 @@ def test_check_reports_what_it_composed(sandbox: Sandbox) -> None:
     assert not audit.exists()  # check never creates files
 
 
+def test_check_warns_of_an_audit_segment_that_is_no_regular_file(sandbox: Sandbox) -> None:
+    # The start goes on (read-only tools are served), so the check passes, but says so.
+    audit = sandbox.root / "audit"
+    audit.mkdir(mode=0o700)
+    os.mkfifo(audit / "segment-000001.jsonl", 0o600)
+    sandbox.write_config(
+        "schema_version = 8\n" + sandbox.server_table() + f'[audit]\ndirectory = "{audit}"\n'
+    )
+    checked = run_cli(["check"], sandbox.environ())
+    assert checked.returncode == 0, checked.stderr
+    warnings = [line for line in checked.stderr.splitlines() if "mymcp: warning:" in line]
+    assert warnings == [
+        f"mymcp: warning: {sandbox.config_file}: audit.directory: "
+        f"{audit / 'segment-000001.jsonl'} is no regular file, which the writer never makes: "
+        "`mymcp audit verify` reports it, and while it is the newest segment, calls of "
+        "tools that change anything are refused (audit_unavailable)"
+    ]
+
+
 def test_check_names_the_plugins_it_read_but_left_off(sandbox: Sandbox) -> None:
     # An operator who just set `enabled = false` sees that the entry was read.
     config = sandbox.plugin_config("ghost", sandbox.root / "absent.json", "ghost_plugin")
