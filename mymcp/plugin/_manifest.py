@@ -6,11 +6,13 @@ The field rules live in `_manifest_rules`; this module handles the resource itse
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from mymcp._escaping import escape_invisible
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
 from mymcp.errors import Location, ManifestError
@@ -55,12 +57,35 @@ def parse_manifest(data: bytes, source: Path | None = None) -> PluginDefinition:
             )
         except StrictJsonError as exc:
             code = _JSON_CODES.get(exc.reason, "manifest_resource_invalid_json")
-            raise ManifestError(code, location=exc.location, detail=exc.detail) from None
+            detail = exc.detail
+            if exc.reason is StrictJsonReason.DUPLICATE_KEY:
+                detail = _repeated_key(data)
+            raise ManifestError(code, location=exc.location, detail=detail) from None
         return definition_from_document(document)
     except ManifestError as exc:
         if source is not None:
             exc.locate(Location(source=str(source)))
         raise
+
+
+def _repeated_key(data: bytes) -> str | None:
+    """Which key an object of the manifest repeats (the operator's own file, so naming
+    it is safe), for a document strict decoding refused for that."""
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        if not repeated:
+            repeated.extend(key for index, key in enumerate(keys) if key in keys[:index])
+        return dict(items)
+
+    try:
+        json.loads(data, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    if not repeated:
+        return None
+    return f"an object gives the key {escape_invisible(repeated[0][:100])!r} more than once"
 
 
 def _plain_json(value: object, depth: int) -> Any:

@@ -150,11 +150,18 @@ def test_manifest_resource_invalid_json(data: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    "data",
-    [b'{"id": "a", "id": "a"}', b'{"requires": {"host_api": {"min": 1, "min": 1}}}'],
+    ("data", "key"),
+    [
+        (b'{"id": "a", "id": "a"}', "id"),
+        (b'{"requires": {"host_api": {"min": 1, "min": 1}}}', "min"),
+        (b'{"title": 1, "\\u202e": 1, "\\u202e": 2}', "\\u202e"),  # shown escaped
+    ],
 )
-def test_manifest_resource_duplicate_key(data: bytes) -> None:
-    assert _code(data) == "manifest_resource_duplicate_key"
+def test_manifest_resource_duplicate_key_names_the_key(data: bytes, key: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(data)
+    assert caught.value.code == "manifest_resource_duplicate_key"
+    assert caught.value.detail == f"an object gives the key {key!r} more than once"
 
 
 @pytest.mark.parametrize("root", [[], "manifest", 1, None, True])
