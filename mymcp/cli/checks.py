@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def check_command(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
-    from mymcp.governance import audit_directory, check_audit_directory, misplaced_segments
+    from mymcp.governance import audit_directory, check_audit_directory
     from mymcp.runtime.bootstrap import build_host
 
     logs = begin_logging(args)
@@ -71,15 +71,7 @@ def check_command(args: argparse.Namespace) -> int:
     else:
         state = "exists" if exists else "created at first start"
         print(f"audit: on, {directory} ({state})")
-        for name in misplaced_segments(directory) if exists else ():
-            # The start goes on (read-only tools are served), so this is no failure.
-            _warn_at(
-                configuration,
-                "audit.directory",
-                f"{directory / name} is no regular file, which the writer never makes: "
-                "`mymcp audit verify` reports it, and while it is the newest segment, calls "
-                "of tools that change anything are refused (audit_unavailable)",
-            )
+        _warn_of_misplaced_segments(configuration, directory if exists else None)
     return _check_memory(host.mnemosyne.settings if host.mnemosyne else None)
 
 
@@ -127,6 +119,30 @@ def _warn_of_unknown_adapter_types(configuration: HostConfiguration) -> None:
                 f"{adapter.type!r} is no adapter type (the types are {' and '.join(known)}); "
                 "the adapter is disabled, and enabling it would fail the start",
             )
+
+
+def _warn_of_misplaced_segments(configuration: HostConfiguration, directory: Path | None) -> None:
+    """A segment that is no regular file is tampering, which `audit verify` reports; the
+    start goes on (the writer passes it by), so the check only warns."""
+    from mymcp.governance import misplaced_segments
+
+    if directory is None:
+        return
+    try:
+        names = misplaced_segments(directory)
+    except OSError:  # the directory went away meanwhile: the start will say so
+        return
+    for name in names:
+        text = (
+            f"{directory / name} is no regular file, which the writer never makes: "
+            "`mymcp audit verify` reports it, and once the log would continue into it "
+            "(no regular segment after it), calls of tools that change anything are "
+            "refused (audit_unavailable)"
+        )
+        if configuration.audit.directory is not None:
+            _warn_at(configuration, "audit.directory", text)
+        else:  # the default directory: no key in the file names it
+            print(f"mymcp: warning: {text}", file=sys.stderr)
 
 
 def _warn_of_no_way_in(configuration: HostConfiguration) -> None:

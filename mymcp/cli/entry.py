@@ -21,6 +21,7 @@ from mymcp.cli.terminal import (
     EXIT_OK,
     end_process,
     refused_log_environment,
+    take_closed_stderr,
 )
 from mymcp.logs import LogSettings, configure_logging, log_settings
 
@@ -45,6 +46,7 @@ _COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace], int]]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `mymcp`: the command's exit status, even when a plugin left a
     thread behind that would keep the process from ending."""
+    take_closed_stderr()
     try:
         status = _run(argv)
     except KeyboardInterrupt:

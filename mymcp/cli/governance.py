@@ -128,8 +128,8 @@ def policy_command(args: argparse.Namespace) -> int:
         # Authentication keeps only a token's first scopes: an explanation with more
         # would grant what no token gets.
         print(
-            f"mymcp: error: --scope given {len(scopes)} times: a token's scopes count up "
-            f"to {MAX_SCOPES} (later ones are dropped), so give at most {MAX_SCOPES}",
+            f"mymcp: error: --scope names {len(scopes)} different scopes: a token's scopes "
+            f"count up to {MAX_SCOPES} (later ones are dropped), so give at most {MAX_SCOPES}",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -158,12 +158,19 @@ def policy_command(args: argparse.Namespace) -> int:
     order = {tool.name: index for index, tool in enumerate(runtime.registry)}
     rows.sort(key=lambda row: (not row["allowed"], order[str(row["name"])]))
     settings = configuration.policy
+    notes = []
+    if name == "anonymous" and not configuration.authentication.anonymous_enabled:
+        notes.append(
+            "anonymous access is off ([authentication] anonymous_enabled = false): "
+            "no HTTP request is served as anonymous"
+        )
     if args.json:
         document = {
             "principal": name,
             "scopes": sorted(scopes),
             "policy": None if settings is None else {"default": settings.default},
             "tools": rows,
+            "notes": notes,
         }
         print(json.dumps(document, indent=2))
         return EXIT_OK
@@ -172,11 +179,8 @@ def policy_command(args: argparse.Namespace) -> int:
         summary = f"default {settings.default}, {len(settings.rules)} rule(s)"
     print(f"principal: {name}   scopes: {' '.join(sorted(scopes)) or '(none)'}")
     print(f"policy: {summary}")
-    if name == "anonymous" and not configuration.authentication.anonymous_enabled:
-        print(
-            "note: anonymous access is off ([authentication] anonymous_enabled = false): "
-            "no HTTP request is served as anonymous"
-        )
+    for note in notes:
+        print(f"note: {note}")
     for allowed, heading in ((True, "may call"), (False, "may not call")):
         chosen = [row for row in rows if row["allowed"] is allowed]
         print(f"\n{heading}:" + ("" if chosen else " (nothing)"))

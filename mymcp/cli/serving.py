@@ -298,24 +298,14 @@ def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:
     stderr, so nothing else in the process (a plugin printing, reading input or importing
     something that does, a library's warning) can read from or write into the message
     streams; and the interpreter's own stdin is never the file a reader thread is
-    blocked in when the process ends. A client that started the server with stderr
-    closed gets no log, but is served: stderr is /dev/null then.
+    blocked in when the process ends. (A stderr the client closed is /dev/null by now:
+    see `take_closed_stderr`.)
     """
     try:
-        for descriptor in (0, 1):
+        for descriptor in (0, 1, 2):
             os.fstat(descriptor)
     except OSError:
         return None
-    try:
-        os.fstat(2)
-    except OSError:
-        # Taken at once: the next file opened would get descriptor 2, and whatever is
-        # meant for stderr would be written into it.
-        nowhere = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: 2
-        if nowhere != 2:
-            os.dup2(nowhere, 2)
-            os.close(nowhere)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     nothing = os.open(os.devnull, os.O_RDONLY)

@@ -59,6 +59,34 @@ def fail(exc: MyMCPError) -> int:
     return EXIT_FAILURE
 
 
+def take_closed_stderr() -> None:
+    """Point a closed (or read-only) descriptor 2 at /dev/null, before anything else
+    opens a file.
+
+    A client may start `mymcp stdio` with stderr closed: it is served, and its logs go
+    nowhere. Left closed, the next file opened would get descriptor 2 and receive what
+    is meant for stderr, and Python prints meant for a missing stderr on stdout, which
+    carries the client's replies. A stderr opened for reading only fails every write,
+    a plugin's print included.
+    """
+    if os.name != "posix":
+        return
+    import fcntl  # POSIX only
+
+    try:
+        if fcntl.fcntl(2, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+            return
+        closed = False
+    except OSError:
+        closed = True
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    if nowhere != 2:  # read-only, or stdin or stdout closed too and took a lower number
+        os.dup2(nowhere, 2)
+        os.close(nowhere)
+    if closed or sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
 def end_process(status: int, grace_seconds: float = 0.0) -> int:
     """`status`, once nothing keeps the process from ending normally.
 

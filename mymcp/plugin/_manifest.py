@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._escaping import escape_invisible
 from mymcp._safefile import SafeFileError, as_error, read_safe_file
 from mymcp._strictjson import StrictJsonError, StrictJsonReason, load_strict_json
 from mymcp.errors import Location, ManifestError
@@ -68,24 +67,35 @@ def parse_manifest(data: bytes, source: Path | None = None) -> PluginDefinition:
         raise
 
 
+class _Repeated(Exception):
+    """Stops decoding at the first object that repeats a key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_repeats(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in items:
+        if key in seen:
+            raise _Repeated(key)
+        seen.add(key)
+    return dict(items)
+
+
 def _repeated_key(data: bytes) -> str | None:
     """Which key an object of the manifest repeats (the operator's own file, so naming
-    it is safe), for a document strict decoding refused for that."""
-    repeated: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in items]
-        if not repeated:
-            repeated.extend(key for index, key in enumerate(keys) if key in keys[:index])
-        return dict(items)
-
+    it is safe), for a document strict decoding refused for that. Shown as a JSON
+    string, so that a key holding a backslash and one holding an invisible character
+    never look alike."""
     try:
-        json.loads(data, object_pairs_hook=pairs)
+        json.loads(data, object_pairs_hook=_refuse_repeats)
+    except _Repeated as repeated:
+        return f"an object gives the key {json.dumps(repeated.key[:100])} more than once"
     except (ValueError, RecursionError):
-        return None
-    if not repeated:
-        return None
-    return f"an object gives the key {escape_invisible(repeated[0][:100])!r} more than once"
+        pass
+    return None
 
 
 def _plain_json(value: object, depth: int) -> Any:

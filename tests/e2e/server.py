@@ -106,6 +106,19 @@ class Sandbox:
     def server_table(self) -> str:
         return f'[server]\naddress = "127.0.0.1"\nport = {self.port}\n'
 
+    def serve_plugin(self, plugin_id: str, code: str) -> dict[str, str]:
+        """Declare one enabled plugin whose module also runs `code` (as in
+        `Workspace.plugin`); the environment under which its module imports."""
+        from tests.runtime.test_external import Workspace  # only its users import it
+
+        space = Workspace(self.root / "plugin-workspace")
+        (space.root / "modules").mkdir(parents=True, exist_ok=True)
+        declaration = space.plugin(plugin_id, extra=code)
+        self.write_config(
+            self.plugin_config(plugin_id, declaration.manifest_path, declaration.module)
+        )
+        return {"PYTHONPATH": str(space.root / "modules")}
+
     def plugin_config(self, plugin_id: str, manifest: Path | None, module: str | None) -> str:
         """A schema-2 configuration serving one external plugin on this sandbox's port."""
         return (

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.server import READY_MARKER, STARTUP_TIMEOUT, RunningServer, Sandbox
-from tests.runtime.test_external import Workspace
 
 STATELESS_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -286,21 +285,11 @@ def _handler(arguments):
 """
 
 
-def test_sigterm_stops_the_server_while_a_handler_never_returns(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin("stuck", extra=STUCK_PLUGIN)
-    sandbox.write_config(
-        sandbox.plugin_config("stuck", declaration.manifest_path, declaration.module)
-    )
+def test_sigterm_stops_the_server_while_a_handler_never_returns(sandbox: Sandbox) -> None:
+    plugin_path = sandbox.serve_plugin("stuck", STUCK_PLUGIN)
     with socket.create_server(("127.0.0.1", 0)) as reports:
         reports.settimeout(DEADLINE)
-        env = {
-            "PYTHONPATH": str(space.root / "modules"),
-            "STUCK_REPORT_PORT": str(reports.getsockname()[1]),
-        }
+        env = {**plugin_path, "STUCK_REPORT_PORT": str(reports.getsockname()[1])}
         with serve_module(sandbox, "tests.e2e.limits_server", env) as server:
             body = json.dumps(
                 {

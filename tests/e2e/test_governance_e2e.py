@@ -270,6 +270,13 @@ def test_policy_explain_says_when_anonymous_access_is_off_and_counts_a_scope_onc
     )
     assert anonymous.returncode == 0, anonymous.stderr
     assert "note: anonymous access is off" in anonymous.stdout
+    as_json = run_cli(
+        ["policy", "explain", "--principal", "anonymous", "--json"],
+        sandbox.environ(),
+        timeout=CLI_TIMEOUT,
+    )
+    (note,) = json.loads(as_json.stdout)["notes"]
+    assert note.startswith("anonymous access is off")
     scoped = run_cli(
         [
             "policy",

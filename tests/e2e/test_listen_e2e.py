@@ -22,7 +22,6 @@ import pytest
 
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_INTERRUPTED
 from tests.e2e.server import MYMCP, READY_MARKER, Sandbox, log_and_errors, run_cli
-from tests.runtime.test_external import Workspace
 
 CLI_TIMEOUT = 30.0
 
@@ -57,18 +56,6 @@ def _refused(sandbox: Sandbox) -> tuple[subprocess.CompletedProcess[str], list[s
 
 
 MYMCP_DEV = str(Path(MYMCP).with_name("mymcp-dev"))
-
-
-def _serving_plugin(sandbox: Sandbox, tmp_path: Path, plugin: str, code: str) -> dict[str, str]:
-    """Configure the sandbox with one plugin whose module runs `code` at import; the
-    environment under which it imports."""
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin(plugin, extra=code)
-    sandbox.write_config(
-        sandbox.plugin_config(plugin, declaration.manifest_path, declaration.module)
-    )
-    return sandbox.environ({"PYTHONPATH": str(space.root / "modules")})
 
 
 def _mymcp_dev(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -122,11 +109,13 @@ def test_mymcp_dev_names_a_taken_port_as_mymcp_does(sandbox: Sandbox) -> None:
 
 
 def test_mymcp_dev_stops_with_one_coded_line_when_a_plugin_fails_to_import(
-    sandbox: Sandbox, tmp_path: Path
+    sandbox: Sandbox,
 ) -> None:
     # Found in the reload worker only, the failure would be a traceback and a reloader
     # left waiting for a change.
-    result = _mymcp_dev(_serving_plugin(sandbox, tmp_path, "broken", 'raise RuntimeError("boom")'))
+    result = _mymcp_dev(
+        sandbox.environ(sandbox.serve_plugin("broken", 'raise RuntimeError("boom")'))
+    )
     _, errors = log_and_errors(result.stderr)
     assert result.returncode == EXIT_FAILURE, result.stderr
     assert "Traceback" not in result.stderr
@@ -136,15 +125,13 @@ def test_mymcp_dev_stops_with_one_coded_line_when_a_plugin_fails_to_import(
     assert error.endswith("(code=external_plugin_import_failed)")
 
 
-def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
+def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(sandbox: Sandbox) -> None:
     # Its check imports the plugins in the launcher too: a thread one of them started at
     # import, which never ends, must not keep the launcher alive once the reloader stops.
     poller = "import threading\nthreading.Thread(target=threading.Event().wait).start()\n"
     process = subprocess.Popen(
         [MYMCP_DEV],
-        env=_serving_plugin(sandbox, tmp_path, "poller", poller),
+        env=sandbox.environ(sandbox.serve_plugin("poller", poller)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -165,9 +152,7 @@ def test_mymcp_dev_ends_on_ctrl_c_though_a_plugin_left_a_thread_running(
     assert status == 0
 
 
-def test_mymcp_dev_ends_on_a_ctrl_c_while_a_plugin_imports_for_its_check(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
+def test_mymcp_dev_ends_on_a_ctrl_c_while_a_plugin_imports_for_its_check(sandbox: Sandbox) -> None:
     # The person presses Ctrl-C while the check imports a plugin (here the plugin sends
     # it to itself, after starting a thread that never ends): the launcher stops with
     # the status of an interrupt, no traceback, and without waiting for the thread.
@@ -176,7 +161,7 @@ def test_mymcp_dev_ends_on_a_ctrl_c_while_a_plugin_imports_for_its_check(
         "threading.Thread(target=threading.Event().wait).start()\n"
         "os.kill(os.getpid(), signal.SIGINT)\n"
     )
-    result = _mymcp_dev(_serving_plugin(sandbox, tmp_path, "stopped", interrupted))
+    result = _mymcp_dev(sandbox.environ(sandbox.serve_plugin("stopped", interrupted)))
     assert result.returncode == EXIT_INTERRUPTED, result.stderr
     assert "Traceback" not in result.stderr
     assert "Uvicorn running" not in result.stderr

@@ -101,8 +101,9 @@ def test_check_warns_of_an_audit_segment_that_is_no_regular_file(sandbox: Sandbo
     assert warnings == [
         f"mymcp: warning: {sandbox.config_file}: audit.directory: "
         f"{audit / 'segment-000001.jsonl'} is no regular file, which the writer never makes: "
-        "`mymcp audit verify` reports it, and while it is the newest segment, calls of "
-        "tools that change anything are refused (audit_unavailable)"
+        "`mymcp audit verify` reports it, and once the log would continue into it (no "
+        "regular segment after it), calls of tools that change anything are refused "
+        "(audit_unavailable)"
     ]
 
 

@@ -152,16 +152,20 @@ def test_manifest_resource_invalid_json(data: bytes) -> None:
 @pytest.mark.parametrize(
     ("data", "key"),
     [
-        (b'{"id": "a", "id": "a"}', "id"),
-        (b'{"requires": {"host_api": {"min": 1, "min": 1}}}', "min"),
-        (b'{"title": 1, "\\u202e": 1, "\\u202e": 2}', "\\u202e"),  # shown escaped
+        (b'{"id": "a", "id": "a"}', '"id"'),
+        (b'{"requires": {"host_api": {"min": 1, "min": 1}}}', '"min"'),
+        # An invisible character and the text of its escape are told apart.
+        (b'{"title": 1, "\\u202e": 1, "\\u202e": 2}', '"\\u202e"'),
+        (b'{"\\\\u202e": 1, "\\\\u202e": 2}', '"\\\\u202e"'),
+        # Found before the rest nests too deeply to decode.
+        (b'[{"a": 1, "a": 1},' + b"[" * 5000 + b"]" * 5000 + b"]", '"a"'),
     ],
 )
 def test_manifest_resource_duplicate_key_names_the_key(data: bytes, key: str) -> None:
     with pytest.raises(ManifestError) as caught:
         parse_manifest(data)
     assert caught.value.code == "manifest_resource_duplicate_key"
-    assert caught.value.detail == f"an object gives the key {key!r} more than once"
+    assert caught.value.detail == f"an object gives the key {key} more than once"
 
 
 @pytest.mark.parametrize("root", [[], "manifest", 1, None, True])

@@ -318,14 +318,25 @@ def test_idle_and_half_sent_connections_do_not_count_toward_the_503() -> None:
     run(scenario)
 
 
+def _busy_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines that say requests were refused for being busy."""
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
+
+
+async def _busy_server(limits: ConnectionLimits) -> tuple[Held, Server, list[MemoryTransport]]:
+    """A server whose every place for a request being answered is held."""
+    app = Held(holding=True)
+    server = Server(app, limits)
+    held = [server.connect() for _ in range(limits.max_requests)]
+    for connection in held:
+        connection.send(request(body=b"{}"))
+    await settle()
+    return app, server, held
+
+
 def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
     async def scenario() -> None:
-        app = Held(holding=True)
-        server = Server(app, LIMITS)
-        busy = [server.connect() for _ in range(2)]
-        for connection in busy:
-            connection.send(request(body=b"{}"))
-        await settle()
+        app, server, busy = await _busy_server(LIMITS)
         late = server.connect()
         late.send(request(body=b"{}"))
         await settle()
@@ -351,28 +362,9 @@ def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
     run(scenario)
 
 
-def _busy_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The lines that say requests were refused for being busy."""
-    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Busy")]
-
-
-async def _busy_server(limits: ConnectionLimits) -> tuple[Held, Server, list[MemoryTransport]]:
-    """A server whose two places for requests being answered are both held."""
-    app = Held(holding=True)
-    server = Server(app, limits)
-    held = [server.connect() for _ in range(2)]
-    for connection in held:
-        connection.send(request(body=b"{}"))
-    await settle()
-    return app, server, held
-
-
 def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_in_few_lines(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def busy_lines() -> list[str]:
-        return _busy_lines(caplog)
-
     async def scenario() -> None:
         app, server, _ = await _busy_server(ConnectionLimits(max_requests=2, max_connections=64))
         clock = [1000.0]
@@ -404,18 +396,18 @@ def test_the_503_for_being_busy_is_json_rpc_on_mcp_and_a_burst_is_logged_in_few_
         assert all(c.closed for c in refused)
         # The first refusal is logged at once; the next two fall within the quiet period,
         # and are said when it ends.
-        assert busy_lines() == [
+        assert _busy_lines(caplog) == [
             "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
         ]
         clock[0] = 1010.1
         await settle()
-        assert busy_lines()[1:] == [
+        assert _busy_lines(caplog)[1:] == [
             "Busy: 2 request(s) answered 503, at the bound of 2 being answered."
         ]
         clock[0] = 1030.0  # a later burst begins with a line of its own
         server.connect().send(request("/mcp", body=b"{}"))
         await settle()
-        assert busy_lines()[2:] == [
+        assert _busy_lines(caplog)[2:] == [
             "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
         ]
         assert not any("concurrency" in r.getMessage() for r in caplog.records)
@@ -446,21 +438,18 @@ def test_refusals_counted_when_the_last_connection_closes_are_logged_then(
 ) -> None:
     # A stop closes every connection: refusals still waiting for the end of their quiet
     # period are said then, not lost with the loop.
-    def busy_lines() -> list[str]:
-        return _busy_lines(caplog)
-
     async def scenario() -> None:
         app, server, busy = await _busy_server(LIMITS)
         for _ in range(3):
             server.connect().send(request("/mcp", body=b"{}"))
             await settle()
-        assert busy_lines() == [
+        assert _busy_lines(caplog) == [
             "Busy: 1 request(s) answered 503, at the bound of 2 being answered."
         ]
         for connection in busy:
             connection.close()
         await settle()
-        assert busy_lines()[1:] == [
+        assert _busy_lines(caplog)[1:] == [
             "Busy: 2 request(s) answered 503, at the bound of 2 being answered."
         ]
         app.release.set()

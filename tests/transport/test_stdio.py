@@ -44,7 +44,6 @@ from mymcp.transport._stdio import DRAIN_SECONDS
 from tests.console.conftest import csrf_of, remember_arguments
 from tests.e2e.auth_sandbox import bearer_config
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
-from tests.runtime.test_external import Workspace
 from tests.synthetic import contribution, external_bindings, schema, tool
 
 pytestmark = pytest.mark.slow
@@ -91,18 +90,6 @@ async def _session(
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return make_sandbox(tmp_path)
-
-
-def _serve_plugin(sandbox: Sandbox, tmp_path: Path, plugin: str, code: str) -> dict[str, str]:
-    """Configure the sandbox to serve one plugin whose module adds `code` (as in
-    `Workspace.plugin`); the environment that lets the server import it."""
-    space = Workspace(tmp_path / "plugins")
-    (space.root / "modules").mkdir(parents=True)
-    declaration = space.plugin(plugin, extra=code)
-    sandbox.write_config(
-        sandbox.plugin_config(plugin, declaration.manifest_path, declaration.module)
-    )
-    return {"PYTHONPATH": str(space.root / "modules")}
 
 
 @pytest.mark.parametrize(("mode", "revision"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
@@ -233,10 +220,8 @@ def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) 
     assert "x" * 64 not in stderr  # nothing of a message reaches the log
 
 
-def test_stdout_carries_only_replies_even_when_a_plugin_prints(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", NOISY_PLUGIN)
+def test_stdout_carries_only_replies_even_when_a_plugin_prints(sandbox: Sandbox) -> None:
+    plugin_path = sandbox.serve_plugin("noisy", NOISY_PLUGIN)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
     lines = [_line(INITIALIZE), _line({**call, "params": {"name": "noisy__tool_0"}})]
     replies, stderr, status = _raw(sandbox, lines, plugin_path)
@@ -845,10 +830,8 @@ def _handler(arguments):
 """
 
 
-def test_plugin_output_and_log_lines_stay_whole_json_lines(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", LINE_PRINTING_PLUGIN)
+def test_plugin_output_and_log_lines_stay_whole_json_lines(sandbox: Sandbox) -> None:
+    plugin_path = sandbox.serve_plugin("noisy", LINE_PRINTING_PLUGIN)
     call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy__tool_0"}}
     ping = {"jsonrpc": "2.0", "method": "ping"}
     lines = [_line(INITIALIZE)]
@@ -863,10 +846,8 @@ def test_plugin_output_and_log_lines_stay_whole_json_lines(
     assert printed == ["p" * 999] * (40 * 20)
 
 
-def test_a_plugin_writing_to_stderr_nobody_reads_never_stops_the_answers(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    plugin_path = _serve_plugin(sandbox, tmp_path, "noisy", ASYNC_NOISY_PLUGIN)
+def test_a_plugin_writing_to_stderr_nobody_reads_never_stops_the_answers(sandbox: Sandbox) -> None:
+    plugin_path = sandbox.serve_plugin("noisy", ASYNC_NOISY_PLUGIN)
     count = 100  # about 6 KB of stderr each: ten times what a pipe holds
     process = subprocess.Popen(
         [sys.executable, "-m", "mymcp.cli", "stdio"],
@@ -911,9 +892,9 @@ def _handler(arguments):
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_ends_the_process_while_a_handler_never_returns(
-    sandbox: Sandbox, tmp_path: Path, stop: signal.Signals
+    sandbox: Sandbox, stop: signal.Signals
 ) -> None:
-    plugin_path = _serve_plugin(sandbox, tmp_path, "stuck", STUCK_PLUGIN)
+    plugin_path = sandbox.serve_plugin("stuck", STUCK_PLUGIN)
     process = subprocess.Popen(
         [sys.executable, "-m", "mymcp.cli", "stdio", "--log-level", "debug"],
         stdin=subprocess.PIPE,
@@ -1003,7 +984,7 @@ def test_with_stderr_closed_the_client_is_served_and_only_replies_reach_its_stdo
     sandbox: Sandbox,
 ) -> None:
     # No log can be read then, but the client started it so: it is served, and what
-    # would have gone to stderr goes nowhere (not into the replies, nor into a file).
+    # would have gone to stderr goes nowhere, never into the replies.
     finished = subprocess.run(
         [sys.executable, "-m", "mymcp.cli", "stdio", "--log-level", "debug"],
         env=sandbox.environ(),
@@ -1017,6 +998,37 @@ def test_with_stderr_closed_the_client_is_served_and_only_replies_reach_its_stdo
     replies = [json.loads(line) for line in finished.stdout.splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
     assert replies[1]["result"] == {}
+    # A stderr open for reading only is replaced the same way: every write to it, the
+    # print of a plugin at import among them, would fail.
+    read_only = subprocess.run(
+        [sys.executable, "-m", "mymcp.cli", "stdio"],
+        env=sandbox.environ(sandbox.serve_plugin("noisy", NOISY_PLUGIN)),
+        input=_line(INITIALIZE),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.dup2(os.open(os.devnull, os.O_RDONLY), 2),
+    )
+    assert read_only.returncode == 0
+    assert [json.loads(line)["id"] for line in read_only.stdout.splitlines()] == [1]
+    # Refusals before serving (a usage error, a bad environment) go nowhere too: Python
+    # would print them on stdout for want of a stderr.
+    for arguments, environment in (
+        (["--bogus"], {}),
+        ([], {"MYMCP_LOG_LEVEL": "bogus"}),
+    ):
+        refused = subprocess.run(
+            [sys.executable, "-m", "mymcp.cli", "stdio", *arguments],
+            env=sandbox.environ(environment),
+            input=_line(INITIALIZE),
+            stdout=subprocess.PIPE,
+            timeout=60,
+            check=False,
+            preexec_fn=lambda: os.close(2),
+        )
+        assert refused.returncode != 0
+        assert refused.stdout == b"", arguments
 
 
 @pytest.mark.parametrize("closed", [0, 1])
