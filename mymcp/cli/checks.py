@@ -207,7 +207,7 @@ def _plugin_check(manifest: Path, module: str | None) -> int:
     tools = ", ".join(c.local_id for c in definition.capabilities)
     print(f"mymcp: manifest OK: {definition.plugin_id} {definition.version}; tools: {tools}")
     if module is not None:
-        return _check_plugin_module(module, definition)
+        return _check_plugin_module(module, definition, manifest.absolute())
     refusals = _naming_refusals(definition)
     if not refusals:
         return EXIT_OK  # the names bind either way: the entry does not matter
@@ -307,7 +307,7 @@ def _declared_configuration(
     return {}, "none"
 
 
-def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
+def _check_plugin_module(module: str, definition: PluginDefinition, manifest: Path) -> int:
     """Errors (the server would refuse the plugin) fail the check, portability problems
     warn. Every mismatch is printed, not only the first. A host configuration that does
     not load fails the check: the server would not start with it either."""
@@ -317,6 +317,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
         import_external_plugin,
         lint_input_schema,
         mismatch_diagnostics,
+        preflight_manifest,
         unpublished_members,
     )
     from mymcp.runtime.bootstrap import binding_policy, plugin_composition_error
@@ -331,6 +332,13 @@ def _check_plugin_module(module: str, definition: PluginDefinition) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
+    try:
+        # An entry naming this manifest under another id: the start refuses it so.
+        for declaration in configuration.plugins:
+            if declaration.manifest_path == manifest and declaration.id != definition.plugin_id:
+                preflight_manifest(manifest, declaration.id)
+    except MyMCPError as exc:
+        return fail(exc)
     if not _tool_names_bind(_naming_refusals(definition), definition, configuration):
         return EXIT_FAILURE
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -430,3 +431,21 @@ def test_import_takes_only_what_a_plugins_entry_could_name(
     err = capsys.readouterr().err
     assert f"argument --import: not a module name: {module!r}" in err
     assert "could not be imported" not in err
+
+
+def test_an_import_check_fails_as_the_start_does_when_the_entry_names_another_id(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The entry names this manifest under another id: the start refuses the manifest,
+    # and the check that imports the plugin as the start would refuses it too.
+    declaration = _plugin(workspace, "ping")
+    _declare(
+        workspace,
+        PluginDeclaration("renamed", True, declaration.manifest_path, declaration.module),
+        "namespaced",
+    )
+    status, _, err = _plugin_check(declaration, capsys, module=True)
+    assert status == 1
+    assert "(code=external_manifest_identity_mismatch)" in err
+    assert "the manifest says 'fixed', the [[plugins]] entry 'renamed'" in err
+    assert declaration.module not in sys.modules  # refused before any import
