@@ -31,7 +31,8 @@ from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from mymcp.transport._exchange import CONNECTION_WATCH, ConnectionWatch
+from mymcp.transport._exchange import CONNECTION_WATCH, ConnectionWatch, encode_json
+from mymcp.transport._jsonrpc import ErrorCode, error_response
 
 __all__ = ["DEFAULT_CONNECTION_LIMITS", "BoundedHttpToolsProtocol", "ConnectionLimits"]
 
@@ -124,11 +125,7 @@ _NO_CONNECTION_FREE = (
 # What a request beyond the requests being answered gets: on the MCP endpoint an error
 # its client can read, elsewhere (the console, health) plain text.
 _BUSY_MESSAGE = "Too many requests are being answered; retry shortly"
-_BUSY_MCP_BODY = (
-    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"'
-    + _BUSY_MESSAGE.encode()
-    + b'"}}'
-)
+_BUSY_MCP_BODY = encode_json(error_response(None, ErrorCode.INTERNAL_ERROR, _BUSY_MESSAGE))
 _BUSY_TEXT_BODY = _BUSY_MESSAGE.encode() + b"\n"
 # A burst of refusals is logged as one warning, then at most one line this often.
 _BUSY_LOG_SECONDS = 10.0

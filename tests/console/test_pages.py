@@ -267,23 +267,20 @@ def test_a_principal_with_characters_beyond_ascii_is_named_where_it_is_decided(
     stack.sign_in()
     approvals = stack.host.governance.approvals
     assert approvals is not None
-    plain = approvals.check(
-        principal="operator:alice",
-        principal_id="o-1",
-        session_id="s",
-        tool="memory_remember",
-        arguments=remember_arguments("x"),
-        args_digest=None,
-    ).approval
+
+    def requested_by(principal: str, principal_id: str) -> Any:
+        return approvals.check(
+            principal=principal,
+            principal_id=principal_id,
+            session_id="s",
+            tool="memory_remember",
+            arguments=remember_arguments("x"),
+            args_digest=None,
+        ).approval
+
+    plain = requested_by("operator:alice", "o-1")
     # A Cyrillic a (U+0430) in place of the Latin one: drawn alike.
-    lookalike = approvals.check(
-        principal="operator:\u0430lice",
-        principal_id="o-2",
-        session_id="s",
-        tool="memory_remember",
-        arguments=remember_arguments("x"),
-        args_digest=None,
-    ).approval
+    lookalike = requested_by("operator:\u0430lice", "o-2")
     assert plain is not None
     assert lookalike is not None
     assert "beyond ASCII" not in _text(stack.client.get(f"/console/approvals/{plain.id}").text)
