@@ -6,12 +6,14 @@ This ``__all__`` is the package's only public face; its modules are internal.
 
 Modules, each depending only on those listed before it: ``model`` (values and errors),
 ``policy`` (content policy; its lookalike table is the data file ``confusables.txt``),
-``store`` (files, walks, lock, writer), ``search`` (text analysis and BM25F),
-``snapshot`` (the snapshot file format), ``index`` (rows, revalidation, derived views,
-when to save a snapshot), ``tools`` (definitions, argument validation, outcomes),
-``reads`` and ``writes``.
+``records`` (the record file format), ``store`` (no-follow access, walks, lock, writer),
+``watch`` (inotify change notification), ``analysis`` (words, stems, per-record term
+counts), ``search`` (BM25F over postings), ``snapshot`` (the snapshot file format),
+``index`` (rows, revalidation, derived views, when to save a snapshot), ``tools``
+(definitions, argument validation, outcomes), ``reads`` and ``writes``.
 """
 
+from .analysis import DocumentTerms, document_terms
 from .index import IndexedRecord, MemoryIndex, Problem
 from .model import (
     CANDIDATE_LIMIT_DEFAULT,
@@ -55,19 +57,15 @@ from .model import (
 )
 from .policy import PolicyReason, enforce_content_policy, find_disallowed
 from .reads import CursorCodec, MemoryService
-from .search import Bm25Parameters, DocumentTerms, TermIndex, document_terms
+from .records import MAX_RECORD_BYTES, RecordRejected, SkipReason, parse_record, serialize_record
+from .search import Bm25Parameters, TermIndex
 from .store import (
     LOCK_FILE_NAME,
-    MAX_RECORD_BYTES,
     WITHDRAWN,
-    RecordRejected,
     RecordWriter,
-    SkipReason,
     file_digest,
     file_id,
-    parse_record,
     root_lock,
-    serialize_record,
     unsafe_permissions,
 )
 from .tools import (

@@ -80,7 +80,8 @@ from itertools import compress, groupby
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from . import snapshot, store
+from . import records, snapshot, store
+from .analysis import ANALYSIS_VERSION, DocumentTerms, document_terms
 from .model import (
     CANDIDATE_LIMIT_MAX,
     MEMORY_KINDS,
@@ -95,22 +96,19 @@ from .model import (
     location_agrees,
     tag_key,
 )
-from .search import ANALYSIS_VERSION, DocumentTerms, Hit, TermIndex, document_terms
+from .records import MAX_RECORD_BYTES, RecordRejected, SkipReason
+from .search import Hit, TermIndex
 from .store import (
-    MAX_RECORD_BYTES,
-    Changes,
     FileStamp,
-    RecordRejected,
-    SkipReason,
     UnreadableCandidate,
     WalkStats,
-    Watcher,
     close_quietly,
     is_temp_name,
     log_skip,
     open_container,
     walk_candidates,
 )
+from .watch import Changes, Watcher
 
 _log = logging.getLogger("mymcp.memory.index")
 
@@ -866,7 +864,7 @@ class MemoryIndex:
             return slot
         parts = (*directory.parts, name)
         try:
-            record = store.parse_record(data)
+            record = records.parse_record(data)
         except RecordRejected as exc:
             return self._put(directory_id, name, stamp, trusted, digest, exc.reason)
         if not location_agrees(parts, record):
@@ -1146,7 +1144,7 @@ class MemoryIndex:
                     return None
                 slot = self._accept(directory_id, parts[-1], stamp, bool(self._trusted[slot]), data)
                 if self._states[slot] in _RECORDS:
-                    record = store.parse_record(data)
+                    record = records.parse_record(data)
                     self._cache(slot, record)
         finally:
             close_quietly(fd)

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
+from .analysis import word_patterns
 from .index import IndexedRecord, ListedRow, MemoryIndex
 from .model import (
     ErrorCode,
@@ -38,7 +39,7 @@ from .model import (
     reference_parts,
     tag_key,
 )
-from .search import Hit, word_patterns
+from .search import Hit
 from .tools import (
     INSPECT,
     LIST,

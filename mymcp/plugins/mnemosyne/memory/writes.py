@@ -36,14 +36,8 @@ from .model import (
     utc_now_seconds,
 )
 from .policy import enforce_content_policy
-from .store import (
-    LOCK_TIMEOUT_SECONDS,
-    RecordWriter,
-    ensure_root,
-    probe_directories,
-    root_lock,
-    serialize_record,
-)
+from .records import serialize_record
+from .store import LOCK_TIMEOUT_SECONDS, RecordWriter, ensure_root, probe_directories, root_lock
 from .tools import (
     ARCHIVE,
     FORGET,

@@ -21,6 +21,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryIndex,
     MemoryService,
     Scope,
+    records,
     store,
 )
 from mymcp.plugins.mnemosyne.memory import index as index_module
@@ -254,7 +255,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.fixture
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"read": 0, "parse": 0}
-    real_read, real_parse = store.read_candidate, store.parse_record
+    real_read, real_parse = store.read_candidate, records.parse_record
 
     def counting_read(*args: Any) -> Any:
         counts["read"] += 1
@@ -265,5 +266,5 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return real_parse(data)
 
     monkeypatch.setattr(store, "read_candidate", counting_read)
-    monkeypatch.setattr(store, "parse_record", counting_parse)
+    monkeypatch.setattr(records, "parse_record", counting_parse)
     return counts

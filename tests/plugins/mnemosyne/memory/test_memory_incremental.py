@@ -32,7 +32,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     MutationService,
     Scope,
-    search,
+    analysis,
 )
 from mymcp.plugins.mnemosyne.memory import index as index_module
 from mymcp.plugins.mnemosyne.memory.model import is_timestamp
@@ -419,20 +419,20 @@ _ASCII_TEXT = st.text(
 @given(_ASCII_TEXT)
 def test_ascii_tokenisation_matches_the_general_path(text: str) -> None:
     folded = text.casefold()
-    general = search._unicode_query_terms(folded)
-    assert search.query_terms(text) == general
-    assert search.analyze(text) == [term for _, term in general]
+    general = analysis._unicode_query_terms(folded)
+    assert analysis.query_terms(text) == general
+    assert analysis.analyze(text) == [term for _, term in general]
 
 
 def test_ascii_tokenisation_handles_compounds_and_long_words() -> None:
     text = "ADR-12 v3.11.2 il6 " + "x" * 50 + " " + "-".join(["ab"] * 40) + " end."
     folded = text.casefold()
-    assert search.query_terms(text) == search._unicode_query_terms(folded)
+    assert analysis.query_terms(text) == analysis._unicode_query_terms(folded)
     rng = random.Random(5)
     for _ in range(200):
         sample = "".join(rng.choice("ab1-.: ") for _ in range(rng.randint(0, 30)))
-        assert search.analyze(sample) == [
-            term for _, term in search._unicode_query_terms(sample.casefold())
+        assert analysis.analyze(sample) == [
+            term for _, term in analysis._unicode_query_terms(sample.casefold())
         ]
 
 

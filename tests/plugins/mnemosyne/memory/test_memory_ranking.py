@@ -21,7 +21,7 @@ from mymcp.plugins.mnemosyne.memory import (
     document_terms,
 )
 from mymcp.plugins.mnemosyne.memory import search as search_module
-from mymcp.plugins.mnemosyne.memory.search import analyze, porter_stem, query_terms
+from mymcp.plugins.mnemosyne.memory.analysis import analyze, porter_stem, query_terms
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]

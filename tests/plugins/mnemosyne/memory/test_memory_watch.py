@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, store
+from mymcp.plugins.mnemosyne.memory import MemoryIndex, MemoryOperationError, Scope, watch
 
 from .conftest import scan
 
@@ -280,7 +280,7 @@ def test_queue_overflow_falls_back_to_walking(
 def test_without_inotify_the_index_walks_every_call(
     root: Path, write: Writer, v1: Factory, walks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "load_libc", lambda: None)  # non-Linux or ctypes failure
+    monkeypatch.setattr(watch, "load_libc", lambda: None)  # non-Linux or ctypes failure
     write(v1(memory_id="one"), "project/one.json")
     index = MemoryIndex(root)
     assert not index.watching
@@ -351,11 +351,11 @@ def test_nothing_is_loaded_or_opened_at_import() -> None:
     code = (
         "import os, sys\n"
         "import mymcp.plugins.mnemosyne.memory as memory\n"
-        "from mymcp.plugins.mnemosyne.memory import store\n"
+        "from mymcp.plugins.mnemosyne.memory import watch\n"
         "from pathlib import Path\n"
         "fds = [str(p.readlink()) for p in Path('/proc/self/fd').iterdir() if p.exists()]\n"
         "print(any('inotify' in fd for fd in fds), 'ctypes' in sys.modules,\n"
-        "      store.load_libc.cache_info().currsize)\n"
+        "      watch.load_libc.cache_info().currsize)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
