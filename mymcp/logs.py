@@ -47,6 +47,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import sys
 import threading
 import time
@@ -70,6 +71,7 @@ __all__ = [
     "direct_handler",
     "divert_standard_streams",
     "log_settings",
+    "new_failure_id",
     "uvicorn_log_config",
 ]
 
@@ -460,6 +462,12 @@ def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLin
     # format, and without the file, source line and text, which may quote anything.
     warnings.showwarning = _log_warning
     return handler
+
+
+def new_failure_id() -> str:
+    """An opaque id tying one logged failure to the reply its client got: the operator
+    finds the line by it, and the client learns nothing else about the failure."""
+    return secrets.token_hex(6)
 
 
 def class_name(cls: type) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mymcp.logs import new_failure_id
 from mymcp.transport._endpoint import McpEndpoint, TransportOptions, answer_stopping
 from mymcp.transport._exchange import (
     CONNECTION_WATCH,
@@ -25,7 +26,7 @@ from mymcp.transport._exchange import (
     send_empty,
     send_encoded,
 )
-from mymcp.transport._jsonrpc import ErrorCode, error_response, new_failure_id
+from mymcp.transport._jsonrpc import ErrorCode, error_response
 
 __all__ = ["MCP_PATH", "HostApplication", "JsonDocument"]
 

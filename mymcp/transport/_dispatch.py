@@ -44,7 +44,7 @@ from mymcp.governance import (
     RecordShape,
     rfc3339,
 )
-from mymcp.logs import class_name
+from mymcp.logs import class_name, new_failure_id
 from mymcp.plugin import QualifiedCapabilityId, structured_result
 from mymcp.runtime import HOST_ORIGIN, BoundTool, HostRuntime, ToolRegistry
 from mymcp.transport._arguments import decode_stringified_arguments
@@ -54,7 +54,6 @@ from mymcp.transport._jsonrpc import (
     Request,
     error_response,
     log_request,
-    new_failure_id,
     result_response,
 )
 from mymcp.transport._results import checked_result

@@ -6,12 +6,11 @@ from __future__ import annotations
 import enum
 import logging
 import re
-import secrets
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from mymcp.logs import direct_handler
+from mymcp.logs import direct_handler, new_failure_id
 from mymcp.transport._exchange import encode_json
 
 __all__ = [
@@ -29,7 +28,6 @@ __all__ = [
     "log_notification",
     "log_request",
     "log_response",
-    "new_failure_id",
     "result_response",
 ]
 
@@ -165,11 +163,6 @@ def error_response(
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def new_failure_id() -> str:
-    """An opaque id tying one logged failure to the reply the client got."""
-    return secrets.token_hex(6)
 
 
 def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,6 +32,7 @@ from types import MappingProxyType
 from typing import Any, Final, Generic, NoReturn, TypeVar
 
 from mymcp._escaping import draws_nothing
+from mymcp.logs import class_name, new_failure_id
 
 from .model import (
     CONTENT_MAX,
@@ -226,6 +229,30 @@ def _emit(tool: Tool[Any], outcome: str, code: ErrorCode | None, fields: LogFiel
     logging.getLogger(f"mcp.{tool.name}").info(" ".join(parts))
 
 
+# Where MyMCP's own code is: a failure is placed at its innermost line there, not in a
+# library it called.
+_SOURCE_DIRECTORY: Final = os.path.normpath(os.path.join(__file__, *[os.pardir] * 4)) + os.sep
+
+
+def _log_failure(tool: Tool[Any], failure_id: str, exc: Exception) -> None:
+    """One ERROR line an operator finds by the id the caller got: the exception's type
+    and the line of MyMCP's code it came out of. Never its message or a traceback, at
+    any level: either may quote memory text or a path under the memory root."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if frame.filename.startswith(_SOURCE_DIRECTORY)
+    ]
+    where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "-"
+    logging.getLogger(f"mcp.{tool.name}").error(
+        "tool_failure request_id=%s tool=%s error_type=%s at=%s",
+        failure_id,
+        tool.name,
+        class_name(type(exc)),
+        where,
+    )
+
+
 def run_tool(
     tool: Tool[R],
     arguments: object,
@@ -235,7 +262,7 @@ def run_tool(
 
     ``operation`` gets the typed request and a dict for log fields; it returns the
     success payload or raises `MemoryOperationError`. Anything else becomes a fixed
-    ``internal_error``: exception text may quote paths or values, so it is never logged.
+    ``internal_error`` carrying the id of its one log line (`_log_failure`).
     """
     fields: LogFields = {}
     retrieval = tool.retrieval
@@ -252,9 +279,12 @@ def run_tool(
             fields["setting"] = "candidate_limit"  # what the operator raises to fix it
         _emit(tool, exc.code.status(retrieval=retrieval).value, exc.code, fields)
         return ToolOutcome(exc.payload(retrieval=retrieval), is_error=True)
-    except Exception:
+    except Exception as exc:
+        failure_id = new_failure_id()
+        _log_failure(tool, failure_id, exc)
         _emit(tool, "internal_error", ErrorCode.INTERNAL_ERROR, fields)
-        return ToolOutcome(error_payload(ErrorCode.INTERNAL_ERROR), is_error=True)
+        payload = {**error_payload(ErrorCode.INTERNAL_ERROR), "request_id": failure_id}
+        return ToolOutcome(payload, is_error=True)
     lifecycle = payload.get("lifecycle")
     if isinstance(lifecycle, dict):
         fields.update(lifecycle_state=lifecycle["state"], revision=lifecycle["revision"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +17,8 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     error_payload,
 )
-from mymcp.plugins.mnemosyne.memory import (
-    index as index_module,
-)
+from mymcp.plugins.mnemosyne.memory import index as index_module
+from mymcp.plugins.mnemosyne.memory import reads as reads_module
 
 Factory = Callable[..., dict[str, Any]]
 Writer = Callable[..., Path]
@@ -96,13 +96,30 @@ def test_unexpected_failures_become_internal_errors(
     caplog.set_level(logging.DEBUG)
     outcome = service.recall({"query": "q", "scope": "self"})
     assert outcome.is_error
+    failure_id = outcome.payload.pop("request_id")
     assert outcome.payload == {
         "status": "internal_error",
         "code": "internal_error",
         "message": ErrorCode.INTERNAL_ERROR.message,
     }
+    # The operator finds the failure by the id the caller got: its type and the line of
+    # MyMCP's code it came out of (the service's call into the index), never its text.
+    [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.name == "mcp.memory_recall"
+    assert line.getMessage() == (
+        f"tool_failure request_id={failure_id} tool=memory_recall error_type=ValueError "
+        f"at=reads.py:{_line_calling(reads_module.MemoryService._recall, 'index.recall(')}"
+    )
     assert MARKER not in caplog.text
     assert all(record.exc_info is None for record in caplog.records)
+    again = service.recall({"query": "q", "scope": "self"}).payload["request_id"]
+    assert again != failure_id  # one id per failure
+
+
+def _line_calling(function: Any, call: str) -> int:
+    """The line number of the first line of ``function`` that holds ``call``."""
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if call in line and "def " not in line)
 
 
 def test_candidate_limit_is_validated(codec: CursorCodec, root: Path) -> None:
