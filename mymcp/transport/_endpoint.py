@@ -20,7 +20,7 @@ from asyncio import Task, current_task
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 from starlette.types import Receive, Send
@@ -67,7 +67,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
-from mymcp.transport._stateless import StatelessEra, http_status
+from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope, http_status
 from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
@@ -308,6 +308,16 @@ class McpEndpoint:
         if isinstance(message, Request) and message.method == "initialize":
             await self._initialize(message, headers, principal, send)
             return
+        if (
+            not headers.session
+            and not isinstance(message, ClientReply)
+            and carries_stateless_envelope(message.params)
+        ):
+            # A stateless-era request that lost its version header on the way (a proxy, a
+            # hand-written client): without the header it reads as a handshake request
+            # missing its session, and saying so would mislead.
+            await send_json(send, 400, _transport_error(_VERSION_HEADER_MISSING))
+            return
         session = await self._session_for(headers, principal.principal_id, send)
         if session is None:
             return
@@ -497,6 +507,13 @@ async def answer_stopping(send: Send, request_id: str | int | None) -> None:
 
 def _capabilities(params: object) -> object:
     return params.get("capabilities") if isinstance(params, Mapping) else None
+
+
+_VERSION_HEADER_MISSING: Final = (
+    "Missing MCP-Protocol-Version header: the request carries the stateless _meta "
+    f"envelope, which needs MCP-Protocol-Version: {MODERN_PROTOCOL_VERSIONS[-1]} beside it "
+    "(without a session, only initialize opens the handshake era)"
+)
 
 
 def _transport_error(message: str) -> dict[str, Any]:

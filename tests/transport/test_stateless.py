@@ -318,6 +318,29 @@ def test_a_malformed_version_header_is_answered_as_one(
     assert "mcp-session-id" not in response.headers
 
 
+@pytest.mark.parametrize("method", ["tools/list", "tools/call", "notifications/initialized"])
+def test_an_envelope_without_its_version_header_is_told_so(client: TestClient, method: str) -> None:
+    """The request reads as the handshake era without the header; its error says what is
+    missing rather than asking for a session the client never meant to open."""
+    params = {"name": "alpha__echo", "arguments": {}} if method == "tools/call" else {}
+    request_id = None if method.startswith("notifications/") else 7
+    response = modern(
+        client, method, params, request_id=request_id, headers={"mcp-protocol-version": None}
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert error["message"].startswith("Missing MCP-Protocol-Version header")
+    assert VERSION in error["message"]
+    assert "mcp-session-id" not in response.headers
+    # Without the envelope, the same request is a handshake request missing its session.
+    bare = client.post("/mcp", json=rpc("tools/list", {}), headers=HEADERS)
+    assert (bare.status_code, bare.json()["error"]["message"]) == (
+        400,
+        "Missing MCP-Session-Id header",
+    )
+
+
 @pytest.mark.parametrize(
     ("header", "status"),
     [
