@@ -88,6 +88,13 @@ class Sandbox:
     def memory_root(self) -> Path:
         return self.home / ".mnemosyne" / "memory"
 
+    def file_id(self, parts: tuple[str, ...]) -> str:
+        """The id the server's log and `mymcp memory check` name a memory file by here:
+        keyed by the key in this home's cache directory."""
+        from mymcp.plugins.mnemosyne.memory import file_id, file_key
+
+        return file_id(parts, file_key(self.home / ".cache" / "mymcp"))
+
     def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {
             key: value

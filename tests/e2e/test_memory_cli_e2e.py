@@ -16,7 +16,6 @@ from mcp import Client
 
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT
-from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import MYMCP, Sandbox, log_and_errors, run_cli, serve
 
 pytestmark = pytest.mark.slow
@@ -124,7 +123,7 @@ def test_list_show_and_search(sandbox: Sandbox, memory: dict[str, Any]) -> None:
     assert broken.stderr == (
         f"mymcp: error: {sandbox.memory_root}/project/mymcp/notes.json: not valid JSON (or "
         "repeats a key) (reason=invalid_json, "
-        f"file={file_id(('project', 'mymcp', 'notes.json'))})\n"
+        f"file={sandbox.file_id(('project', 'mymcp', 'notes.json'))})\n"
     )
     found = run_cli(["memory", "search", "preference", "which editor"], env)
     assert found.stdout.splitlines() == [_path(memory["editor"]), "  Editor  [matched: editor]"]
@@ -149,9 +148,9 @@ def test_stats_and_check_name_every_broken_file(sandbox: Sandbox, memory: dict[s
         f"memory root: {root}",
         "records: 4 candidate files; largest scope project holds 3 (candidate limit 200000)",
         f"{root}/project/loose: {UNSAFE} (reason=unsafe_permissions, "
-        f"file={file_id(('project', 'loose'))})",
+        f"file={sandbox.file_id(('project', 'loose'))})",
         f"{root}/project/mymcp/notes.json: not valid JSON (or repeats a key) "
-        f"(reason=invalid_json, file={file_id(('project', 'mymcp', 'notes.json'))})",
+        f"(reason=invalid_json, file={sandbox.file_id(('project', 'mymcp', 'notes.json'))})",
         "memory check: 2 problem(s)",
     ]
 
@@ -290,7 +289,8 @@ def test_an_import_rehearsal_fails_where_the_write_would(
     namespace = ("project", first["namespace"]["id"])
     failure = (
         f"{dump}:1: memory_source_unavailable: {other.joinpath(*namespace)}: "
-        f"{PROBLEM_TEXT['not_a_directory']} (reason=not_a_directory, file={file_id(namespace)})"
+        f"{PROBLEM_TEXT['not_a_directory']} "
+        f"(reason=not_a_directory, file={sandbox.file_id(namespace)})"
     )
     assert failure in rehearsed.stdout.splitlines()
     # Line for line the same report, but for the closing summary's wording.
@@ -329,14 +329,17 @@ def test_the_server_logs_one_warning_per_broken_file_per_change(
 ) -> None:
     sandbox.write_config("schema_version = 1\n" + sandbox.server_table())
     broken = sandbox.memory_root / "project" / "mymcp" / "notes.json"
-    expected = (
-        f"skipped scope=project file={file_id(('project', 'mymcp', 'notes.json'))} "
-        "reason=invalid_json"
-    )
     with serve(sandbox) as server:
         anyio.run(_list_twice, server.url)
         broken.write_text("{still: broken")  # a change, and still no record
         anyio.run(_list_twice, server.url)
+    # The server made the key its file ids are under; `memory check` reads the same one.
+    expected = (
+        f"skipped scope=project file={sandbox.file_id(('project', 'mymcp', 'notes.json'))} "
+        "reason=invalid_json"
+    )
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert expected.split(" ")[2] in checked.stdout
     warnings = [line for line in server.output if " WARNING mymcp.memory.store " in line]
     assert [line.rstrip("\n").split(" ", 3)[3] for line in warnings] == [expected, expected]
     assert not any("notes" in line for line in server.output)
@@ -372,7 +375,7 @@ def test_check_names_every_kind_of_file_the_server_passes_over(
     assert checked.returncode == 1, checked.stderr
 
     def line(parts: tuple[str, ...], why: str, reason: str) -> str:
-        return f"{root.joinpath(*parts)}: {why} (reason={reason}, file={file_id(parts)})"
+        return f"{root.joinpath(*parts)}: {why} (reason={reason}, file={sandbox.file_id(parts)})"
 
     a_legacy = "a legacy record whose id another file in the scope also has"
     assert checked.stdout.splitlines() == [

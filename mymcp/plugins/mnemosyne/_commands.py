@@ -31,6 +31,7 @@ from mymcp.plugins.mnemosyne._memory_check import (
     PROBLEM_TEXT,
     check_root,
     container_fault,
+    logged_file_key,
     run_memory_check,
     scope_fault,
 )
@@ -263,7 +264,8 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
     if problem is not None:
         text = PROBLEM_TEXT.get(problem, problem)
         where = memory.root.joinpath(_echoed(_display(parts)))
-        return _error(f"{where}: {text} (reason={problem}, file={file_id(parts)})")
+        logged = file_id(parts, logged_file_key())
+        return _error(f"{where}: {text} (reason={problem}, file={logged})")
     assert record is not None
     print(json_for_terminal(record.public_json(), indent=2), file=out)
     return EXIT_OK

@@ -25,6 +25,7 @@ from mymcp.plugins.mnemosyne._settings import (
     MEMORY_ROOT_ENV,
     VARIABLE_PREFIX,
     MnemosyneSettings,
+    index_snapshot_directory,
     memory_root,
     unknown_variables,
 )
@@ -37,6 +38,7 @@ from mymcp.plugins.mnemosyne.memory import (
     Problem,
     Scope,
     file_id,
+    file_key,
     unsafe_permissions,
 )
 
@@ -47,6 +49,7 @@ __all__ = [
     "check_root",
     "container_fault",
     "is_unsafe_mode",
+    "logged_file_key",
     "memory_problems",
     "problem_line",
     "run_memory_check",
@@ -109,12 +112,18 @@ def _problem_text(problem: Problem) -> str:
     return PROBLEM_TEXT.get(problem.reason, problem.reason)
 
 
-def problem_line(root: Path, problem: Problem) -> str:
-    """`<path>: <why> (reason=<reason>, file=<file id>)`; the file id is what the server
-    logs, so a log line can be matched with the file."""
+def logged_file_key() -> bytes:
+    """The key the server's log names files with (`file_id`), from the cache directory
+    (made there by whichever process needs it first, this one included)."""
+    return file_key(index_snapshot_directory())
+
+
+def problem_line(root: Path, problem: Problem, key: bytes) -> str:
+    """`<path>: <why> (reason=<reason>, file=<file id>)`; the file id (under ``key``,
+    see `logged_file_key`) is what the server logs, so a log line leads to the file."""
     path = root.joinpath(*problem.parts)
     text = _problem_text(problem)
-    return f"{path}: {text} (reason={problem.reason}, file={file_id(problem.parts)})"
+    return f"{path}: {text} (reason={problem.reason}, file={file_id(problem.parts, key)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +361,7 @@ def container_fault(root: Path, parts: Sequence[str]) -> str | None:
                 reason = "unsafe_permissions"
             else:
                 continue
-        return problem_line(root, Problem(tuple(parts[:depth]), reason))
+        return problem_line(root, Problem(tuple(parts[:depth]), reason), logged_file_key())
     return None
 
 
@@ -415,8 +424,9 @@ def run_memory_check(settings: MnemosyneSettings, out: TextIO) -> int:
             f"{sizes[largest]} (candidate limit {settings.candidate_limit})",
             file=out,
         )
+        key = logged_file_key()
         for problem in problems:
-            print(escape_invisible(problem_line(root, problem)), file=out)
+            print(escape_invisible(problem_line(root, problem, key)), file=out)
         over = _over_limit(root, sizes, settings.candidate_limit)
         for finding in over:
             print(escape_invisible(finding.render()), file=out)

@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from mymcp import cli
 from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.plugins.mnemosyne._memory_check import PROBLEM_TEXT
-from mymcp.plugins.mnemosyne.memory import file_id
 from tests.e2e.server import Sandbox, make_sandbox, run_cli
 from tests.e2e.test_memory_cli_e2e import PROJECT
 from tests.e2e.test_memory_cli_e2e import _remember as remembered
@@ -59,12 +58,12 @@ def _path(answer: dict[str, Any]) -> str:
 
 
 def _unreadable(
-    root: Path, relative: str, shown: str | None = None, reason: str = "unreadable"
+    sandbox: Sandbox, relative: str, shown: str | None = None, reason: str = "unreadable"
 ) -> str:
     parts = tuple(relative.split("/"))
     return (
-        f"mymcp: error: {root}/{shown or relative}: {PROBLEM_TEXT[reason]} (reason={reason}, "
-        f"file={file_id(parts)})\n"
+        f"mymcp: error: {sandbox.memory_root}/{shown or relative}: {PROBLEM_TEXT[reason]} "
+        f"(reason={reason}, file={sandbox.file_id(parts)})\n"
     )
 
 
@@ -191,10 +190,10 @@ def test_show_answers_an_argument_no_file_can_have_in_one_bounded_line(
     (root / "loop").symlink_to("loop")  # a link to itself: ELOOP on every lookup below it
     long = "a" * 300
     expected = {
-        long: _unreadable(root, long, "a" * 200 + "..."),  # ENAMETOOLONG, also in the cwd
+        long: _unreadable(sandbox, long, "a" * 200 + "..."),  # ENAMETOOLONG, also in the cwd
         "/" + long: f"mymcp: error: /{'a' * 199}... is not under the memory root {root}\n",
-        f"{_path(record)}/x.json": _unreadable(root, f"{_path(record)}/x.json"),  # ENOTDIR
-        "loop/x.json": _unreadable(root, "loop/x.json", reason="symlink"),  # never entered
+        f"{_path(record)}/x.json": _unreadable(sandbox, f"{_path(record)}/x.json"),  # ENOTDIR
+        "loop/x.json": _unreadable(sandbox, "loop/x.json", reason="symlink"),  # never entered
         '{"a":' * 3000: NOT_A_REFERENCE + "\n",
         '{"schema_version": ' + "9" * 5000 + "}": NOT_A_REFERENCE + "\n",
         '{"schema_version": NaN}': NOT_A_REFERENCE + "\n",
@@ -218,7 +217,7 @@ def test_show_never_enters_a_linked_directory_below_the_root(
     relative = "elsewhere/" + _path(record).removeprefix("project/")
     shown = run_cli(["memory", "show", relative], sandbox.environ())
     assert (shown.returncode, shown.stdout) == (1, "")
-    assert shown.stderr == _unreadable(root, relative, reason="symlink")
+    assert shown.stderr == _unreadable(sandbox, relative, reason="symlink")
 
 
 def test_show_refuses_what_the_server_skips(sandbox: Sandbox) -> None:
@@ -237,7 +236,7 @@ def test_show_refuses_what_the_server_skips(sandbox: Sandbox) -> None:
     good.parent.chmod(0o775)
     shown = run_cli(["memory", "show", _path(record)], sandbox.environ())
     assert (shown.returncode, shown.stdout) == (1, "")
-    assert shown.stderr == _unreadable(root, _path(record), reason="unsafe_permissions")
+    assert shown.stderr == _unreadable(sandbox, _path(record), reason="unsafe_permissions")
     good.parent.chmod(0o700)
     assert run_cli(["memory", "show", _path(record)], sandbox.environ()).returncode == 0
 
@@ -348,7 +347,7 @@ def test_check_and_stats_escape_the_names_of_files_and_directories(sandbox: Sand
     parts = ("project", evil, "notes.json")
     assert checked.stdout.splitlines()[2] == (
         f"{root}/project/evil\\x1b[2J\\u202e/notes.json: not valid JSON (or repeats a key) "
-        f"(reason=invalid_json, file={file_id(parts)})"
+        f"(reason=invalid_json, file={sandbox.file_id(parts)})"
     )
     stats = run_cli(["memory", "stats"], env)
     assert [line.split()[:3] for line in stats.stdout.splitlines()[2:4]] == [

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from mymcp.plugins.mnemosyne import Mnemosyne, MnemosyneSettings, create_mnemosyne
-from mymcp.plugins.mnemosyne.memory import file_id
 
 pytestmark = pytest.mark.slow
 
@@ -100,8 +99,9 @@ def test_progress_is_logged_every_two_seconds_and_the_end_summarised(
         "index_build indexed=1024/2101",
         "index_build indexed=1536/2101",
     ]
+    index = plugin.service.current_index()
     assert [line for line in said if line.startswith("skipped ")] == [
-        f"skipped scope=project file={file_id(('project', 'alpha', 'broken.json'))} "
+        f"skipped scope=project file={index.file_id(('project', 'alpha', 'broken.json'))} "
         "reason=invalid_json"
     ]
     assert said[-1].startswith("index_build outcome=done records=2101 skipped=1 seconds=")

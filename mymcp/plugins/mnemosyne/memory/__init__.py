@@ -59,6 +59,7 @@ from .policy import PolicyReason, enforce_content_policy, find_disallowed
 from .reads import CursorCodec, MemoryService
 from .records import MAX_RECORD_BYTES, RecordRejected, SkipReason, parse_record, serialize_record
 from .search import Bm25Parameters, TermIndex
+from .snapshot import file_key
 from .store import (
     LOCK_FILE_NAME,
     WITHDRAWN,
@@ -105,6 +106,7 @@ __all__ = [
     "ErrorStatus",
     "file_digest",
     "file_id",
+    "file_key",
     "find_disallowed",
     "IndexedRecord",
     "is_identifier",

@@ -103,6 +103,7 @@ from .store import (
     UnreadableCandidate,
     WalkStats,
     close_quietly,
+    file_id,
     is_temp_name,
     log_skip,
     open_container,
@@ -365,8 +366,21 @@ class MemoryIndex:
         self._save_seconds = 0.0
         # The forget mark this process's rows account for (see `snapshot.mark_forgotten`).
         self._forget_mark = ""
+        # The key of logged file ids, read (or made) when the first one is logged.
+        self._key: bytes | None = None
+        self._key_lock = threading.Lock()
         if snapshot_directory is not None:
             atexit.register(_save_at_exit, weakref.ref(self))
+
+    def _file_key(self) -> bytes:
+        with self._key_lock:
+            if self._key is None:
+                self._key = snapshot.file_key(self._snapshot_directory)
+            return self._key
+
+    def file_id(self, parts: RelativePath) -> str:
+        """The id this index's log lines name the file at ``parts`` by."""
+        return file_id(parts, self._file_key())
 
     def _empty_rows(self) -> None:
         """No rows and empty derived views: a fresh index, or one whose snapshot failed."""
@@ -599,7 +613,7 @@ class MemoryIndex:
         """Log an entry passed over, unless it was already known for the same reason."""
         if self._entry_skips.get(parts) is not reason:
             self._entry_skips[parts] = reason
-            log_skip(parts, reason)
+            log_skip(parts, reason, self._file_key())
 
     def _sweep_temps(self, temps: list[tuple[RelativePath, str]]) -> None:
         """Remove the temp files a walk met, if no writer holds the root lock right now.
@@ -915,7 +929,7 @@ class MemoryIndex:
             # A row is put only when its file is new or changed: one line per change.
             parts = (*directory.parts, name)
             if not reported:
-                log_skip(parts, outcome)
+                log_skip(parts, outcome, self._file_key())
             self._reported.add(parts)
         else:
             self._titles[slot] = outcome.title
@@ -1282,7 +1296,7 @@ class MemoryIndex:
                     parts = (*directory.parts, name)
                     if parts not in self._reported:
                         self._reported.add(parts)
-                        log_skip(parts, _SKIP_REASONS[self._reasons[slot]])
+                        log_skip(parts, _SKIP_REASONS[self._reasons[slot]], self._file_key())
             skipped += sum(1 for parts in self._entry_skips if parts[0] == scope.value)
         return skipped
 

@@ -24,6 +24,7 @@ its memories' words behind in a cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -38,7 +39,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mymcp._safefile import create_private_directories, replace_private_file
+from mymcp._safefile import (
+    create_private_directories,
+    create_private_file,
+    replace_private_file,
+)
 
 from .model import CANDIDATE_LIMIT_MAX
 from .store import read_at_most
@@ -518,3 +523,65 @@ def read_forget_mark(directory: Path, root: Path) -> str:
         return "unreadable"
     finally:
         os.close(fd)
+
+
+# -- the key of logged file ids ---------------------------------------------------------
+
+_FILE_KEY_NAME: Final = "memory-file-key"
+_FILE_KEY_HEX: Final = 64
+
+
+def file_key(directory: Path | None) -> bytes:
+    """The key `file_id` digests paths with. Kept in the cache directory, so that every
+    process of this user names a file alike (the server's log, `mymcp memory check`);
+    the first process that needs it makes it. Where none can be kept or read there, a
+    key of this process's own: its ids then match no other process's, which costs the
+    operator a correlation, never a path."""
+    if directory is not None:
+        with contextlib.suppress(OSError, SnapshotUnusable):
+            key = _read_file_key(directory)
+            if key is None:
+                directory_fd = _open_directory(directory, create=True)
+                assert directory_fd is not None
+                try:
+                    made = secrets.token_hex(_FILE_KEY_HEX // 2).encode("ascii")
+                    with contextlib.suppress(FileExistsError):  # another process was first
+                        create_private_file(directory_fd, _FILE_KEY_NAME, made)
+                finally:
+                    os.close(directory_fd)
+                key = _read_file_key(directory)
+            if key is not None:
+                return key
+    return _own_key()
+
+
+@functools.cache
+def _own_key() -> bytes:
+    """This process's key, where none is kept: one for all its indexes, so that they
+    name a file alike."""
+    return secrets.token_bytes(_FILE_KEY_HEX // 2)
+
+
+def _read_file_key(directory: Path) -> bytes | None:
+    """The kept key; None when there is none yet. A file that is not this user's private
+    regular file of the key's form raises `SnapshotUnusable` (it is left as it is)."""
+    directory_fd = _open_directory(directory, create=False)
+    if directory_fd is None:
+        return None
+    try:
+        fd = os.open(_FILE_KEY_NAME, _READ_FLAGS, dir_fd=directory_fd)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(directory_fd)
+    try:
+        info = os.fstat(fd)
+        private = stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077
+        if not private or info.st_uid != os.geteuid():
+            raise SnapshotUnusable("unsafe_key")
+        text = os.read(fd, _FILE_KEY_HEX + 1)
+    finally:
+        os.close(fd)
+    if len(text) != _FILE_KEY_HEX or not all(c in b"0123456789abcdef" for c in text):
+        raise SnapshotUnusable("corrupt_key")
+    return bytes.fromhex(text.decode("ascii"))

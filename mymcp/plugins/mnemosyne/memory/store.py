@@ -8,6 +8,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import hmac
 import logging
 import os
 import re
@@ -213,16 +214,23 @@ def read_candidate(dir_fd: int, name: str, max_bytes: int) -> tuple[FileStamp, b
 _store_log = logging.getLogger("mymcp.memory.store")
 
 
-def file_id(parts: RelativePath) -> str:
+def file_id(parts: RelativePath, key: bytes) -> str:
     """A short, stable name for the file at root-relative ``parts`` that reveals nothing
-    of the path: logs use it, and `mymcp memory check` prints it next to the path."""
-    return hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    of the path to whoever lacks ``key`` (this user's, see `snapshot.file_key`): logs use
+    it, and `mymcp memory check` prints it next to the path. An unkeyed digest would not
+    do: namespace ids and hand-made file names are words, and trying a list of words
+    against it gives the path back."""
+    path = "/".join(parts).encode("utf-8", "surrogateescape")
+    return hmac.new(key, path, hashlib.sha256).hexdigest()[:12]
 
 
-def log_skip(parts: RelativePath, reason: SkipReason) -> None:
+def log_skip(parts: RelativePath, reason: SkipReason, key: bytes) -> None:
     """Report a passed-over entry by scope, file id and reason: logs stay content-free."""
     _store_log.warning(
-        "skipped scope=%s file=%s reason=%s", parts[0] if parts else "-", file_id(parts), reason
+        "skipped scope=%s file=%s reason=%s",
+        parts[0] if parts else "-",
+        file_id(parts, key),
+        reason,
     )
 
 

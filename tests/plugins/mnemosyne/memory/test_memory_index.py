@@ -21,7 +21,6 @@ from mymcp.plugins.mnemosyne.memory import (
     MutationService,
     Scope,
     SkipReason,
-    file_id,
     parse_record,
     store,
 )
@@ -114,7 +113,7 @@ def test_a_broken_file_is_logged_once_per_change(
         "skipped scope=project file=<file> reason=too_deep",
     ]
     ids = {r.getMessage().split(" ")[2] for r in caplog.records}
-    assert "file=" + file_id(("project", "x", "broken.json")) in ids
+    assert "file=" + index.file_id(("project", "x", "broken.json")) in ids
     # A change to the broken file is news again, even if it stays broken.
     write(b"\xff", "project/x/broken.json")
     _scan(index)
@@ -369,7 +368,7 @@ def test_a_record_file_others_may_write_is_skipped_and_reported_once(
     assert [item.record.id for item, _ in found] == [kept["id"]]
     parts = ("project", "mnemosyne", f"{loose['id']}.json")
     assert _skips(caplog) == ["skipped scope=project file=<file> reason=unsafe_permissions"]
-    assert f"file={file_id(parts)}" in caplog.text
+    assert f"file={index.file_id(parts)}" in caplog.text
     assert "quince" not in caplog.text
     assert [(p.parts, p.reason) for p in index.problems(Scope.PROJECT)] == [
         (parts, "unsafe_permissions")

@@ -542,6 +542,7 @@ def test_unexpected_failure_is_internal_error(root: Path) -> None:
         raise RuntimeError("secret detail /path")
 
     result = Memory(root, clock=explode).remember()
+    assert isinstance(result.pop("request_id"), str)  # what the log line names it by
     assert result == {
         "status": "internal_error",
         "code": "internal_error",

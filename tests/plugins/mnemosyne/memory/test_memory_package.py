@@ -4,7 +4,7 @@ Modules inside it have plain names and import one another, each only those liste
 it in the package docstring. Code outside the package (the plugin adapter, settings,
 commands, benchmarks) imports only names the package exports; every exported name is
 used by some code outside it; and the package stays within twelve modules and
-thirty-eight import edges, counted by ``scripts/import_graph.py``.
+thirty-nine import edges, counted by ``scripts/import_graph.py``.
 """
 
 from __future__ import annotations
@@ -118,12 +118,12 @@ def _import_graph() -> types.ModuleType:
     return module
 
 
-def test_the_package_has_at_most_twelve_modules_and_thirty_eight_import_edges() -> None:
+def test_the_package_has_at_most_twelve_modules_and_thirty_nine_import_edges() -> None:
     edges: dict[str, set[str]] = _import_graph().graph(DIRECTORY)
     modules = set(edges) - {"__init__"}
     assert len(modules) <= 12, sorted(modules)
     between = sum(len(targets - {"__init__"}) for name, targets in edges.items() if name in modules)
-    assert between + len(edges["__init__"]) <= 38
+    assert between + len(edges["__init__"]) <= 39
 
 
 def test_each_module_imports_only_modules_listed_before_it() -> None:

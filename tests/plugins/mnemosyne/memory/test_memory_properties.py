@@ -45,7 +45,6 @@ from mymcp.plugins.mnemosyne.memory import (
     Scope,
     SkipReason,
     V2Reference,
-    file_id,
     find_disallowed,
     is_identifier,
     normalize_bounded_text,
@@ -299,10 +298,11 @@ def test_arbitrary_record_bytes_are_read_or_skipped_never_raised(
     assert inspected.payload["status"] in ("ok", "not_found"), inspected.payload
     items = listed.payload["memories"]
     skips = [r.getMessage() for r in logs.records if r.name == "mymcp.memory.store"]
+    index = service.current_index()
     if isinstance(verdict, SkipReason):
         assert items == []
         assert skips == [
-            f"skipped scope=project file={file_id(tuple(relative.split('/')))} "
+            f"skipped scope=project file={index.file_id(tuple(relative.split('/')))} "
             f"reason={verdict.value}"
         ]
         assert recalled.payload["memories"] == []

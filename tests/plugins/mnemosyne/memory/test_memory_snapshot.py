@@ -8,6 +8,7 @@ during a load, and two processes saving at once, never leave a wrong answer behi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,8 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryService,
     MutationService,
     Scope,
+    file_id,
+    file_key,
 )
 from mymcp.plugins.mnemosyne.memory import index as index_module
 from mymcp.plugins.mnemosyne.memory import snapshot as snapshot_module
@@ -572,7 +575,10 @@ def test_every_spelling_of_the_root_keeps_one_snapshot(
     assert snapshot_module.snapshot_path(cache, link) == snapshot_module.snapshot_path(cache, root)
     _saved(link, cache)
     assert _state(MemoryIndex(root, snapshot_directory=cache)) == _state(MemoryIndex(root))
-    assert [p.name for p in cache.iterdir()] == [snapshot_module.snapshot_path(cache, root).name]
+    assert sorted(p.name for p in cache.iterdir()) == [
+        "memory-file-key",  # the key of logged file ids: the walks met a broken file
+        snapshot_module.snapshot_path(cache, root).name,
+    ]
 
 
 def test_the_first_save_of_a_process_deletes_the_snapshots_of_roots_that_are_gone(
@@ -627,6 +633,7 @@ def test_the_first_save_of_a_process_deletes_the_snapshots_of_roots_that_are_gon
             marks[kept].name,
             unreadable.name,
             stranger.name,
+            "memory-file-key",  # the key of logged file ids: the walks met a broken file
         ]
     )
 
@@ -833,7 +840,7 @@ def test_every_directory_a_save_creates_is_private(
     # The cache directory and the XDG_CACHE_HOME above it are both new (under the
     # suite's umask 022); the directory above them is the user's and keeps its mode.
     tmp_path.chmod(0o751)
-    assert not cache.parent.exists()
+    shutil.rmtree(cache.parent)  # made by the walk, for the key of logged file ids
     assert index.save()
     assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
@@ -896,3 +903,60 @@ def test_a_snapshot_larger_than_the_bound_is_never_read(
     assert _state(index) == expected
     assert "index_snapshot outcome=ignored reason=too_large" in caplog.text
     assert read == []
+
+
+# -- the key of logged file ids -----------------------------------------------------------
+
+
+def test_logged_file_ids_are_keyed_and_shared_through_the_cache(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    parts = ("project", "old", "broken.json")
+    first = MemoryIndex(root, snapshot_directory=cache)
+    scan(first)  # logs the broken file, making the key
+    key_file = cache / "memory-file-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    kept = key_file.read_bytes()
+    # Another index (another process, `mymcp memory check`) names the file alike.
+    second = MemoryIndex(root, snapshot_directory=cache)
+    assert first.file_id(parts) == second.file_id(parts) == file_id(parts, file_key(cache))
+    assert key_file.read_bytes() == kept  # read, never made again
+    # Nobody can try path words against it: the plain digest of the path is not the id.
+    unkeyed = hashlib.sha256(b"project/old/broken.json").hexdigest()[:12]
+    assert first.file_id(parts) != unkeyed
+    assert first.file_id(parts) != first.file_id(("project", "old", "other.json"))
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [b"short", b"g" * 64, b"A" * 64, None],
+    ids=["short", "not-hex", "upper-case", "linked"],
+)
+def test_a_key_file_that_is_not_the_users_own_key_is_left_alone(
+    cache: Path, tmp_path: Path, planted: bytes | None
+) -> None:
+    cache.mkdir(parents=True, mode=0o700)
+    key_file = cache / "memory-file-key"
+    if planted is None:
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.write_bytes(b"a" * 64)
+        key_file.symlink_to(elsewhere)
+    else:
+        key_file.write_bytes(planted)
+        key_file.chmod(0o600)
+    key = file_key(cache)
+    assert key == file_key(None)  # this process's own key, shared by its indexes
+    if planted is not None:
+        assert key_file.read_bytes() == planted
+    assert key_file.is_symlink() == (planted is None)
+
+
+def test_a_key_others_may_read_is_not_used(cache: Path) -> None:
+    cache.mkdir(parents=True, mode=0o700)
+    key_file = cache / "memory-file-key"
+    key_file.write_bytes(b"a" * 64)
+    key_file.chmod(0o644)
+    assert file_key(cache) == file_key(None)
+    key_file.chmod(0o600)
+    assert file_key(cache) == bytes.fromhex("a" * 64)
