@@ -29,6 +29,8 @@ from typing import Final
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mymcp.logs import class_name
+
 __all__ = ["SECURITY_HEADERS", "ConsoleGuard", "is_same_origin_post", "trusted_authority"]
 
 _log = logging.getLogger("mymcp.console")
@@ -135,8 +137,9 @@ class ConsoleGuard:
                 await _answer(send, exc.status_code, _status_page(exc.status_code), exc.headers)
         except Exception as exc:
             # Answered here, so that even a failure carries the security headers; the
-            # exception text may hold memory content, so only its type is logged.
-            _log.error("console failure error_type=%s", type(exc).__name__)
+            # exception text may hold memory content, so only its type is logged (and
+            # only a plain identifier: a class's name is whatever its author chose).
+            _log.error("console failure error_type=%s", class_name(type(exc)))
             if not started:
                 await _answer(send, 500, _FAILURE)
 

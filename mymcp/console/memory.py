@@ -50,6 +50,13 @@ LIFECYCLE_ACTIONS: Final[Mapping[str, str]] = {
 }
 """Console action -> the tool it runs."""
 
+_HTTP_STATUSES: Final[Mapping[str, int]] = {
+    "invalid_request": 400,  # malformed input: a value the tool or its schema refuses
+    "not_found": 404,
+    "conflict": 409,  # a stale revision or cursor, a record in the wrong state
+}
+"""A failed tool result's `status` -> the HTTP status of the page that shows it."""
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -69,6 +76,14 @@ class Outcome:
     @property
     def message(self) -> str:
         return str(self.payload.get("message", ""))
+
+    def http_status(self, otherwise: int) -> int:
+        """The HTTP status of a page showing this outcome: 200 when it succeeded; for a
+        tool error, 400 for malformed input, 404 for a record that does not exist and
+        409 only for a real conflict; `otherwise` for any other failure."""
+        if self.ok:
+            return 200
+        return _HTTP_STATUSES.get(self.status, otherwise)
 
 
 _UNAVAILABLE: Final = Outcome(

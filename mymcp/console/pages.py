@@ -197,13 +197,13 @@ class ConsolePages:
             Route("/", self._home, methods=["GET"]),
             Route("/console", self._home, methods=["GET"]),  # the bare path, unmounted
             Route("/sign-in", self._sign_in, methods=["GET"]),
-            Route("/sign-out", action(self._sign_out), methods=["POST"]),
+            Route("/sign-out", action(self._sign_out, "sign_out"), methods=["POST"]),
             Route("/static/{name}", self._static_file, methods=["GET"]),
             Route("/approvals", page(self._approval_list), methods=["GET"]),
             Route("/approvals.json", self._approval_feed, methods=["GET"]),
             Route(
                 "/approvals/{approval_id}",
-                _by_method(page(self._approval), action(self._decide)),
+                _by_method(page(self._approval), action(self._decide, "approval")),
                 methods=["GET", "POST"],
             ),
             Route("/memory", page(self._memory_home), methods=["GET"]),
@@ -211,7 +211,7 @@ class ConsolePages:
             Route("/memory/record", page(self._record), methods=["GET"]),
             Route(
                 "/memory/record/{action}",
-                _by_method(page(self._confirm), action(self._change)),
+                _by_method(page(self._confirm), action(self._change, "memory_change")),
                 methods=["GET", "POST"],
             ),
             Route("/memory/{scope}", page(self._listing), methods=["GET"]),
@@ -272,7 +272,11 @@ class ConsolePages:
 
         return endpoint
 
-    def _action(self, handler: FormHandler) -> Callable[[Request], Awaitable[Response]]:
+    def _action(self, handler: FormHandler, route: str) -> Callable[[Request], Awaitable[Response]]:
+        """A form post's endpoint; `route` names it in the log. The log never gets the
+        request's path: its approval id or action is the client's free text, and may
+        hold control characters that would forge log lines or drive a terminal."""
+
         async def endpoint(request: Request) -> Response:
             session = self._session(request)
             if session is None:
@@ -281,7 +285,7 @@ class ConsolePages:
             if form is None:
                 return self._message(400, "Bad request", "The form could not be read.")
             if not session.accepts(form.get("csrf", "")):
-                _log.warning("console csrf_refused path=%s", request.url.path[:64])
+                _log.warning("console csrf_refused route=%s", route)
                 return self._message(
                     403,
                     "Forbidden",
@@ -467,7 +471,7 @@ class ConsolePages:
         done = request.query_params.get("done", "")
         return self._render(
             "listing.html",
-            200 if page.ok else 409,
+            page.http_status(otherwise=409),
             session=session,
             section="memory",
             selector=selector,
@@ -488,7 +492,7 @@ class ConsolePages:
             outcome = await self._memory.recall(scope, text[:1000], namespace)
         return self._render(
             "search.html",
-            200 if outcome is None or outcome.ok else 409,
+            200 if outcome is None else outcome.http_status(otherwise=409),
             session=session,
             section="memory",
             scope=scope,
@@ -507,7 +511,7 @@ class ConsolePages:
         record = outcome.payload.get("memory") if outcome.ok else None
         return self._render(
             "record.html",
-            200 if outcome.ok else 404,
+            outcome.http_status(otherwise=404),
             session=session,
             section="memory",
             reference=reference,
@@ -539,7 +543,7 @@ class ConsolePages:
         if not isinstance(record, Mapping):
             return self._render(
                 "record.html",
-                404,
+                404 if outcome.ok else outcome.http_status(otherwise=404),
                 session=session,
                 section="memory",
                 reference=reference,
@@ -594,7 +598,7 @@ class ConsolePages:
         record = inspected.payload.get("memory") if inspected.ok else None
         return self._render(
             "record.html",
-            409,
+            outcome.http_status(otherwise=409),
             session=session,
             section="memory",
             reference=reference,

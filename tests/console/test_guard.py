@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 
 from mymcp.console.guard import is_same_origin_post, trusted_authority
+from mymcp.logs import StderrLines
 from mymcp.transport import TransportOptions
 from tests.console.conftest import ORIGIN, Stack
 
@@ -115,6 +116,50 @@ def test_a_post_without_or_with_a_wrong_csrf_token_is_refused(stack: Stack) -> N
         assert response.status_code == 403, form
         assert "CSRF" in response.text
     assert "Waiting for your decision" in stack.client.get(path).text
+
+
+def test_a_refused_post_logs_its_route_never_the_path_it_was_sent_to(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    stack.sign_in()
+    caplog.set_level(logging.DEBUG, logger="mymcp.console")
+    hostile = {  # an escape sequence that retitles a terminal and clears its screen
+        "/console/approvals/x%1b%5d0%3bTITLE%07%1b%5b2J": "approval",
+        "/console/memory/record/archive%1b%5b2J%1b%5b1Aconsole%20outcome=ok": "memory_change",
+        "/console/sign-out": "sign_out",
+    }
+    for path in hostile:
+        response = stack.post(path, {"csrf": "bad", "decision": "approve"})
+        assert response.status_code == 403, path
+    refusals = [r for r in caplog.records if r.name == "mymcp.console"]
+    assert [r.getMessage() for r in refusals] == [
+        f"console csrf_refused route={route}" for route in hostile.values()
+    ]
+    for record in refusals:  # the line an operator reads, in the text format
+        line = StderrLines().line(record)
+        assert line.endswith("\n")
+        assert line[:-1].isprintable(), line
+        assert "TITLE" not in line
+        assert "outcome=ok" not in line
+
+
+def test_a_failure_logs_only_a_plain_exception_name(
+    stack: Stack, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forged = type("Forged\n2026-01-01T00:00:00.000Z INFO mcp \x1b[2J", (RuntimeError,), {})
+
+    def fail(pending: object) -> object:
+        raise forged("memory content")
+
+    stack.sign_in()
+    monkeypatch.setattr("mymcp.console.pages.pending_summary", fail)
+    caplog.set_level(logging.DEBUG, logger="mymcp.console")
+    response = stack.client.get("/console/approvals")
+    assert response.status_code == 500
+    _assert_secured(response)
+    assert [r.getMessage() for r in caplog.records if r.name == "mymcp.console"] == [
+        "console failure error_type=<unnamed>"
+    ]
 
 
 def test_another_sessions_csrf_token_is_refused(stack: Stack) -> None:

@@ -465,7 +465,7 @@ def test_listings_are_paginated(stack: Stack, monkeypatch: pytest.MonkeyPatch) -
     scope = _text(stack.client.get("/console/memory/project").text)
     assert "mnemosyne 5 records" in scope  # the namespace walk crossed three pages
     broken = stack.client.get("/console/memory/project/mnemosyne/decisions?cursor=forged")
-    assert broken.status_code == 409
+    assert broken.status_code == 400  # a cursor the server never gave is malformed
     assert "invalid_cursor" in broken.text
 
 
@@ -482,7 +482,7 @@ def test_search_runs_recall(stack: Stack) -> None:
     nothing = stack.client.get("/console/memory/search?scope=project&q=zeppelin")
     assert "Nothing relevant was found" in nothing.text
     invalid = stack.client.get("/console/memory/search?scope=moon&q=x")
-    assert invalid.status_code == 409
+    assert invalid.status_code == 400
     assert "invalid_scope" in invalid.text
 
 
@@ -537,11 +537,51 @@ def test_archive_restore_and_forget_with_a_confirmation_step(stack: Stack) -> No
     gone = stack.client.get(record)
     assert gone.status_code == 404
     assert "not_found" in gone.text
+    again = stack.post("/console/memory/record/forget", {**form, "expected_revision": "2"})
+    assert again.status_code == 404  # nothing is left to forget: not a conflict
+    assert "not_found" in again.text
     assert stack.run("memory_inspect", {"reference": reference})["status"] == "not_found"
     calls = _console_calls(stack)
     assert ("memory_archive", "ok") in calls
     assert ("memory_forget", "revision_conflict") in calls
     assert ("memory_forget", "ok") in calls
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/console/memory/knowledge/BAD_NS", "invalid_namespace"),
+        ("/console/memory/search?q=%00&scope=project", "invalid_query"),
+        ("/console/memory/search?q=x&scope=bogus", "invalid_scope"),
+        ("/console/memory/search?q=x&scope=project&namespace=BAD_NS", "invalid_namespace"),
+        ("/console/memory/project/mnemosyne/BAD_COLLECTION", "invalid_collection"),
+        ("/console/memory/record?scope=bogus&id=x", "invalid_reference"),
+        ("/console/memory/record?scope=project&namespace=BAD_NS&id=x", "invalid_reference"),
+        ("/console/memory/record/archive?scope=project&namespace=BAD_NS&id=x", "invalid_reference"),
+    ],
+)
+def test_malformed_input_is_a_bad_request_not_a_conflict(
+    stack: Stack, path: str, code: str
+) -> None:
+    stack.remember("Present")
+    stack.sign_in()
+    response = stack.client.get(path)
+    assert response.status_code == 400, response.text
+    assert code in response.text  # the tool's code, as before: no more of the input
+
+
+def test_a_malformed_reference_in_a_form_is_a_bad_request(stack: Stack) -> None:
+    csrf = stack.sign_in()
+    reference = stack.remember("Kept")
+    form = {"csrf": csrf, "scope": "project", "namespace": "BAD_NS", "collection": "decisions"}
+    form |= {"id": reference["id"], "expected_revision": "1"}
+    refused = stack.post("/console/memory/record/archive", form)
+    assert refused.status_code == 400
+    assert "invalid_reference" in refused.text
+    assert (
+        stack.run("memory_inspect", {"reference": reference})["memory"]["lifecycle"]["state"]
+        == "active"
+    )
 
 
 def test_switched_off_tools_have_no_buttons(tmp_path: Path) -> None:
