@@ -147,9 +147,14 @@ class MemoryService:
             tags=len(request.tags),
         )
         index = self.current_index()
-        # Ranking statistics cover the whole scope, so the whole scope must be current;
-        # a namespace only narrows which of its records may be returned.
-        index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
+        # Ranking statistics cover the whole scope, so the whole scope is made current.
+        # With a namespace, the namespace is the selection the candidate limit bounds: a
+        # scope past the limit then ranks by what is known of it, the namespace current.
+        try:
+            index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
+        except MemoryOperationError as exc:
+            if request.namespace_id is None or exc.code is not ErrorCode.CANDIDATE_LIMIT_EXCEEDED:
+                raise
         if request.namespace_id is not None:
             index.refresh(
                 request.scope,

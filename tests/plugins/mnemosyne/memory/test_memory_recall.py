@@ -248,3 +248,29 @@ def test_selected_namespace_symlink_is_skipped_and_non_directory_unavailable(
         "retrieval_error",
         "memory_source_unavailable",
     )
+
+
+def test_the_candidate_limit_bounds_a_recall_by_its_namespace(
+    codec: CursorCodec, write: Writer, v2: Factory, root: Path
+) -> None:
+    """The namespace is the recall's selection: a scope past the limit still recalls from
+    a namespace within it, as it still lists it, while the whole scope is refused."""
+    for number in range(4):
+        write(v2(namespace="crowded", content=f"crowded harbour note {number}"))
+    alone = v2(namespace="quiet", content="a quiet harbour at dawn")
+    write(alone)
+    service = MemoryService(lambda: root, 3, codec)
+    for _ in range(2):  # the second time the index already knows the scope's size
+        whole = service.recall({"query": "harbour", "scope": "project"}).payload
+        assert (whole["status"], whole["code"]) == ("retrieval_error", "candidate_limit_exceeded")
+        crowded = service.recall(
+            {"query": "harbour", "scope": "project", "namespace_id": "crowded"}
+        ).payload
+        assert crowded["code"] == "candidate_limit_exceeded"
+        quiet = service.recall(
+            {"query": "harbour", "scope": "project", "namespace_id": "quiet"}
+        ).payload
+        assert quiet["status"] == "ok", quiet
+        assert [m["reference"]["id"] for m in quiet["memories"]] == [alone["id"]]
+        listed = service.list({"scope": "project", "namespace_id": "quiet"}).payload
+        assert [m["reference"]["id"] for m in listed["memories"]] == [alone["id"]]
