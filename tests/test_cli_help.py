@@ -169,3 +169,71 @@ def test_the_logging_defaults_each_command_states_are_the_ones_it_uses() -> None
         assert ("[server] log_level" in helps["log_level"]) is serving, where
         assert ("[server] log_format" in helps["log_format"]) is serving, where
         assert helps["log_level"].endswith("then info)" if serving else "then warning)"), where
+
+
+def _usage_error(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The lines a usage error prints on stderr, after checking argparse's exit status."""
+    with pytest.raises(SystemExit) as stopped:
+        main(arguments)
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.splitlines()
+
+
+def test_an_unknown_option_of_a_subcommand_shows_that_subcommand_s_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The report that started this: `--scope` belongs to `policy explain`, not here.
+    lines = _usage_error(["memory", "search", "--scope", "project", "x"], capsys)
+    assert lines[0].startswith("usage: mymcp memory search [-h]")
+    assert "SCOPE QUERY" in " ".join(lines[:-1])
+    assert "COMMAND ..." not in " ".join(lines)
+    assert lines[-1] == "mymcp memory search: error: unrecognized arguments: --scope"
+
+
+def test_an_unknown_argument_of_a_top_level_command_shows_its_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = _usage_error(["check", "--bogus", "extra"], capsys)
+    assert lines[0].startswith("usage: mymcp check [-h]")
+    assert lines[-1] == "mymcp check: error: unrecognized arguments: --bogus extra"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--bogus"], ["--bogus", "memory", "stats"], ["--bogus=1", "check"]],
+)
+def test_an_unknown_option_of_mymcp_itself_shows_the_top_level_usage(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = _usage_error(arguments, capsys)
+    assert lines[0].startswith("usage: mymcp [-h]")
+    assert "COMMAND ..." in " ".join(lines[:-1])
+    assert lines[-1] == f"mymcp: error: unrecognized arguments: {arguments[0]}"
+
+
+def test_an_unknown_option_between_a_command_and_its_subcommand_is_the_command_s(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `memory stats` takes --json, `memory` does not: the word is refused by the command
+    # it was typed after, whose usage shows where it went wrong.
+    lines = _usage_error(["memory", "--json", "stats"], capsys)
+    assert lines[0].startswith("usage: mymcp memory [-h]")
+    assert lines[-1] == "mymcp memory: error: unrecognized arguments: --json"
+
+
+def test_every_command_refuses_an_unknown_argument_with_its_own_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    checked = 0
+    for path, command in _commands(build_parser()):
+        if not path or any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
+            continue  # only complete commands parse
+        where = "mymcp " + " ".join(path)
+        arguments = [*path, *_required_placeholders(command), "--no-such-option", "extra"]
+        lines = _usage_error(arguments, capsys)
+        assert lines[0].startswith(f"usage: {where} [-h]"), where
+        assert lines[-1] == f"{where}: error: unrecognized arguments: --no-such-option extra"
+        checked += 1
+    assert checked >= 15

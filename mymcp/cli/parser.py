@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from gettext import gettext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -90,10 +92,42 @@ def _module_name(text: str) -> str:
     return text
 
 
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """argparse's choice of subcommand, except that the subcommand itself refuses the
+    arguments it does not know. argparse hands them up to the top-level parser, whose
+    error then shows the usage of `mymcp` instead of the command that was typed:
+    `mymcp memory search --scope …` should show how `mymcp memory search` is used."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        # argparse collects the leftovers of every level in one list on the namespace;
+        # the ones this subcommand added are those past the list's length before it ran.
+        leftovers = argparse._UNRECOGNIZED_ARGS_ATTR
+        before = len(getattr(namespace, leftovers, ()))
+        super().__call__(parser, namespace, values, option_string)
+        unknown = getattr(namespace, leftovers, [])[before:]
+        if unknown and isinstance(values, Sequence):
+            # The same words argparse's own parse_args uses, from the subcommand's parser,
+            # which prints its own usage line and exits with status 2. A subcommand below
+            # this one has already refused its own leftovers, so these are this one's.
+            message = gettext("unrecognized arguments: %s") % " ".join(unknown)
+            self._name_parser_map[values[0]].error(message)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors show the words they quote with invisible and
     control characters escaped (it quotes unknown arguments as they were typed, and a
-    terminal would act on an escape sequence among them). Subcommands inherit it."""
+    terminal would act on an escape sequence among them). Subcommands inherit it, and
+    each refuses the arguments it does not know with its own usage (`_Subcommands`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_invisible(message))
