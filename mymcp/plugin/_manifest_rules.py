@@ -140,6 +140,17 @@ def _capability(value: object, where: str) -> CapabilityDeclaration:
         idempotent=_bool(entry["idempotent"], f"{where}.idempotent"),
         open_world=_bool(entry["open_world"], f"{where}.open_world"),
     )
+    if effects.read_only and effects.destructive:
+        # A tool that changes nothing cannot destroy anything, and MCP gives
+        # `destructiveHint` a meaning only when `readOnlyHint` is false. Accepting both
+        # would also let one tool match a policy's `@read_only` and its `@destructive`,
+        # so a rule meant for harmless tools would admit a destructive one.
+        raise ManifestError.at(
+            "manifest_invalid_field",
+            f"{where}.destructive",
+            "a read-only tool cannot be destructive: set destructive to false, or "
+            "read_only to false if the tool changes anything",
+        )
     if entry["consent"] not in ("none", "per_call"):
         _expected(f"{where}.consent", '"none" or "per_call"', entry["consent"])
     return CapabilityDeclaration(

@@ -37,7 +37,7 @@ _MANIFEST: dict[str, Any] = {
     "capabilities": [
         _CAPABILITY,
         {**_CAPABILITY, "id": "second", "read_only": False, "consent": "per_call"},
-        {**_CAPABILITY, "id": "third", "destructive": True},
+        {**_CAPABILITY, "id": "third", "read_only": False, "destructive": True},
     ],
     "configuration": {
         "schema_version": 1,

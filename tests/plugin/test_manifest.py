@@ -60,7 +60,7 @@ def test_valid_manifest_parses_into_a_definition() -> None:
     assert definition.requires == HostApiRange(1, 1)
     assert [c.local_id for c in definition.capabilities] == ["first", "second", "third"]
     assert definition.capabilities[1].consent is Consent.PER_CALL
-    assert definition.capabilities[2].effects == ToolEffects(True, True, True, False)
+    assert definition.capabilities[2].effects == ToolEffects(False, True, True, False)
     assert definition.configuration.schema_version == 1
     assert definition.secret_references == ()
     assert definition.data_schema_version == 1
@@ -265,6 +265,7 @@ INVALID_FIELDS: list[tuple[str, Any]] = [
     ("capabilities", [_capability(idempotent=None)]),
     ("capabilities", [_capability(open_world=1)]),
     ("capabilities", [_capability(consent="always")]),
+    ("capabilities", [_capability(read_only=True, destructive=True)]),
     ("capabilities", [_capability(id=f"t{i}") for i in range(65)]),
     ("configuration", "none"),
     ("configuration", {"schema_version": 2, "schema": manifest()["configuration"]["schema"]}),
@@ -649,6 +650,42 @@ def test_errors_name_the_key_path_and_what_was_expected() -> None:
     assert caught.value.code == "manifest_unknown_field"
     assert caught.value.location.key == "unexpected_key_xyz"
     assert "unexpected_key_xyz" not in caught.value.message
+
+
+def test_a_read_only_tool_that_is_also_destructive_is_refused() -> None:
+    # Such a tool would match a policy's `@read_only` and its `@destructive` alike, so a
+    # rule letting anonymous callers use read-only tools would let them destroy.
+    capabilities = [_capability(), _capability(id="wipe", read_only=True, destructive=True)]
+    document = manifest(capabilities=capabilities)
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(encode(document), Path("/p/manifest.json"))
+    assert caught.value.code == "manifest_invalid_field"
+    assert caught.value.location.key == "capabilities[1].destructive"
+    assert str(caught.value) == (
+        "/p/manifest.json: capabilities[1].destructive: MyMCP plugin manifest has an invalid "
+        "field: a read-only tool cannot be destructive: set destructive to false, or "
+        "read_only to false if the tool changes anything (code=manifest_invalid_field)"
+    )
+    with pytest.raises(ManifestError) as caught:
+        manifest_from_mapping(document)
+    assert caught.value.location.key == "capabilities[1].destructive"
+
+
+@pytest.mark.parametrize(
+    ("read_only", "destructive"), [(True, False), (False, True), (False, False)]
+)
+@pytest.mark.parametrize(("idempotent", "open_world"), [(True, False), (False, True)])
+def test_every_other_combination_of_effects_is_accepted(
+    read_only: bool, destructive: bool, idempotent: bool, open_world: bool
+) -> None:
+    flags = {
+        "read_only": read_only,
+        "destructive": destructive,
+        "idempotent": idempotent,
+        "open_world": open_world,
+    }
+    definition = parse_manifest(encode(manifest(capabilities=[_capability(**flags)])))
+    assert definition.capabilities[0].effects == ToolEffects(**flags)
 
 
 def test_a_json_syntax_error_names_line_and_column() -> None:

@@ -344,6 +344,28 @@ def test_a_plugin_with_the_bundled_plugins_id_fails_the_check(
     assert "code=bundled_plugin_conflict" in err
 
 
+@pytest.mark.parametrize("module", [False, True], ids=["manifest", "--import"])
+def test_a_read_only_destructive_tool_fails_the_check_as_the_start_fails(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], module: bool
+) -> None:
+    # Both read the manifest with the one validator, so both refuse the tool that a
+    # policy's `@read_only` and `@destructive` would each match.
+    document = manifest_document("fixed", tools=2)
+    document["capabilities"][1].update(read_only=True, destructive=True)
+    declaration = workspace.plugin("fixed", manifest=document)
+    _declare(workspace, declaration, "namespaced")
+    refusal = _start_failure(workspace)
+    assert refusal is not None
+    assert refusal.code == "external_manifest_invalid"
+    status, out, err = _plugin_check(declaration, capsys, module=module)
+    assert (status, out) == (1, "")
+    assert err == f"mymcp: error: {refusal}\n"
+    assert err.startswith(
+        f"mymcp: error: {declaration.manifest_path}: capabilities[1].destructive: "
+    )
+    assert "manifest_invalid_field: a read-only tool cannot be destructive" in err
+
+
 # -- numbers JSON cannot hold --------------------------------------------------------------
 
 
