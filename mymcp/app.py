@@ -30,7 +30,6 @@ from mymcp.runtime import HostRuntime
 from mymcp.transport import (
     ADVERTISED_VERSIONS,
     DEFAULT_CONNECTION_LIMITS,
-    DEFAULT_SESSION_LIMIT,
     LATEST_PROTOCOL_VERSION,
     Dispatcher,
     HostApplication,
@@ -65,8 +64,6 @@ def create_app(
     *,
     authenticator: RequestAuthenticator,
     configuration: HostConfiguration | None = None,
-    session_limit: int = DEFAULT_SESSION_LIMIT,
-    per_principal_session_limit: int | None = None,
     protected_resource_metadata: Mapping[str, Any] | None = None,
     governance: Governance | None = None,
     console_directory: Path | None = None,
@@ -80,8 +77,8 @@ def create_app(
 
     Without `governance` every caller may call every tool and nothing is audited. The
     app's lifespan runs the audit's background writer and flushes it at shutdown, after
-    `on_startup` / before `on_shutdown` hooks of the caller's own. The per-principal
-    session quota defaults to `[mcp] max_sessions_per_principal`. The
+    `on_startup` / before `on_shutdown` hooks of the caller's own. Sessions are bounded
+    by `[mcp] max_sessions` and `max_sessions_per_principal`. The
     console accepts the sign-in tokens `mymcp console` leaves in `console_directory`
     (default `$XDG_STATE_HOME/mymcp/console`).
     """
@@ -89,8 +86,8 @@ def create_app(
     mcp = config.mcp
     audit = governance.audit if governance is not None else None
     sessions = SessionStore(
-        limit=session_limit,
-        per_principal_limit=per_principal_session_limit or mcp.max_sessions_per_principal,
+        limit=mcp.max_sessions,
+        per_principal_limit=mcp.max_sessions_per_principal,
         inactivity_seconds=mcp.session_inactivity_timeout_seconds,
         absolute_seconds=mcp.session_absolute_lifetime_seconds,
         on_end=None if audit is None else audit_session_ends(audit),

@@ -39,6 +39,7 @@ from mymcp.config._location import config_path, home_directory, xdg_directory
 from mymcp.config._model import (
     DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
     DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSIONS_PER_PRINCIPAL,
     AdapterDeclaration,
     AdapterRoute,
@@ -55,6 +56,7 @@ __all__ = [
     "BUNDLED_PLUGIN_ID",
     "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
     "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSIONS_PER_PRINCIPAL",
     "EFFECT_CLASSES",
     "MAX_AUTHENTICATION_ADAPTERS",

@@ -13,6 +13,7 @@ from mymcp.config._governance import ApprovalSettings, AuditSettings, PolicySett
 __all__ = [
     "DEFAULT_ABSOLUTE_LIFETIME_SECONDS",
     "DEFAULT_INACTIVITY_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSIONS_PER_PRINCIPAL",
     "AdapterDeclaration",
     "AdapterRoute",
@@ -27,6 +28,7 @@ __all__ = [
 DEFAULT_INACTIVITY_TIMEOUT_SECONDS = 1800
 DEFAULT_ABSOLUTE_LIFETIME_SECONDS = 28800
 DEFAULT_SESSIONS_PER_PRINCIPAL = 64
+DEFAULT_MAX_SESSIONS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ class McpSettings:
     session_inactivity_timeout_seconds: int = DEFAULT_INACTIVITY_TIMEOUT_SECONDS
     session_absolute_lifetime_seconds: int = DEFAULT_ABSOLUTE_LIFETIME_SECONDS
     max_sessions_per_principal: int = DEFAULT_SESSIONS_PER_PRINCIPAL
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 @dataclass(frozen=True, slots=True)

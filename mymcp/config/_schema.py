@@ -79,6 +79,7 @@ _INTRODUCED: Final[Mapping[tuple[str, str], int]] = {
     ("mcp", "session_inactivity_timeout_seconds"): 7,
     ("mcp", "session_absolute_lifetime_seconds"): 7,
     ("mcp", "max_sessions_per_principal"): 8,
+    ("mcp", "max_sessions"): 8,
 }
 _INDEX: Final = re.compile(r"\[\d+\]")
 
@@ -381,6 +382,8 @@ def _authentication(value: object, version: int) -> AuthenticationSettings:
 
 _LIFETIMES: Final = ("session_inactivity_timeout_seconds", "session_absolute_lifetime_seconds")
 MAX_SESSIONS_PER_PRINCIPAL: Final = 1024
+# A session costs a few hundred bytes; the bound only keeps a typo from meaning "no bound".
+MAX_SESSIONS: Final = 65536
 
 
 def _mcp(value: object, version: int) -> McpSettings:
@@ -388,7 +391,12 @@ def _mcp(value: object, version: int) -> McpSettings:
     defaults = McpSettings()
     if version >= 8:
         # Schema 8 keeps every schema-7 key and makes each one optional.
-        optional = {"strict_protocol_version", *_LIFETIMES, "max_sessions_per_principal"}
+        optional = {
+            "strict_protocol_version",
+            *_LIFETIMES,
+            "max_sessions_per_principal",
+            "max_sessions",
+        }
         _exact(table, set(), optional, "mcp")
     else:
         required = {"strict_protocol_version"} | (set(_LIFETIMES) if version >= 7 else set())
@@ -409,11 +417,26 @@ def _mcp(value: object, version: int) -> McpSettings:
         MAX_SESSIONS_PER_PRINCIPAL,
         "mcp.max_sessions_per_principal",
     )
+    total = _int(
+        table.get("max_sessions", defaults.max_sessions), 1, MAX_SESSIONS, "mcp.max_sessions"
+    )
+    if per_principal > total and "max_sessions_per_principal" not in table:
+        per_principal = total  # the default quota, in a store made smaller than it
+    elif per_principal > total:
+        # One principal could then fill the store alone, and every session it opened
+        # past that would end another principal's.
+        raise ConfigurationError.at(
+            "invalid_schema",
+            "mcp.max_sessions_per_principal",
+            f"{per_principal} is more than mcp.max_sessions ({total}), the sessions of all "
+            "principals together: one principal could take every session",
+        )
     return McpSettings(
         strict_protocol_version=strict,
         session_inactivity_timeout_seconds=inactivity,
         session_absolute_lifetime_seconds=absolute,
         max_sessions_per_principal=per_principal,
+        max_sessions=total,
     )
 
 

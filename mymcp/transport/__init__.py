@@ -17,8 +17,6 @@ from mymcp.transport._endpoint import (
 )
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._sessions import (
-    DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
-    DEFAULT_SESSION_LIMIT,
     SessionEnd,
     SessionStore,
     audit_session_ends,
@@ -34,8 +32,6 @@ from mymcp.transport._versions import (
 __all__ = [
     "ADVERTISED_VERSIONS",
     "DEFAULT_CONNECTION_LIMITS",
-    "DEFAULT_PER_PRINCIPAL_SESSION_LIMIT",
-    "DEFAULT_SESSION_LIMIT",
     "LATEST_PROTOCOL_VERSION",
     "MAX_BODY_BYTES",
     "MAX_LINE_BYTES",

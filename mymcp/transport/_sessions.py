@@ -9,12 +9,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mymcp.config import (
+    DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
+    DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSIONS_PER_PRINCIPAL,
+)
 from mymcp.governance import AuditLog
 from mymcp.transport._exchange import is_visible_ascii
 
 __all__ = [
-    "DEFAULT_PER_PRINCIPAL_SESSION_LIMIT",
-    "DEFAULT_SESSION_LIMIT",
     "Session",
     "SessionEnd",
     "SessionStore",
@@ -22,8 +26,6 @@ __all__ = [
     "is_session_id_shape",
 ]
 
-DEFAULT_SESSION_LIMIT = 1024
-DEFAULT_PER_PRINCIPAL_SESSION_LIMIT = 64
 _MAX_SESSION_ID_LENGTH = 256
 
 
@@ -88,10 +90,10 @@ class SessionStore:
     def __init__(
         self,
         *,
-        limit: int = DEFAULT_SESSION_LIMIT,
-        per_principal_limit: int = DEFAULT_PER_PRINCIPAL_SESSION_LIMIT,
-        inactivity_seconds: int = 1800,
-        absolute_seconds: int = 28800,
+        limit: int = DEFAULT_MAX_SESSIONS,
+        per_principal_limit: int = DEFAULT_SESSIONS_PER_PRINCIPAL,
+        inactivity_seconds: int = DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
+        absolute_seconds: int = DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         on_end: Callable[[Session, SessionEnd], None] | None = None,
     ) -> None:

@@ -575,6 +575,33 @@ def test_unknown_keys_fail_cleanly_whatever_their_value(value: str) -> None:
     assert caught.value.code == "invalid_schema"
 
 
+def test_schema_8_session_store_size_is_bounded_and_optional() -> None:
+    assert parse({"schema_version": 8}).mcp.max_sessions == 1024
+    assert parse({"schema_version": 8, "mcp": {"max_sessions": 65536}}).mcp.max_sessions == 65536
+    for bad in (0, 65537, True, "1024", 10.0):
+        refused = failure({"schema_version": 8, "mcp": {"max_sessions": bad}})
+        assert (refused.code, refused.location.key) == ("invalid_schema", "mcp.max_sessions")
+    # Schema 7 does not know the key, and says which schema does.
+    too_old = minimal(7)
+    too_old["mcp"]["max_sessions"] = 8
+    assert "schema_version = 8" in str(failure(too_old))
+
+
+def test_a_quota_above_the_store_is_refused_unless_it_is_the_default() -> None:
+    smaller = parse({"schema_version": 8, "mcp": {"max_sessions": 10}}).mcp
+    assert (smaller.max_sessions, smaller.max_sessions_per_principal) == (10, 10)
+    both = {"max_sessions": 10, "max_sessions_per_principal": 10}
+    assert parse({"schema_version": 8, "mcp": both}).mcp.max_sessions_per_principal == 10
+    refused = failure(
+        {"schema_version": 8, "mcp": {"max_sessions": 10, "max_sessions_per_principal": 11}}
+    )
+    assert (refused.code, refused.location.key) == (
+        "invalid_schema",
+        "mcp.max_sessions_per_principal",
+    )
+    assert "11 is more than mcp.max_sessions (10)" in str(refused)
+
+
 def test_schema_8_session_quota_is_bounded_and_optional() -> None:
     assert parse({"schema_version": 8}).mcp.max_sessions_per_principal == 64
     assert (

@@ -72,14 +72,16 @@ def make_client() -> Iterator[Callable[..., TestClient]]:
     ) -> TestClient:
         config = HostConfiguration(
             server=ServerSettings("127.0.0.1", 8000),
-            mcp=McpSettings(strict, inactivity, 28800),
+            mcp=McpSettings(
+                strict,
+                inactivity,
+                28800,
+                max_sessions_per_principal=min(per_principal_limit, session_limit),
+                max_sessions=session_limit,
+            ),
         )
         app = create_app(
-            build_runtime(extra_tools),
-            authenticator=NamedBearer(),
-            configuration=config,
-            session_limit=session_limit,
-            per_principal_session_limit=per_principal_limit,
+            build_runtime(extra_tools), authenticator=NamedBearer(), configuration=config
         )
         client = TestClient(app, base_url=BASE)
         clients.append(client)
