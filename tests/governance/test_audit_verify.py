@@ -292,6 +292,15 @@ def test_head_naming_a_record_retention_removed_is_noted(tmp_path: Path) -> None
     assert result.ok, result.problem
     gone = f", a record no longer in the log (it starts at seq {kept[0]})"
     assert result.notes == (_lag(2, kept[-1], len(kept), gone),)
+    # A writer continuing the log reads it alike: a lag, not records taken away (which
+    # would be recorded as such, and break the log for good).
+    later = open_log(tmp_path, max_segment_bytes=2048, max_segments=3)
+    later.append("tool_call", principal="anonymous", tool="after_restart", decision="allowed")
+    later.close()
+    events = [record["event"] for record in read_records(tmp_path)]
+    assert "audit_head_mismatch" not in events
+    after = verify_audit(tmp_path)
+    assert (after.ok, after.notes) == (True, ())
 
 
 def test_head_left_behind_by_failed_replacements_spans_many_commits(
