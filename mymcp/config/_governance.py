@@ -233,7 +233,9 @@ def _string_list(table: dict[str, Any], key: str, where: str) -> list[object] | 
         raise ConfigurationError.at("policy_empty_list", f"{where}.{key}", "the list is empty")
     if len(value) > MAX_SELECTORS_PER_LIST:
         raise ConfigurationError.at(
-            "policy_too_large", f"{where}.{key}", f"at most {MAX_SELECTORS_PER_LIST} entries"
+            "policy_too_large",
+            f"{where}.{key}",
+            f"{len(value)} entries, at most {MAX_SELECTORS_PER_LIST} are allowed",
         )
     seen: set[object] = set()
     for position, item in enumerate(value):
@@ -337,7 +339,9 @@ def policy_settings(value: object) -> PolicySettings:
         )
     if len(entries) > MAX_POLICY_RULES:
         raise ConfigurationError.at(
-            "policy_too_large", "policy.rules", f"at most {MAX_POLICY_RULES} rules"
+            "policy_too_large",
+            "policy.rules",
+            f"{len(entries)} rules, at most {MAX_POLICY_RULES} are allowed",
         )
     rules = tuple(_rule(index, entry) for index, entry in enumerate(entries))
     seen: dict[tuple[frozenset[object], ...], int] = {}

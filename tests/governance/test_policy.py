@@ -420,6 +420,19 @@ def failure(document: dict[str, Any]) -> ConfigurationError:
             None,
         ),
         ({"rules": {"principals": ["*"]}}, "policy_invalid", "policy.rules", None),
+        # Over a bound: how far over is said, so the operator knows how much to cut.
+        (
+            {"rules": [{"principals": [f"operator:u{n}" for n in range(130)], "allow": ["*"]}]},
+            "policy_too_large",
+            "policy.rules[0].principals",
+            "130 entries, at most 128 are allowed",
+        ),
+        (
+            {"rules": [{"principals": [f"operator:u{n}"], "allow": ["*"]} for n in range(300)]},
+            "policy_too_large",
+            "policy.rules",
+            "300 rules, at most 256 are allowed",
+        ),
     ],
 )
 def test_bad_policies_name_the_rule_and_the_value(
