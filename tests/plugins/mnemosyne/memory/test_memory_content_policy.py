@@ -15,7 +15,7 @@ import string
 import unicodedata
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from mymcp.auth._operator_bearer import format_token, new_secret
@@ -562,6 +562,7 @@ def test_any_invisible_or_combining_character_inside_a_secret_is_seen_through(
     separator=st.sampled_from(CARD_SEPARATORS),
     digit_script=st.sampled_from([0x30, 0x660, 0x6F0, 0x966, 0x9E6, 0xFF10, 0x1D7CE]),
 )
+@example(body="002220220222", separator="\u2009", digit_script=0x6F0)  # reads as an id
 def test_cards_in_any_digit_script_and_separator_are_refused(
     body: str, separator: str, digit_script: int
 ) -> None:
@@ -570,7 +571,17 @@ def test_cards_in_any_digit_script_and_separator_are_refused(
     assume(not all(_is_year(group) for group in fours))  # read as a list of years, on purpose
     card = _grouped(digits, separator, "four")
     written = "".join(chr(digit_script + int(c)) if c.isdigit() else c for c in card)
-    assert find_disallowed(f"paid with {written} yesterday") is PAYMENT_CARD
+    found = find_disallowed(f"paid with {written} yesterday")
+    if digit_script in _DOT_LIKE_ZEROS and "0" in digits:
+        # These zeros also read as dots, and the text read that way may look like an
+        # identifier first ("..22 2.22 .222 6" holds "222.22.2226"): refused either way.
+        assert found in (PAYMENT_CARD, GOVERNMENT_ID)
+    else:
+        assert found is PAYMENT_CARD
+
+
+# Arabic-Indic and Extended Arabic-Indic zeros are dots to a reader's eye.
+_DOT_LIKE_ZEROS = frozenset({0x660, 0x6F0})
 
 
 def _is_year(group: str) -> bool:
