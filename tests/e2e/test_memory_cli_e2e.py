@@ -743,3 +743,26 @@ def test_a_refused_search_with_json_is_the_tools_own_answer(sandbox: Sandbox) ->
         "invalid_query",
         "query",
     )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="only root can give the memory root to another user (nobody)"
+)
+def test_memory_check_and_check_name_a_root_of_another_user(
+    sandbox: Sandbox, memory: dict[str, Any]
+) -> None:
+    """The server warns of such a root at every start and points at the checks; they
+    must then say what is wrong with it."""
+    os.chown(sandbox.memory_root, 65534, -1)
+    root = sandbox.memory_root
+    fault = (
+        f"{root}: Mnemosyne memory root belongs to another user: owned by uid 65534, this "
+        "command runs as uid 0: run MyMCP as the root's owner, or give it to this user "
+        "(chown) (code=memory_root_unsafe_permissions)"
+    )
+    checked = run_cli(["memory", "check"], sandbox.environ())
+    assert checked.returncode == 1
+    assert fault in checked.stdout.splitlines()
+    whole = run_cli(["check"], sandbox.environ())
+    assert whole.returncode == 1
+    assert f"mymcp: error: {fault}" in whole.stderr.splitlines()

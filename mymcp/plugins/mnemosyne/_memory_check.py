@@ -48,7 +48,6 @@ __all__ = [
     "check_memory",
     "check_root",
     "container_fault",
-    "is_unsafe_mode",
     "logged_file_key",
     "memory_problems",
     "problem_line",
@@ -84,12 +83,6 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
 _RAISE_LIMIT: Final = (
     "raise [memory] candidate_limit in ~/.mnemosyne/config.toml or MNEMOSYNE_MEMORY_CANDIDATE_LIMIT"
 )
-
-
-def is_unsafe_mode(mode: int) -> bool:
-    """Writable by group or others: the server reads no such record file, and trusts no
-    such directory."""
-    return os.name == "posix" and bool(mode & 0o022)
 
 
 _SCOPE_LINK: Final = (
@@ -166,8 +159,8 @@ def _unknown_variable_warnings(environ: Mapping[str, str]) -> Iterator[Diagnosti
 
 def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
     """Check the root before anything reads it: an existing directory (or one the first
-    `memory_remember` can create), not writable by group or others. (A relative root is
-    refused earlier, with the settings.)
+    `memory_remember` can create), not writable by group or others, and this user's. (A
+    relative root is refused earlier, with the settings.)
 
     Raises `MnemosyneSettingsError` when no root can be resolved at all (see
     `memory_root`).
@@ -217,14 +210,27 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
             )
         )
         return RootCheck(root, False, tuple(findings))
-    mode = stat.S_IMODE(os.stat(root).st_mode)
-    if is_unsafe_mode(mode):
+    info = os.stat(root)
+    mode = stat.S_IMODE(info.st_mode)
+    # The server's own rule (it warns of such a root at every start): writable by
+    # others, or another user's, is a root someone else may have filled.
+    if unsafe_permissions(info) and mode & 0o022:
         findings.append(
             Diagnostic(
                 "memory_root_unsafe_permissions",
                 "Mnemosyne memory root is writable by others",
                 where,
                 f"mode {mode:04o}; run: chmod go-w {root}",
+            )
+        )
+    elif unsafe_permissions(info):
+        findings.append(
+            Diagnostic(
+                "memory_root_unsafe_permissions",
+                "Mnemosyne memory root belongs to another user",
+                where,
+                f"owned by uid {info.st_uid}, this command runs as uid {os.geteuid()}: run "
+                "MyMCP as the root's owner, or give it to this user (chown)",
             )
         )
     findings.extend(_lock_file_findings(root))
