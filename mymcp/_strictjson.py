@@ -1,4 +1,5 @@
-"""The JSON decoders of MyMCP: one strict profile for documents it trusts, one for messages.
+"""The JSON of MyMCP: one strict decoding profile for documents it trusts, one for
+messages, and the one compact encoder every reply and audit record is written with.
 
 Manifests, verifier files, OAuth metadata and JWKS, token claims, memory records, list
 cursors and stringified tool arguments go through `load_strict_json`: strict UTF-8, no
@@ -27,7 +28,7 @@ import enum
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn, cast
 
 import msgspec
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "StrictJsonError",
     "StrictJsonReason",
+    "compact_json_encoder",
     "holds_lone_surrogate",
     "load_message_json",
     "load_strict_json",
@@ -316,3 +318,32 @@ def _load_message_exactly(data: bytes, max_depth: int) -> Any:
     if holds_lone_surrogate(text, document):
         _fail(StrictJsonReason.INVALID_UTF8)
     return document
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def compact_json_encoder(*, sort_keys: bool) -> Callable[[object], str]:
+    """Compact, ASCII-only JSON (with `\\u` escapes, so total over every string the
+    decoders accept) that refuses NaN, infinities and non-JSON values (ValueError,
+    TypeError), built once.
+
+    `json.dumps` with any keyword builds a new encoder per call, which costs more than
+    encoding a small value; the C encoder object is reusable. Circular values are not
+    tracked (what is encoded is a tree) and end in RecursionError like any too-deep one.
+    """
+    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+    if make is None:  # a Python without the C accelerator
+        return json.JSONEncoder(
+            allow_nan=False, sort_keys=sort_keys, separators=(",", ":"), default=_not_json
+        ).encode
+    escape = json.encoder.encode_basestring_ascii
+    # markers, default, string encoder, indent, key and item separators, sort_keys,
+    # skipkeys, allow_nan
+    chunks = make(None, _not_json, escape, None, ":", ",", sort_keys, False, False)
+
+    def encode(value: object) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode

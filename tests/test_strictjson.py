@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from mymcp._strictjson import (
     StrictJsonError,
     StrictJsonReason,
     _load_message_exactly,
+    compact_json_encoder,
     load_message_json,
     load_strict_json,
     nests_deeper_than,
@@ -320,3 +322,21 @@ def test_nesting_is_counted_through_any_mapping_list_or_tuple_type(wrap: Any) ->
         document = wrap(document)
     assert nests_deeper_than(document, 4)
     assert not nests_deeper_than(document, 5)
+
+
+@given(value=plain_json, sort_keys=st.booleans())
+def test_the_compact_encoder_writes_what_json_dumps_writes(value: Any, sort_keys: bool) -> None:
+    encode = compact_json_encoder(sort_keys=sort_keys)
+    expected = json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, allow_nan=False)
+    assert encode(value) == expected
+    assert encode(value).isascii()
+
+
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_the_compact_encoder_refuses_what_no_json_holds(sort_keys: bool) -> None:
+    encode = compact_json_encoder(sort_keys=sort_keys)
+    for number in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            encode({"a": [number]})
+    with pytest.raises(TypeError, match="set is not JSON"):
+        encode({"a": {1, 2}})

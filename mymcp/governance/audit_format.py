@@ -42,6 +42,7 @@ from mymcp._safefile import (
     create_private_file,
     read_safe_file,
 )
+from mymcp._strictjson import compact_json_encoder
 from mymcp.errors import AuditError, Location
 
 __all__ = [
@@ -67,27 +68,8 @@ _CHAIN_MEMBERS: Final = ("prev", "seq", "time")
 AuditRecord = dict[str, Any]
 
 
-def _default(value: object) -> object:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
-# One reusable C encoder (markers, default, string encoder, indent, key and item
-# separators, sort_keys, skipkeys, allow_nan): `json.dumps` and `JSONEncoder.encode`
-# build a new one per call, which costs more than encoding a small value. Circular
-# values are not tracked; they end in RecursionError like any too-deep value.
-_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-_encode_canonical: Callable[[object], str]
-if _make_encoder is not None:
-    _chunks = _make_encoder(None, _default, _encode_string, None, ":", ",", True, False, True)
-
-    def _encode_canonical(value: object) -> str:
-        return "".join(_chunks(value, 0))
-
-else:  # a Python without the C accelerator
-    _encode_canonical = json.JSONEncoder(
-        sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=_default
-    ).encode
+_encode_canonical = compact_json_encoder(sort_keys=True)
 
 
 def canonical_json(value: object) -> bytes:

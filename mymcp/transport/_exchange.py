@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from starlette.types import Receive, Scope, Send
 
-from mymcp._strictjson import holds_lone_surrogate
+from mymcp._strictjson import compact_json_encoder, holds_lone_surrogate
 
 __all__ = [
     "CONNECTION_WATCH",
@@ -192,29 +191,7 @@ def _cancel(task: asyncio.Task[Any]) -> None:
     task.cancel()
 
 
-def _reply_encoder() -> Callable[[Mapping[str, Any]], str]:
-    """Compact, ASCII-only JSON that refuses NaN and non-JSON values, built once.
-
-    `json.dumps` with any keyword builds a new encoder per call, which costs more than
-    encoding a small reply; the C encoder object is reusable. Circular structures are
-    not tracked (replies are trees) and end in RecursionError like any too-deep value.
-    """
-    base = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
-    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-    if make is None:  # a Python without the C accelerator
-        return base.encode
-    escape = json.encoder.encode_basestring_ascii
-    # markers, default, string encoder, indent, key and item separators, sort_keys,
-    # skipkeys, allow_nan
-    chunks = make(None, base.default, escape, None, ":", ",", False, False, False)
-
-    def encode(payload: Mapping[str, Any]) -> str:
-        return "".join(chunks(payload, 0))
-
-    return encode
-
-
-_encode_reply = _reply_encoder()
+_encode_reply = compact_json_encoder(sort_keys=False)
 
 
 def encode_json(payload: Mapping[str, Any]) -> bytes:
