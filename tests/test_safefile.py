@@ -1,4 +1,4 @@
-"""The one safe reader (D14): no-follow opens, permission bits, size bound, identity checks."""
+"""The one safe reader: no-follow opens, permission bits, size bound, identity checks."""
 
 from __future__ import annotations
 

@@ -87,7 +87,9 @@ def _route(declaration: AdapterDeclaration) -> tuple[str, str, str | None]:
 def _check_declarations(
     settings: AuthenticationSettings, enabled: list[tuple[int, AdapterDeclaration]]
 ) -> None:
-    """The order of the checks is the contract's: types, routes, collisions, anonymity."""
+    """Checks in a fixed order, so that one configuration always fails with the same
+    code: types first (a typo in a type is the likeliest fault, and it makes the rest
+    meaningless), then routes, collisions and anonymity."""
     required = {
         OPERATOR_BEARER_TYPE: settings.operator_bearer_verifier_path,
         OAUTH_JWT_TYPE: settings.oauth_issuer,

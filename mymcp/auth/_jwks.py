@@ -38,14 +38,12 @@ from mymcp.auth._encoding import (
 from mymcp.errors import DiscoveryError
 
 __all__ = [
-    "ACCEPTED_ALGORITHMS",
     "MAX_JWKS_BYTES",
     "PublicKey",
     "VerificationKey",
     "parse_jwks",
 ]
 
-ACCEPTED_ALGORITHMS = frozenset({"RS256", "PS256", "ES256", "EdDSA"})
 MAX_JWKS_BYTES = 64 * 1024
 MAX_KEYS = 16
 MAX_KID_LENGTH = 128

@@ -1,4 +1,5 @@
-"""Field rules of contract 2.2, one table per key, plus property tests for the grammars."""
+"""The host configuration's field rules, one table per key, plus property tests for the
+grammars."""
 
 from __future__ import annotations
 

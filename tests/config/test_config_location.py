@@ -1,4 +1,4 @@
-"""The XDG location rule (contract 2.1)."""
+"""Where the host configuration is looked for: the XDG location rule."""
 
 from __future__ import annotations
 

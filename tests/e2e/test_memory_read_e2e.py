@@ -162,7 +162,8 @@ class Seeded:
         return {self.loose_archived["id"], self.collected_archived["id"]}
 
     def listed(self, selector: str) -> list[dict[str, Any]]:
-        """The expected list items, in the contract's order."""
+        """The expected list items, in list order: legacy records by id, then canonical
+        ones by namespace, collectionless before collected, collection and id."""
         loose = sorted([*self.loose, self.loose_archived], key=lambda b: b["id"])
         collected = sorted([self.collected, self.collected_archived], key=lambda b: b["id"])
         canonical = {

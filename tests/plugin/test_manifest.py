@@ -1,4 +1,4 @@
-"""Manifest v1 (contract 4.2): every parser error code, the schema subset, safe loading."""
+"""Manifest v1: every parser error code, the schema subset, safe loading."""
 
 from __future__ import annotations
 

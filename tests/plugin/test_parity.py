@@ -1,4 +1,4 @@
-"""Manifest/definition/contribution parity (contract 4.2, validate_plugin_contract)."""
+"""Manifest/definition/contribution parity (validate_plugin_contract)."""
 
 from __future__ import annotations
 

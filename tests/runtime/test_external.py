@@ -213,7 +213,7 @@ def test_example_plugin_through_a_configuration(
     workspace: Workspace, tmp_path: Path, version: int
 ) -> None:
     lines = [f"schema_version = {version}"]
-    if version >= 3:  # D13: plugins combine with any authentication configuration
+    if version >= 3:  # plugins combine with any authentication configuration
         lines += ["[authentication]", "anonymous_enabled = false"]
         if version >= 4:
             lines += [

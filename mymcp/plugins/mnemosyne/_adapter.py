@@ -310,7 +310,8 @@ class Mnemosyne:
             return
         try:
             if unsafe_permissions(os.stat(index.root)):
-                # Served all the same, as before; `mymcp check` fails on it, and says why.
+                # Served all the same (refusing it would lose the user their memory for a
+                # mode bit); `mymcp check` fails on it, and says why.
                 _build_log.warning(
                     "memory_root outcome=unsafe_permissions hint=run_mymcp_memory_check"
                 )

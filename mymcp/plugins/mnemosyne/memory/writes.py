@@ -1,10 +1,11 @@
 """The mutation service: remember, revise, archive, restore and forget.
 
-Raw tool arguments come in, JSON-ready outcomes go out. Each operation validates its
-arguments by hand, applies the content policy where text is supplied, and only then
-touches the filesystem, always inside the root's mutation lock. Any refusal or error
-leaves the memory tree unchanged (the lock file aside). Every call ends with exactly
-one content-free log event on ``mcp.memory_<tool>``.
+Raw tool arguments come in, JSON-ready outcomes go out. Each operation reads its
+arguments through its tool's declared readers (`tools`), applies the content policy
+where text is supplied, and only then touches the filesystem, always inside the root's
+mutation lock. Any refusal or error leaves the memory tree unchanged (the lock file
+aside). Every call ends with exactly one content-free log event on
+``mcp.memory_<tool>``.
 """
 
 from __future__ import annotations
