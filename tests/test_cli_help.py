@@ -75,7 +75,7 @@ def test_a_count_that_is_no_whole_number_from_one_is_a_usage_error(
         ["--principal", "oauth:x", "--scope", ""],
         ["--principal", "oauth:x", "--scope", "a\x01"],
         ["--principal", "operator:alice", "--scope", "read"],
-        # More scopes than authentication keeps of a token.
+        # More scopes than a token authentication accepts.
         ["--principal", "oauth:x", *[f"--scope=s{n}" for n in range(65)]],
     ],
 )

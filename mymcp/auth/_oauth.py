@@ -109,9 +109,11 @@ _log = logging.getLogger("mymcp.host.authentication")
 MAX_SCOPES = 64
 
 
-def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
+def token_scopes(claims: Mapping[str, object]) -> frozenset[str] | None:
     """The scopes a token carries, from `scope` or, when it has no `scope` (a string or a
-    list), from `scp`; malformed entries are ignored.
+    list), from `scp`; malformed entries are ignored. None when there are more than
+    `MAX_SCOPES` different ones: the token is then refused, not cut short, since leaving a
+    scope out could lift a policy rule that denies it.
 
     One claim, not both: a token carrying both states its scopes twice, and taking their
     union would grant more than either says. `scope` is the standard claim (RFC 9068).
@@ -124,8 +126,8 @@ def token_scopes(claims: Mapping[str, object]) -> frozenset[str]:
         raw = list(value.split(" "))
     elif isinstance(value, list):
         raw = value
-    scopes = [item for item in raw if is_scope_token(item)]
-    return frozenset(scopes[:MAX_SCOPES])
+    scopes = frozenset(item for item in raw if is_scope_token(item))
+    return scopes if len(scopes) <= MAX_SCOPES else None
 
 
 def _split_compact(token: str) -> tuple[bytes, bytes, bytes, bytes] | None:
@@ -283,8 +285,7 @@ class OAuthJwtAdapter:
         if expires <= issued or not_before - now > CLOCK_SKEW_SECONDS:
             return AuthFailure.REJECTED
         subject = claims["sub"]
-        if not is_valid_subject(subject):
+        scopes = token_scopes(claims)
+        if not is_valid_subject(subject) or scopes is None:
             return AuthFailure.REJECTED
-        return Identity(
-            project_subject(self._issuer, subject), f"oauth:{subject}", token_scopes(claims)
-        )
+        return Identity(project_subject(self._issuer, subject), f"oauth:{subject}", scopes)

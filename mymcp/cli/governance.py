@@ -125,11 +125,10 @@ def policy_command(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     scopes = frozenset(args.scope)
     if len(scopes) > MAX_SCOPES:
-        # Authentication keeps only a token's first scopes: an explanation with more
-        # would grant what no token gets.
+        # Authentication refuses a token with more: no principal gets this explanation.
         print(
-            f"mymcp: error: --scope names {len(scopes)} different scopes: a token's scopes "
-            f"count up to {MAX_SCOPES} (later ones are dropped), so give at most {MAX_SCOPES}",
+            f"mymcp: error: --scope names {len(scopes)} different scopes: a token with more "
+            f"than {MAX_SCOPES} is refused, so give at most {MAX_SCOPES}",
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -357,8 +357,29 @@ def test_token_scopes_come_from_scope_or_scp(
     assert token_scopes(claims_in) == expected
 
 
-def test_scopes_are_bounded() -> None:
-    assert len(token_scopes({"scope": " ".join(f"s{i}" for i in range(500))})) == 64
+def test_scopes_are_bounded_after_repeats_are_dropped() -> None:
+    sixty_four = [f"s{i}" for i in range(64)]
+    assert token_scopes({"scope": " ".join(sixty_four)}) == set(sixty_four)
+    # A scope repeated counts once: it never pushes another scope out.
+    repeated = ["f"] * 100 + ["w"]
+    assert token_scopes({"scope": " ".join(repeated)}) == {"f", "w"}
+    assert token_scopes({"scp": repeated}) == {"f", "w"}
+    # More different scopes than the bound: nothing is kept, the token is refused.
+    assert token_scopes({"scope": " ".join([*sixty_four, "w"])}) is None
+
+
+def test_a_token_with_more_scopes_than_the_bound_is_refused(
+    auth: Authenticator, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    """Keeping only the first scopes would drop the rest, and a dropped scope could be
+    the one a policy rule denies: the token is refused instead."""
+    many = " ".join([*(f"f{i}" for i in range(64)), "w"])
+    token = mint(rsa_key, alg="RS256", kid="rsa", payload=claims(scope=many))
+    assert check(auth, token) is AuthFailure.REJECTED
+    at_bound = " ".join([*(f"f{i}" for i in range(63)), "w"])
+    accepted = check(auth, mint(rsa_key, alg="RS256", kid="rsa", payload=claims(scope=at_bound)))
+    assert isinstance(accepted, Principal)
+    assert "w" in accepted.scopes
 
 
 def test_a_valid_token_names_its_subject_and_scopes(
