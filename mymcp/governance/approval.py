@@ -106,6 +106,8 @@ class Verdict:
 
     run: bool
     approval: Approval | None = None
+    opened: bool = False
+    """This call opened `approval`: nobody can have been shown it yet."""
 
 
 _RUN: Final = Verdict(True)
@@ -202,7 +204,7 @@ class Approvals:
             self._record("approval_requested", approval)
             if not spend:
                 self._note_declined(approval)
-            return Verdict(False, approval)
+            return Verdict(False, approval, opened=True)
         if not spend and approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
             # Still open, and still decidable; the person deciding should know.
             self._note_declined(approval)

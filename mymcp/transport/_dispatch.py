@@ -348,6 +348,8 @@ class AwaitingApproval:
     expires_at: float
     in_session: bool = False
     """Asked in a handshake-era session, which alone can spend the approval."""
+    opened: bool = False
+    """This call opened the approval, so no person has been sent to its page yet."""
 
     def elicitation(self) -> dict[str, Any]:
         """The URL-mode elicitation that sends a person to the approval page (the
@@ -637,7 +639,9 @@ class Dispatcher:
                 spend=spend_approval,
             )
             if not verdict.run:
-                return self._approval_outcome(caller, name, digest, verdict.approval)
+                return self._approval_outcome(
+                    caller, name, digest, verdict.approval, opened=verdict.opened
+                )
         return await self.execute(caller, tool, arguments, digest=digest, view=view)
 
     def approval_pending(self, approval_id: str) -> bool:
@@ -731,7 +735,13 @@ class Dispatcher:
         return result
 
     def _approval_outcome(
-        self, caller: Caller, name: str, digest: str | None, approval: Approval | None
+        self,
+        caller: Caller,
+        name: str,
+        digest: str | None,
+        approval: Approval | None,
+        *,
+        opened: bool = False,
     ) -> CallOutcome:
         """The answer to a call that waits for, or was refused, a person's approval."""
         if approval is None:
@@ -742,7 +752,9 @@ class Dispatcher:
             self._record(caller, name, args_digest=digest, decision="approval_required")
             url = f"{self._console_origin}/console/approvals/{approval.id}"
             in_session = caller.session_id is not None
-            return AwaitingApproval(approval.id, name, url, approval.expires_at, in_session)
+            return AwaitingApproval(
+                approval.id, name, url, approval.expires_at, in_session, opened=opened
+            )
         refusal = _APPROVAL_REFUSALS[approval.state]
         self._record(caller, name, args_digest=digest, decision=refusal["code"])
         return structured_result(refusal, is_error=True)

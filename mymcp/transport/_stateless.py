@@ -621,9 +621,13 @@ class StatelessEra:
         waiting for (or retried after) a person's approval."""
         dispatcher = self._dispatcher
         action = _approval_action(params)
-        # The client says the person went to the approval page.
+        # The client says the person went to the approval page: one they were shown,
+        # not one this very call opened (the one they saw was spent or ended meanwhile).
         visited = (
-            isinstance(outcome, AwaitingApproval) and action == "accept" and caller.url_elicitation
+            isinstance(outcome, AwaitingApproval)
+            and not outcome.opened
+            and action == "accept"
+            and caller.url_elicitation
         )
         crowded = visited and not self._may_wait(caller.principal.principal_id)
         if isinstance(outcome, AwaitingApproval) and visited and not crowded:

@@ -228,6 +228,26 @@ def test_a_retry_without_an_approval_response_asks_again_at_once(responses: Any)
     assert stage.runs == []
 
 
+def test_an_accepted_retry_of_an_approval_already_spent_asks_anew_at_once() -> None:
+    """The approval the person saw was spent; the one this retry opens was never shown
+    to anybody, so no decision on it can be on its way."""
+    stage = _stage(wait=30.0)
+    _result(stage, _call(URL_CAPABLE))
+    (first,) = stage.approvals.pending()
+    stage.approvals.decide(first.id, approve=True)
+    _result(stage, _call(URL_CAPABLE, action="accept", request_id=2))  # runs, spends it
+    (again,) = anyio.run(_answered_at_once, stage, _call(URL_CAPABLE, action="accept"))
+    assert again["resultType"] == "input_required"
+    (second,) = stage.approvals.pending()
+    assert second.id != first.id
+    url = again["inputRequests"]["approval"]["params"]["url"]
+    assert url.endswith(f"/console/approvals/{second.id}")
+    assert stage.runs == [ARGUMENTS]
+    # Shown now, the new approval is waited for like any other.
+    waits = anyio.run(_answered_at_once, stage, _call(URL_CAPABLE, action="accept"))
+    assert waits == []
+
+
 def test_a_client_without_url_elicitation_never_waits() -> None:
     stage = _stage(wait=30.0)
     _result(stage, _call())
