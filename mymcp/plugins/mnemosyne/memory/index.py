@@ -1597,16 +1597,18 @@ class MemoryIndex:
                 # Whether or not the mark could be written (a full disk refuses a
                 # write, not an unlink), this process's copy goes.
                 snapshot.remove_snapshot(directory, self.root)
+                removed = True
             except OSError:
-                mark = None
+                mark, removed = None, False
             with self._lock:
                 if mark is not None and seen == self._forget_mark:
                     self._forget_mark = mark  # no other forget these rows may miss
                 self._unsaved += 1
                 self._schedule_save()
-            if mark is None:
+            if mark is None and not (removed and snapshot.closed_to_snapshots(directory)):
                 # Other processes were not told (or the copy is still there): whether a
-                # copy of the record is left in a cache is not known.
+                # copy of the record is left in a cache is not known. Where no snapshot
+                # can be written at all, there is no copy and nobody to tell.
                 raise MemoryOperationError(ErrorCode.DELETION_OUTCOME_UNCERTAIN)
 
     def _columns(self) -> dict[str, Any]:

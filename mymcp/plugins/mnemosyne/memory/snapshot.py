@@ -269,14 +269,15 @@ def decode(data: bytes, root: Path, versions: Mapping[str, int]) -> dict[str, An
 
 
 def _open_directory(directory: Path, *, create: bool) -> int | None:
-    """A handle on the cache directory (None when it is absent and not to be created);
+    """A handle on the cache directory (None when it is absent, or no directory, and not
+    to be created);
     every file operation goes through it, so the directory checked is the one used."""
     if create:
         create_private_directories(directory)
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # a file there (or on the way) holds no snapshot either
     try:
         info = os.fstat(fd)
         if info.st_uid != os.geteuid() or info.st_mode & 0o022:
@@ -454,8 +455,8 @@ def remove_snapshot(directory: Path, root: Path) -> None:
     # No ownership check here: whatever the directory has become, a copy must not stay.
     try:
         directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # no directory, so no copy in it
     # Also the file of this spelling of the root's path, where earlier versions kept it.
     targets = {snapshot_path(directory, root).name, _named(directory, os.path.abspath(root)).name}
     try:
@@ -468,6 +469,19 @@ def remove_snapshot(directory: Path, root: Path) -> None:
 
 
 # -- forgetting across processes --------------------------------------------------------
+
+
+def closed_to_snapshots(directory: Path) -> bool:
+    """Whether no process of this user can write a snapshot into ``directory`` now: it
+    is no directory (nor could one be made there, or the mark would have been), or one
+    closed to writing, a read-only file system's included. A forget that could not leave
+    its mark there then has nobody to tell."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return True
+    return not stat.S_ISDIR(info.st_mode) or not os.access(directory, os.W_OK | os.X_OK)
+
 
 _MARK_BYTES: Final = 64
 

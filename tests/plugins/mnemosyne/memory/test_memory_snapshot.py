@@ -500,16 +500,40 @@ def test_a_forget_on_a_full_cache_disk_still_removes_the_copy(
     assert not path.exists()
 
 
-def test_a_forget_whose_cache_directory_cannot_be_opened_is_uncertain(
-    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+def test_a_forget_whose_snapshot_cannot_be_removed_is_uncertain(
+    root: Path,
+    cache: Path,
+    write: Writer,
+    v1: Factory,
+    v2: Factory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _fill(write, v1, v2)
     index = _saved(root, cache)
-    shutil.rmtree(cache)
-    cache.write_text("not a directory")  # as an unreadable ~/.cache/mymcp is, to a save
+
+    def unreadable(directory: Path, forgotten_root: Path) -> None:
+        raise PermissionError(13, "Permission denied")  # a directory this user cannot open
+
+    monkeypatch.setattr(snapshot_module, "remove_snapshot", unreadable)
     with pytest.raises(MemoryOperationError) as caught:
         index.drop_snapshot()
     assert caught.value.code is ErrorCode.DELETION_OUTCOME_UNCERTAIN
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_forget_where_no_snapshot_can_be_kept_is_certain(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory, v2: Factory, where: str
+) -> None:
+    """No directory can be made there, so no snapshot can hold the record and no other
+    process can save one: nothing is uncertain about the forget."""
+    _fill(write, v1, v2)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    cache = blocker if where == "a file" else blocker / "mymcp"
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    index.drop_snapshot()  # no deletion_outcome_uncertain
+    assert blocker.read_text() == "not a directory"
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["watching", "walking"])
