@@ -211,15 +211,17 @@ class StdioServer:
     ) -> None:
         """Start the drain once the client has closed its end of the input, even though
         lines it sent are still unread: the read loop may be waiting to write a reply
-        nobody reads, and would never reach the end of input by itself. (A pipe or a
-        socket says so as a hang-up; a file never does, and never needs to.)"""
+        nobody reads, and would never reach the end of input by itself. (A pipe says so
+        as a hang-up, a socket whose peer shut down its writing, as Node's child
+        processes get, as a read hang-up; a file never does, and never needs to.)"""
+        hangup = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
         with watching:
             try:
                 poller = select.poll()
-                poller.register(source.fileno(), select.POLLHUP)
+                poller.register(source.fileno(), hangup)
             except (AttributeError, OSError, ValueError):  # no poll here, or no descriptor
                 return
-            while not any(events & select.POLLHUP for _, events in poller.poll(0)):
+            while not any(events & hangup for _, events in poller.poll(0)):
                 await anyio.sleep(_HANGUP_POLL_SECONDS)
             self._drain(serving)
 

@@ -806,6 +806,34 @@ def test_closing_stdin_ends_serving_while_the_client_reads_no_replies(
     sink.release()  # the abandoned write's thread may end now, or the process could not
 
 
+def test_a_socket_shut_for_writing_ends_serving_while_the_client_reads_no_replies() -> None:
+    """Node hands a child process sockets, not pipes, and ends its input with a
+    shutdown: the server sees no hang-up then, only a read hang-up, which must start the
+    drain just the same."""
+    server_end, client_end = socket.socketpair()
+    source = server_end.makefile("rb", buffering=0)
+    sink = _HeldSink()  # never released
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._drain_seconds = 0
+
+    async def scenario() -> None:
+        with anyio.fail_after(60):  # a guard, not a measure: the defect hangs for good
+            async with anyio.create_task_group() as group:
+                group.start_soon(server.serve, source, sink)
+                client_end.sendall(b"not json\n" * 50)
+                await anyio.wait_all_tasks_blocked()  # the first refusal waits for the reader
+                client_end.shutdown(socket.SHUT_WR)
+
+    try:
+        anyio.run(scenario)
+        assert sink.lines == b""
+    finally:
+        sink.release()
+        client_end.close()
+        source.close()
+        server_end.close()
+
+
 ASYNC_NOISY_PLUGIN = """
 import os
 
