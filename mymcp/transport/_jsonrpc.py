@@ -264,16 +264,11 @@ def log_response(request: Request, reply: Mapping[str, Any], started: float) -> 
             duration,
         )
     else:
-        # A tool result flagged as an error (a refusal, an approval still to be given, a
-        # failed tool) is a reply all the same, but not a call that did its work.
-        result = reply.get("result")
-        failed = type(result) is dict and result.get("isError") is True
         _write(
             logging.INFO,
-            "response id=%s method=%s outcome=%s duration_ms=%.2f",
+            "response id=%s method=%s outcome=ok duration_ms=%.2f",
             request_id,
             method,
-            "tool_error" if failed else "ok",
             duration,
         )
 
