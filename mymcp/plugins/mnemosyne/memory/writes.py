@@ -217,6 +217,10 @@ class MutationService:
             payload = self._remember_locked(index, request, provenance, dry_run=True)
         else:
             ensure_root(index.root)
+            # The scope is made current before the lock is taken too: a cold one is read
+            # whole (seconds, at a hundred thousand records), and every other writer
+            # would wait for that. Under the lock, only what changed since is looked at.
+            index.refresh(request.scope, recursive=True, candidate_limit=self._candidate_limit)
             with root_lock(index.root, self._wait(deadline)):
                 payload = self._remember_locked(index, request, provenance)
         fields["memory_id"] = payload["reference"]["id"]

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,3 +206,37 @@ def test_a_waiter_whose_lock_file_was_swapped_locks_the_file_in_its_place(
     finally:
         leave.set()
         waiter.join(30)
+
+
+def _lock_is_free(root: Path) -> bool:
+    probe = os.open(root / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(probe)  # closing drops a lock the probe took
+    return True
+
+
+def test_a_remember_reads_a_cold_scope_before_it_takes_the_lock(
+    root: Path, write: Any, v2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a whole scope takes seconds at a hundred thousand records; every other
+    writer would wait that long for the lock. Only stamps are checked under it."""
+    for number in range(20):
+        write(v2(content=f"note {number}"))
+    reads: list[bool] = []  # per file read from disk: was the lock free then?
+    real_read = store_module.read_candidate
+
+    def reading(*args: Any) -> Any:
+        reads.append(_lock_is_free(root))
+        return real_read(*args)
+
+    monkeypatch.setattr(store_module, "read_candidate", reading)
+    memory = MemoryService(lambda: root, 10_000, CursorCodec.generate())
+    mutations = MutationService(memory, 10_000)
+    remembered = mutations.remember(remember_args(content="the new one"))
+    assert remembered.payload["status"] == "remembered", remembered.payload
+    assert len(reads) == 20  # every existing record once, the new one never
+    assert all(reads)
