@@ -10,7 +10,6 @@ and never overwrites.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
@@ -249,6 +248,11 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         if reference is None:
             return _error("not a memory reference: copy one exactly as a tool returned it")
         answer = memory.service.inspect({"reference": reference.to_json()}).payload
+        if answer.get("code") == "memory_source_unavailable":
+            # The terminal is the operator's: name what is in the way, as `list` does.
+            fault = _source_fault(reference.scope.value)
+            if fault is not None:
+                return _error(fault)
         print(json_for_terminal(answer, indent=2), file=out)
         return EXIT_OK if answer.get("status") == "ok" else EXIT_FAILURE
     path = Path(target)
@@ -262,6 +266,10 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         return _error(f"{_echoed(str(path))} is not under the memory root {memory.root}")
     record, problem = _read_file(memory.root, parts)
     if problem is not None:
+        # A root or a scope that cannot be read is named itself, not as this file.
+        fault = _source_fault(parts[0] if parts and parts[0] in _SCOPES else None)
+        if fault is not None:
+            return _error(fault)
         text = PROBLEM_TEXT.get(problem, problem)
         where = memory.root.joinpath(_echoed(_display(parts)))
         logged = file_id(parts, logged_file_key())
@@ -381,7 +389,7 @@ def _stats(memory: _Memory, as_json: bool, out: TextIO) -> int:
         if namespaces:
             report["scopes"][scope.value] = namespaces
     if as_json:
-        print(json.dumps(report, indent=2), file=out)
+        print(json_for_terminal(report, indent=2), file=out)
     else:
         _print_table(memory.root, report["scopes"], out)
     for fault in faults:
@@ -492,16 +500,30 @@ _LINE_BYTES: Final = MAX_RECORD_BYTES + 1
 """The longest line read: one record, as large as a record file may be, and its newline."""
 
 
+# How far past a too-long line's start its end is looked for: an input with no line end
+# in that much (a device such as /dev/zero, or no text at all) is not read to its end.
+_SKIP_BYTES: Final = 16 * 1024 * 1024
+
+
+class _Unending(Exception):
+    """A line too long to be a record runs on past `_SKIP_BYTES` with no end."""
+
+
 def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
-    """Numbered lines of at most `_LINE_BYTES`; a longer line is read past, as None."""
+    """Numbered lines of at most `_LINE_BYTES`; a longer line is read past, as None, or
+    raises `_Unending` when it has not ended `_SKIP_BYTES` on."""
     number = 0
     while line := handle.readline(_LINE_BYTES + 1):
         number += 1
         if len(line) <= _LINE_BYTES:
             yield number, line
             continue
+        skipped = len(line)
         while line and not line.endswith(b"\n"):
+            if skipped > _SKIP_BYTES:
+                raise _Unending(number)
             line = handle.readline(_LINE_BYTES + 1)
+            skipped += len(line)
         yield number, None
 
 
@@ -520,25 +542,34 @@ def _import(memory: _Memory, file: Path, apply: bool, out: TextIO) -> int:
     except OSError as exc:
         return _error(f"{name}: {exc.strerror}")
     with handle:
-        for number, data in _lines(handle):
-            text, verdict = _decoded(data)
-            if text is not None:
-                if not text.strip():
-                    continue
-                verdict = importer.line(text)
-            counts[verdict[0]] += 1
-            print(escape_invisible(f"{name}:{number}: {verdict[1]}"), file=out)
-            if verdict[0] == "busy":
-                # Another process kept the memory's lock past the wait: the file is not
-                # at fault, and every later line would wait as long again. Running the
-                # same import again finds the lines done so far already present.
-                print(
-                    f"stopped at line {number}: another writer held the memory lock; this "
-                    "line and those after it were not imported. Run the same command "
-                    "again to go on (what was imported counts as already present).",
-                    file=out,
-                )
-                break
+        try:
+            for number, data in _lines(handle):
+                text, verdict = _decoded(data)
+                if text is not None:
+                    if not text.strip():
+                        continue
+                    verdict = importer.line(text)
+                counts[verdict[0]] += 1
+                print(escape_invisible(f"{name}:{number}: {verdict[1]}"), file=out)
+                if verdict[0] == "busy":
+                    # Another process kept the memory's lock past the wait: the file is
+                    # not at fault, and every later line would wait as long again.
+                    # Running the same import again finds the lines done so far present.
+                    print(
+                        f"stopped at line {number}: another writer held the memory lock; "
+                        "this line and those after it were not imported. Run the same "
+                        "command again to go on (what was imported counts as already "
+                        "present).",
+                        file=out,
+                    )
+                    break
+        except _Unending as stop:
+            counts["invalid"] += 1
+            ending = (
+                f"{name}:{stop.args[0]}: longer than {_LINE_BYTES} bytes, and no line end in "
+                f"the next {_SKIP_BYTES // (1024 * 1024)} MiB: no JSON-lines file; stopped there"
+            )
+            print(escape_invisible(ending), file=out)
     action = "remembered" if apply else "would remember"
     print(
         f"{action} {counts['new']}, already present {counts['existing']}, "

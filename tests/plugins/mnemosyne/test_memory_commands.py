@@ -116,6 +116,28 @@ def test_import_reports_each_line_the_strict_decoder_refuses(
     assert len(list(other.rglob("*.json"))) == 1
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "file"])
+def test_an_import_whose_line_never_ends_stops_with_a_line_that_says_so(
+    sandbox: Sandbox, tmp_path: Path, source: str
+) -> None:
+    """A device with no line ends (or a file of one endless line) is not read to its end,
+    which for /dev/zero would never come."""
+    if source == "file":
+        endless = tmp_path / "endless.jsonl"
+        endless.write_bytes(b'{"id": 1}\n' + b"x" * (17 * 1024 * 1024) + b"\n{}\n")
+        path, number = str(endless), 2
+    else:
+        path, number = source, 1
+    imported = run_cli(["memory", "import", path], sandbox.environ())
+    assert (imported.returncode, imported.stderr) == (1, "")
+    said = imported.stdout.splitlines()
+    assert said[-2] == (
+        f"{path}:{number}: longer than 65537 bytes, and no line end in the next 16 MiB: no "
+        "JSON-lines file; stopped there"
+    )
+    assert said[-1].endswith(f"invalid {number} (dry run: add --apply to write)")
+
+
 @pytest.mark.slow
 def test_a_dry_run_predicts_what_apply_does_with_repeats_inside_the_file(
     sandbox: Sandbox, tmp_path: Path
@@ -218,6 +240,33 @@ def test_show_never_enters_a_linked_directory_below_the_root(
     shown = run_cli(["memory", "show", relative], sandbox.environ())
     assert (shown.returncode, shown.stdout) == (1, "")
     assert shown.stderr == _unreadable(sandbox, relative, reason="symlink")
+
+
+def test_show_names_a_root_or_scope_that_cannot_be_read(sandbox: Sandbox) -> None:
+    """As `list` does: the fault is the root's or the scope's, not the record's."""
+    _remember(sandbox, title="Kept", content="The one good record.")
+    blocked = sandbox.memory_root / "self"
+    blocked.write_text("x")
+    env = sandbox.environ()
+    listed = run_cli(["memory", "list", "self"], env)
+    assert listed.returncode == 1
+    reference = {
+        "schema_version": 2,
+        "scope": "self",
+        "namespace_id": "me",
+        "collection_id": None,
+        "id": "mem_" + "0" * 32,
+    }
+    by_reference = run_cli(["memory", "show", json.dumps(reference)], env)
+    by_path = run_cli(["memory", "show", f"self/me/mem_{'0' * 32}.json"], env)
+    for shown in (by_reference, by_path):
+        assert (shown.returncode, shown.stdout, shown.stderr) == (1, "", listed.stderr)
+    root_file = sandbox.root / "not-a-root"
+    root_file.write_text("x")
+    moved = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root_file)})
+    shown = run_cli(["memory", "show", f"project/mymcp/mem_{'0' * 32}.json"], moved)
+    assert shown.returncode == 1
+    assert shown.stderr.startswith(f"mymcp: error: {root_file}: Mnemosyne memory root is not")
 
 
 def test_show_refuses_what_the_server_skips(sandbox: Sandbox) -> None:
@@ -451,6 +500,16 @@ def test_stats_names_a_scope_that_is_no_directory_as_the_other_commands_do(
     blocked.unlink()
     fine = run_cli(["memory", "stats", "--json"], env)
     assert (fine.returncode, json.loads(fine.stdout)["unavailable"]) == (0, [])
+
+
+def test_stats_json_keeps_accented_letters_readable(sandbox: Sandbox, tmp_path: Path) -> None:
+    root = tmp_path / "mémoire"
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root)})
+    _remember(sandbox, title="Kept", content="The one good record.")
+    report = run_cli(["memory", "stats", "--json"], env)
+    assert report.returncode == 0, report.stderr
+    assert f'"root": "{root}"' in report.stdout  # not "m\u00e9moire"
+    assert json.loads(report.stdout)["root"] == str(root)
 
 
 # -- import: what a dry run predicts, and what is in the way --------------------------------
