@@ -631,6 +631,12 @@ def _lifecycle_fault(document: Mapping[str, Any]) -> str | None:
     return f"{code} (lifecycle.state): lifecycle.state must be {states}; got {shown(state)}"
 
 
+_LEGACY_LINE: Final = (
+    "a legacy (schema_version 1) record: it names no namespace to import it into; copy "
+    "its file into the scope's directory instead, where it is read as it is"
+)
+
+
 class _Importer:
     """Imports the lines of one file, or rehearses them. A dry run writes nothing, so the
     root it reads never holds what the file's earlier lines would have added: it keeps
@@ -658,6 +664,10 @@ class _Importer:
             return "invalid", f"not JSON ({_json_fault(exc)})"
         if not isinstance(document, dict):
             return "invalid", "not a JSON object"
+        if document.get("schema_version") == 1:
+            # A legacy record names no namespace: there is nowhere to put it (export
+            # leaves such records out for the same reason).
+            return "invalid", _LEGACY_LINE
         fault = _lifecycle_fault(document)
         if fault is not None:
             return "invalid", fault

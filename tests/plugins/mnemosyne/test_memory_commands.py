@@ -116,6 +116,19 @@ def test_import_reports_each_line_the_strict_decoder_refuses(
     assert len(list(other.rglob("*.json"))) == 1
 
 
+def test_import_says_why_a_legacy_record_cannot_be_imported(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    dump = tmp_path / "legacy.jsonl"
+    dump.write_text(json.dumps({"schema_version": 1, "id": "old-note", "content": "x"}) + "\n")
+    imported = run_cli(["memory", "import", str(dump)], sandbox.environ())
+    assert imported.returncode == 1
+    assert imported.stdout.splitlines()[0] == (
+        f"{dump}:1: a legacy (schema_version 1) record: it names no namespace to import it "
+        "into; copy its file into the scope's directory instead, where it is read as it is"
+    )
+
+
 @pytest.mark.parametrize("source", ["/dev/zero", "file"])
 def test_an_import_whose_line_never_ends_stops_with_a_line_that_says_so(
     sandbox: Sandbox, tmp_path: Path, source: str
