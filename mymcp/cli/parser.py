@@ -299,7 +299,7 @@ def _memory_parser(commands: Any) -> None:
         "others), then walk it and name every file the server passes over and why: not "
         "JSON, not a record, in the wrong place, a symlink, too large, unsafe permissions, "
         "a duplicate legacy id; and every scope over the candidate limit. Exit 1 when "
-        "anything is wrong. Nothing is changed.",
+        "anything is wrong. Nothing in the memory is changed.",
     )
     export = _command(
         memory,
