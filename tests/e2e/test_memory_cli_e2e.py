@@ -266,7 +266,7 @@ def test_an_import_keeps_every_origin_a_record_may_have_and_says_it_was_imported
     refused = run_cli(["memory", "import", str(dump)], env)
     assert refused.returncode == 1
     assert (
-        ":1: invalid_origin (origin): origin must be one of explicit_user_statement, "
+        ":1: invalid_origin (provenance.origin): origin must be one of explicit_user_statement, "
         "user_approved_proposal, manual, import"
     ) in refused.stdout
 

@@ -712,7 +712,10 @@ class _Importer:
                 return self._over_limit()
             fault = container_fault(check_root().root, container)
             return f"{code}: {fault or _unplaced_fault()}"
-        field = f" ({answer['field']})" if "field" in answer else ""
+        # Fields are named as the file has them: the record keeps its origin in
+        # `provenance`, where the tool's arguments have it at the top.
+        named = answer.get("field")
+        field = f" ({'provenance.origin' if named == 'origin' else named})" if named else ""
         message = answer["message"]
         if code == "invalid_origin":
             # Import keeps any origin a record may have, not only the two an agent may
