@@ -24,7 +24,7 @@ import re
 import unicodedata
 from typing import Any, Final
 
-__all__ = ["draws_nothing", "escape_invisible", "json_for_terminal"]
+__all__ = ["draws_nothing", "escape_invisible", "is_visible_ascii", "json_for_terminal"]
 
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # The default-ignorable code points (Unicode's DerivedCoreProperties) outside those
@@ -107,3 +107,10 @@ def json_for_terminal(value: Any, *, indent: int | None = None) -> str:
     if text.isascii() and "\x7f" not in text:
         return text
     return _BEYOND_ASCII_OR_DEL.sub(_json_escape, text)
+
+
+def is_visible_ascii(text: str) -> bool:
+    """Non-empty and only 0x21-0x7E: what a protocol token (a header value, a key id, an
+    issuer) may hold, so that it shows as itself wherever it is written: no control, no
+    DEL, no space, nothing beyond ASCII."""
+    return bool(text) and text.isascii() and text.isprintable() and " " not in text

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp._escaping import draws_nothing, escape_invisible, json_for_terminal
+from mymcp._escaping import draws_nothing, escape_invisible, is_visible_ascii, json_for_terminal
 
 ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # Default-ignorable code points in other categories (marks and letters that draw nothing),
@@ -143,3 +143,9 @@ def test_symbols_with_an_empty_glyph_count_as_blank_and_are_escaped() -> None:
     assert not draws_nothing("\u2800a")
     assert not draws_nothing("\u2801")  # a Braille pattern with a dot draws it
     assert escape_invisible("a\u2800b\U0001d159") == "a\\u2800b\\U0001d159"
+
+
+@given(st.text(max_size=12) | st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=12))
+def test_visible_ascii_is_exactly_0x21_to_0x7e(text: str) -> None:
+    expected = bool(text) and all(0x21 <= ord(char) <= 0x7E for char in text)
+    assert is_visible_ascii(text) is expected

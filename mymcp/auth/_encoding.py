@@ -1,4 +1,4 @@
-"""Strict base64url and printable-ASCII checks shared by every authentication source.
+"""Strict base64url, shared by every authentication source.
 
 Everything here is deliberately unforgiving. A value is accepted only in its one canonical
 spelling, so two different strings can never mean the same credential, key or claim set.
@@ -13,7 +13,6 @@ import re
 __all__ = [
     "b64url_decode",
     "b64url_encode",
-    "is_printable_ascii",
 ]
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
@@ -39,8 +38,3 @@ def b64url_decode(text: str) -> bytes | None:
     if b64url_encode(data) != text:
         return None
     return data
-
-
-def is_printable_ascii(text: str, *, max_length: int) -> bool:
-    """True for 1..max_length characters in the printable ASCII range (space excluded)."""
-    return 0 < len(text) <= max_length and all("!" <= ch <= "~" for ch in text)

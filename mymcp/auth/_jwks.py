@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
+from mymcp._escaping import is_visible_ascii
 from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._encoding import (
     b64url_decode,
-    is_printable_ascii,
 )
 from mymcp.errors import DiscoveryError
 
@@ -89,7 +89,7 @@ def _kid_of(entry: Mapping[str, object]) -> str | None:
     """The entry's kid when it is one we can use and show (1-128 printable ASCII
     characters, so it cannot break a log line), else None."""
     kid = entry.get("kid")
-    if isinstance(kid, str) and is_printable_ascii(kid, max_length=MAX_KID_LENGTH):
+    if isinstance(kid, str) and len(kid) <= MAX_KID_LENGTH and is_visible_ascii(kid):
         return kid
     return None
 
@@ -100,7 +100,7 @@ def _entry_name(index: int, kid: str | None) -> str:
 
 def _said(value: object) -> str:
     """A provider's short label (`kty`, `crv`, `use`, `alg`) as the terminal may show it."""
-    if isinstance(value, str) and is_printable_ascii(value, max_length=32):
+    if isinstance(value, str) and len(value) <= 32 and is_visible_ascii(value):
         return repr(value)
     return "missing" if value is None else "not a short printable string"
 

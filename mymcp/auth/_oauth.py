@@ -32,11 +32,11 @@ from typing import Protocol, TypeGuard
 from anyio import to_thread
 from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
 
+from mymcp._escaping import is_visible_ascii
 from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._encoding import (
     b64url_decode,
     b64url_encode,
-    is_printable_ascii,
 )
 from mymcp.auth._evidence import MAX_PAYLOAD_BYTES
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
@@ -162,7 +162,7 @@ def _header_failure(header: Mapping[str, object]) -> AuthFailure | None:
     if "typ" in header and not (isinstance(typ, str) and typ.lower() in ACCEPTED_TYPES):
         return AuthFailure.REJECTED
     kid = header.get("kid")
-    if not isinstance(kid, str) or not is_printable_ascii(kid, max_length=MAX_KID_LENGTH):
+    if not isinstance(kid, str) or not (len(kid) <= MAX_KID_LENGTH and is_visible_ascii(kid)):
         return AuthFailure.REJECTED
     return None
 

@@ -8,6 +8,8 @@ import unicodedata
 from pathlib import Path
 from typing import Final, TypeGuard
 
+from mymcp._escaping import is_visible_ascii
+
 __all__ = [
     "BUNDLED_PLUGIN_ID",
     "MAX_AUTHENTICATION_ADAPTERS",
@@ -156,7 +158,7 @@ def issuer_problem(value: object) -> str | None:
         return "the issuer must be a string"
     if not value.startswith("https://"):
         return "the issuer must start with 'https://' (lowercase)"
-    if not all(0x21 <= ord(char) <= 0x7E for char in value):
+    if not is_visible_ascii(value):
         return "the issuer must be printable ASCII without spaces"
     if "?" in value:
         return "the issuer must not have a query ('?')"

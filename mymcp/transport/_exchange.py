@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from starlette.types import Receive, Scope, Send
 
+from mymcp._escaping import is_visible_ascii
 from mymcp._strictjson import compact_json_encoder, holds_lone_surrogate
 
 __all__ = [
@@ -19,7 +20,6 @@ __all__ = [
     "IncompleteBody",
     "RequestHeaders",
     "encode_json",
-    "is_visible_ascii",
     "read_body",
     "read_headers",
     "send_empty",
@@ -30,11 +30,6 @@ __all__ = [
 ]
 
 MAX_BODY_BYTES = 1 << 20
-
-
-def is_visible_ascii(value: str) -> bool:
-    """Non-empty and only 0x21-0x7E: ASCII, printable (no controls, no DEL), no space."""
-    return bool(value) and value.isascii() and value.isprintable() and " " not in value
 
 
 class RequestHeaders:

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mymcp._escaping import is_visible_ascii
 from mymcp.config import (
     DEFAULT_ABSOLUTE_LIFETIME_SECONDS,
     DEFAULT_INACTIVITY_TIMEOUT_SECONDS,
@@ -16,7 +17,6 @@ from mymcp.config import (
     DEFAULT_SESSIONS_PER_PRINCIPAL,
 )
 from mymcp.governance import AuditLog
-from mymcp.transport._exchange import is_visible_ascii
 
 __all__ = [
     "Session",
