@@ -63,6 +63,7 @@ from mymcp.governance.audit_format import (
     last_record,
     open_lock,
     open_private,
+    open_segment,
     prepare_directory,
     read_head,
     read_tail,
@@ -581,7 +582,7 @@ def _with_history(found: list[tuple[int, Path]], held: dict[Path, bool]) -> int:
 def _holds_a_line(path: Path) -> bool:
     """Whether a segment has a newline within its first `TAIL_WINDOW` bytes (every record
     the writer writes is far shorter: a longer first line is no record)."""
-    with suppress(FileNotFoundError), open(path, "rb") as handle:
+    with suppress(FileNotFoundError), open_segment(path) as handle:
         seen = 0
         while seen < TAIL_WINDOW and (chunk := handle.read(4096)):
             if b"\n" in chunk:

@@ -266,10 +266,10 @@ def read_tail(directory: Path) -> Tail:
     size = newest_path.stat().st_size
     torn = False
     for number, path in reversed(found):
-        with open(path, "rb") as handle:
+        with open_segment(path) as handle:
             end = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, end - TAIL_WINDOW))
-            window = handle.read()
+            window = handle.read(TAIL_WINDOW)
         if window and not window.endswith(b"\n"):
             torn = torn or number == newest
             window = window[: window.rfind(b"\n") + 1]
@@ -304,7 +304,7 @@ def segment_lines(handle: BinaryIO) -> Iterator[bytes | None]:
 def complete_records(path: Path) -> Iterator[AuditRecord]:
     """The records of one segment's complete lines, oldest first (nothing once the
     segment has been removed)."""
-    with suppress(FileNotFoundError), open(path, "rb") as handle:
+    with suppress(FileNotFoundError), open_segment(path) as handle:
         for line in segment_lines(handle):
             if line is not None and line.endswith(b"\n"):
                 record = parse_record(line)
@@ -335,15 +335,21 @@ def first_record(directory: Path, after: int) -> AuditRecord | None:
 
 def last_record(path: Path) -> AuditRecord | None:
     """The last complete record of one segment."""
-    with open(path, "rb") as handle:
+    with open_segment(path) as handle:
         end = os.fstat(handle.fileno()).st_size
         handle.seek(max(0, end - TAIL_WINDOW))
-        window = handle.read()
+        window = handle.read(TAIL_WINDOW)
     for line in reversed(window[: window.rfind(b"\n") + 1].split(b"\n")):
         record = parse_record(line)
         if record is not None:
             return record
     return None
+
+
+def open_segment(path: Path) -> BinaryIO:
+    """An audit file opened for reading with the writer's care (`open_private`): a link
+    or a FIFO put in a segment's place is refused (OSError), never followed or waited on."""
+    return os.fdopen(open_private(path, os.O_RDONLY), "rb")
 
 
 def open_private(path: Path, flags: int) -> int:

@@ -19,6 +19,7 @@ from mymcp.governance.audit_format import (
     canonical_record,
     complete_records,
     misplaced_segments,
+    open_segment,
     parse_record,
     read_head,
     record_line,
@@ -41,7 +42,7 @@ _CHUNK = 1 << 20
 def _identity(path: Path) -> _Identity | None:
     digest = hashlib.blake2b(digest_size=16)
     try:
-        with open(path, "rb") as handle:
+        with open_segment(path) as handle:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
     except OSError:
@@ -277,9 +278,11 @@ def _resumed(
 
 def _walk_segment(walk: _Walk, number: int, path: Path) -> None:
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        handle = open_segment(path)
     except FileNotFoundError:
         raise _Broken(f"{path.name}: removed while it was being verified") from None
+    except OSError:
+        raise _Broken(f"{path.name}: no longer a regular file (a link or another kind)") from None
     with handle:
         for index, line in enumerate(segment_lines(handle), start=1):
             where = f"{path.name} line {index}"

@@ -426,15 +426,42 @@ def test_a_segment_removed_by_someone_else_during_verify_is_reported(
 ) -> None:
     write(tmp_path, 200, max_segment_bytes=4096, max_segments=50).close()
 
-    def vanish_once(path: Path, mode: str) -> Any:
+    real_open = audit_verify.open_segment
+
+    def vanish_once(path: Path) -> Any:
         if path.name == segment_name(2):
             path.unlink()
-        return open(path, mode)
+        return real_open(path)
 
     # The walk opens each segment as it comes to it: the second goes just before.
-    monkeypatch.setattr(audit_verify, "open", vanish_once, raising=False)
+    monkeypatch.setattr(audit_verify, "open_segment", vanish_once)
     result = verify_audit(tmp_path)
     assert result.problem == "segment-000002.jsonl: removed while it was being verified"
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_a_segment_swapped_for_a_fifo_or_link_during_verify_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """Never followed, never waited on: a FIFO would hold the reader forever."""
+    write(tmp_path, 200, max_segment_bytes=4096, max_segments=50).close()
+    real_open = audit_verify.open_segment
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-copy"
+
+    def swap_once(path: Path) -> Any:
+        if path.name == segment_name(2) and not path.is_symlink() and path.is_file():
+            path.rename(elsewhere)
+            if planted == "fifo":
+                os.mkfifo(path, 0o600)
+            else:
+                path.symlink_to(elsewhere)
+        return real_open(path)
+
+    monkeypatch.setattr(audit_verify, "open_segment", swap_once)
+    result = verify_audit(tmp_path)
+    assert result.problem == (
+        "segment-000002.jsonl: no longer a regular file (a link or another kind)"
+    )
 
 
 @settings(max_examples=30, deadline=None)
