@@ -21,7 +21,8 @@ import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -783,55 +784,52 @@ def test_an_id_is_free_again_once_answered_though_its_reply_is_still_being_writt
     assert replies == [{"jsonrpc": "2.0", "id": 2, "result": {}}] * 2
 
 
-def test_closing_stdin_ends_serving_while_the_client_reads_no_replies(
-    pipes: tuple[Any, Any, Any, Any],
-) -> None:
-    # The read loop writes its own refusals; with nobody reading them it waits, and would
-    # never reach the end of input. The hang-up starts the drain all the same.
-    source, to_server, _, _ = pipes
-    sink = _HeldSink()  # never released
-    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
-    server._drain_seconds = 0
-
-    async def scenario() -> None:
-        with anyio.fail_after(60):  # a guard, not a measure: the defect hangs for good
-            async with anyio.create_task_group() as group:
-                group.start_soon(server.serve, source, sink)
-                to_server.write(b"not json\n" * 50)
-                await anyio.wait_all_tasks_blocked()  # the first refusal waits for the reader
-                to_server.close()
-
-    anyio.run(scenario)
-    assert sink.lines == b""
-    sink.release()  # the abandoned write's thread may end now, or the process could not
-
-
-def test_a_socket_shut_for_writing_ends_serving_while_the_client_reads_no_replies() -> None:
-    """Node hands a child process sockets, not pipes, and ends its input with a
-    shutdown: the server sees no hang-up then, only a read hang-up, which must start the
-    drain just the same."""
+@contextmanager
+def _client_input(kind: str) -> Iterator[tuple[Any, Callable[[bytes], None], Callable[[], None]]]:
+    """The server's input, with how the client writes to it and how it ends it: a pipe it
+    closes, or a socket it shuts for writing (how Node ends a child process's input)."""
+    if kind == "pipe":
+        read_end, write_end = os.pipe()
+        source, sink = os.fdopen(read_end, "rb"), os.fdopen(write_end, "wb", buffering=0)
+        try:
+            yield source, sink.write, sink.close
+        finally:
+            sink.close()  # the write end first: a server thread may still be reading
+            source.close()
+        return
     server_end, client_end = socket.socketpair()
     source = server_end.makefile("rb", buffering=0)
-    sink = _HeldSink()  # never released
-    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
-    server._drain_seconds = 0
-
-    async def scenario() -> None:
-        with anyio.fail_after(60):  # a guard, not a measure: the defect hangs for good
-            async with anyio.create_task_group() as group:
-                group.start_soon(server.serve, source, sink)
-                client_end.sendall(b"not json\n" * 50)
-                await anyio.wait_all_tasks_blocked()  # the first refusal waits for the reader
-                client_end.shutdown(socket.SHUT_WR)
-
     try:
-        anyio.run(scenario)
-        assert sink.lines == b""
+        yield source, client_end.sendall, lambda: client_end.shutdown(socket.SHUT_WR)
     finally:
-        sink.release()
         client_end.close()
         source.close()
         server_end.close()
+
+
+@pytest.mark.parametrize("kind", ["pipe", "socket"])
+def test_ending_the_input_ends_serving_while_the_client_reads_no_replies(kind: str) -> None:
+    # The read loop writes its own refusals; with nobody reading them it waits, and would
+    # never reach the end of input. The client's end of input starts the drain all the
+    # same: a pipe says so as a hang-up, a socket shut for writing as a read hang-up.
+    sink = _HeldSink()  # never released
+    server = _served("slow", tool("slow", "hold", lambda arguments: structured_result({})))
+    server._drain_seconds = 0
+    with _client_input(kind) as (source, write, end_input):
+
+        async def scenario() -> None:
+            with anyio.fail_after(60):  # a guard, not a measure: the defect hangs for good
+                async with anyio.create_task_group() as group:
+                    group.start_soon(server.serve, source, sink)
+                    write(b"not json\n" * 50)
+                    await anyio.wait_all_tasks_blocked()  # the first refusal waits
+                    end_input()
+
+        try:
+            anyio.run(scenario)
+            assert sink.lines == b""
+        finally:
+            sink.release()  # the abandoned write's thread may end now
 
 
 ASYNC_NOISY_PLUGIN = """
