@@ -13,6 +13,7 @@ import argparse
 import os
 import stat
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -418,7 +419,7 @@ def _print_table(root: Path, scopes: Mapping[str, Mapping[str, Any]], out: TextI
         for name, counts in namespaces.items():
             values = [counts[key] for key in _COLUMNS]
             totals = [a + b for a, b in zip(totals, values, strict=True)]
-            print(escape_invisible(_row(f"{scope} / {name}", values)), file=out)
+            print(_row(escape_invisible(f"{scope} / {name}"), values), file=out)
     print(_row("total", totals), file=out)
 
 
@@ -453,7 +454,10 @@ def _namespace_of(parts: Sequence[str]) -> str:
 
 
 def _row(label: str, cells: Sequence[object]) -> str:
-    return f"{label:<40}" + "".join(f" {cell!s:>9}" for cell in cells)
+    """A table line; `label` is padded as shown (escaped, with wide characters counted
+    twice), so that the numbers stay in their columns."""
+    shown = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in label)
+    return label + " " * max(0, 40 - shown) + "".join(f" {cell!s:>9}" for cell in cells)
 
 
 # -- export and import --------------------------------------------------------------------

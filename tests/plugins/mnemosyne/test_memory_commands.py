@@ -515,6 +515,21 @@ def test_stats_names_a_scope_that_is_no_directory_as_the_other_commands_do(
     assert (fine.returncode, json.loads(fine.stdout)["unavailable"]) == (0, [])
 
 
+def test_the_stats_table_keeps_its_columns_whatever_the_names(sandbox: Sandbox) -> None:
+    _remember(sandbox, title="Kept", content="The one good record.")
+    for name in ("日本", "ns\x07", "plain"):
+        folder = sandbox.memory_root / "project" / name
+        folder.mkdir(mode=0o700)
+        (folder / "a.json").write_text("{broken")
+    table = run_cli(["memory", "stats"], sandbox.environ()).stdout.splitlines()[1:]
+    widths = {
+        sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in line)
+        for line in table
+    }
+    assert len(widths) == 1, table  # every line as wide as the header: columns line up
+    assert any("ns\\x07" in line for line in table)  # shown escaped
+
+
 def test_stats_json_keeps_accented_letters_readable(sandbox: Sandbox, tmp_path: Path) -> None:
     root = tmp_path / "mémoire"
     env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root)})
