@@ -366,17 +366,14 @@ class MemoryIndex:
         self._save_seconds = 0.0
         # The forget mark this process's rows account for (see `snapshot.mark_forgotten`).
         self._forget_mark = ""
-        # The key of logged file ids, read (or made) when the first one is logged.
-        self._key: bytes | None = None
-        self._key_lock = threading.Lock()
+
         if snapshot_directory is not None:
             atexit.register(_save_at_exit, weakref.ref(self))
 
     def _file_key(self) -> bytes:
-        with self._key_lock:
-            if self._key is None:
-                self._key = snapshot.file_key(self._snapshot_directory)
-            return self._key
+        # Read again for every id (a small file, and ids are logged only as files
+        # change): a key removed or replaced meanwhile is the new one here too at once.
+        return snapshot.file_key(self._snapshot_directory)
 
     def file_id(self, parts: RelativePath) -> str:
         """The id this index's log lines name the file at ``parts`` by."""

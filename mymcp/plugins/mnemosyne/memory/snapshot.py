@@ -24,6 +24,7 @@ its memories' words behind in a cache.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -548,25 +549,41 @@ _FILE_KEY_HEX: Final = 64
 def file_key(directory: Path | None) -> bytes:
     """The key `file_id` digests paths with. Kept in the cache directory, so that every
     process of this user names a file alike (the server's log, `mymcp memory check`);
-    the first process that needs it makes it. Where none can be kept or read there, a
-    key of this process's own: its ids then match no other process's, which costs the
-    operator a correlation, never a path."""
+    the first process that needs it makes it, and a file there that is not this user's
+    private key (others may read it, or it was edited) is replaced by a fresh one. Where
+    none can be kept or read, a key of this process's own: its ids then match no other
+    process's, which costs the operator a correlation, never a path."""
     if directory is not None:
         with contextlib.suppress(OSError, SnapshotUnusable):
-            key = _read_file_key(directory)
+            try:
+                key = _read_file_key(directory)
+            except SnapshotUnusable as unusable:
+                if unusable.reason == "unsafe_directory":
+                    raise
+                _put_file_key(directory, replace=True)
+                key = _read_file_key(directory)
             if key is None:
-                directory_fd = _open_directory(directory, create=True)
-                assert directory_fd is not None
-                try:
-                    made = secrets.token_hex(_FILE_KEY_HEX // 2).encode("ascii")
-                    with contextlib.suppress(FileExistsError):  # another process was first
-                        create_private_file(directory_fd, _FILE_KEY_NAME, made)
-                finally:
-                    os.close(directory_fd)
+                _put_file_key(directory, replace=False)
                 key = _read_file_key(directory)
             if key is not None:
                 return key
     return _own_key()
+
+
+def _put_file_key(directory: Path, *, replace: bool) -> None:
+    """Write a fresh key: in place of the file there (`replace`), or only where there is
+    none (another process may have been first, and then its key is the one kept)."""
+    directory_fd = _open_directory(directory, create=True)
+    assert directory_fd is not None
+    made = secrets.token_hex(_FILE_KEY_HEX // 2).encode("ascii")
+    try:
+        if replace:
+            replace_private_file(directory_fd, _FILE_KEY_NAME, made)
+        else:
+            with contextlib.suppress(FileExistsError):
+                create_private_file(directory_fd, _FILE_KEY_NAME, made)
+    finally:
+        os.close(directory_fd)
 
 
 @functools.cache
@@ -586,6 +603,10 @@ def _read_file_key(directory: Path) -> bytes | None:
         fd = os.open(_FILE_KEY_NAME, _READ_FLAGS, dir_fd=directory_fd)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link in the key's place
+            raise SnapshotUnusable("unsafe_key") from None
+        raise
     finally:
         os.close(directory_fd)
     try:

@@ -954,33 +954,44 @@ def test_logged_file_ids_are_keyed_and_shared_through_the_cache(
 
 @pytest.mark.parametrize(
     "planted",
-    [b"short", b"g" * 64, b"A" * 64, None],
-    ids=["short", "not-hex", "upper-case", "linked"],
+    [b"short", b"g" * 64, b"A" * 64, b"a" * 64 + b"\n", None, b"others may read"],
+    ids=["short", "not-hex", "upper-case", "newline", "linked", "readable"],
 )
-def test_a_key_file_that_is_not_the_users_own_key_is_left_alone(
+def test_a_key_file_that_is_not_the_users_private_key_is_replaced(
     cache: Path, tmp_path: Path, planted: bytes | None
 ) -> None:
+    """Every process reads the same file, so one that it cannot use is replaced: a
+    process of its own key would name files as no other process does, for good."""
     cache.mkdir(parents=True, mode=0o700)
     key_file = cache / "memory-file-key"
+    elsewhere = tmp_path / "elsewhere"
     if planted is None:
-        elsewhere = tmp_path / "elsewhere"
         elsewhere.write_bytes(b"a" * 64)
         key_file.symlink_to(elsewhere)
+    elif planted == b"others may read":
+        key_file.write_bytes(b"a" * 64)
+        key_file.chmod(0o644)  # the key may have been read: a fresh one takes its place
     else:
         key_file.write_bytes(planted)
         key_file.chmod(0o600)
     key = file_key(cache)
-    assert key == file_key(None)  # this process's own key, shared by its indexes
-    if planted is not None:
-        assert key_file.read_bytes() == planted
-    assert key_file.is_symlink() == (planted is None)
+    assert not key_file.is_symlink()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key == bytes.fromhex(key_file.read_text())
+    assert key != bytes.fromhex("a" * 64)
+    assert file_key(cache) == key  # read back by the next process alike
+    if planted is None:
+        assert elsewhere.read_bytes() == b"a" * 64  # a link's target is never written
 
 
-def test_a_key_others_may_read_is_not_used(cache: Path) -> None:
-    cache.mkdir(parents=True, mode=0o700)
-    key_file = cache / "memory-file-key"
-    key_file.write_bytes(b"a" * 64)
-    key_file.chmod(0o644)
-    assert file_key(cache) == file_key(None)
-    key_file.chmod(0o600)
-    assert file_key(cache) == bytes.fromhex("a" * 64)
+def test_a_removed_key_is_made_again_and_used_by_a_running_index(
+    root: Path, cache: Path, write: Writer, v1: Factory, v2: Factory
+) -> None:
+    _fill(write, v1, v2)
+    index = MemoryIndex(root, snapshot_directory=cache)
+    scan(index)
+    parts = ("project", "old", "broken.json")
+    before = index.file_id(parts)
+    (cache / "memory-file-key").unlink()
+    made_by_check = file_key(cache)  # as `mymcp memory check` makes it
+    assert index.file_id(parts) == file_id(parts, made_by_check) != before
