@@ -310,6 +310,7 @@ class McpEndpoint:
             return
         if (
             not headers.session
+            and not headers.version
             and not isinstance(message, ClientReply)
             and carries_stateless_envelope(message.params)
         ):

@@ -333,12 +333,15 @@ def test_an_envelope_without_its_version_header_is_told_so(client: TestClient, m
     assert error["message"].startswith("Missing MCP-Protocol-Version header")
     assert VERSION in error["message"]
     assert "mcp-session-id" not in response.headers
-    # Without the envelope, the same request is a handshake request missing its session.
+    # Without the envelope, the same request is a handshake request missing its session;
+    # so is one whose header names a handshake revision: the header is not missing.
     bare = client.post("/mcp", json=rpc("tools/list", {}), headers=HEADERS)
-    assert (bare.status_code, bare.json()["error"]["message"]) == (
-        400,
-        "Missing MCP-Session-Id header",
-    )
+    handshake = modern(client, method, params, headers={"mcp-protocol-version": "2025-06-18"})
+    for answered in (bare, handshake):
+        assert (answered.status_code, answered.json()["error"]["message"]) == (
+            400,
+            "Missing MCP-Session-Id header",
+        )
 
 
 @pytest.mark.parametrize(
