@@ -668,7 +668,8 @@ class _Importer:
             return "invalid", f"not JSON ({_json_fault(exc)})"
         if not isinstance(document, dict):
             return "invalid", "not a JSON object"
-        if document.get("schema_version") == 1:
+        version = document.get("schema_version")
+        if type(version) is int and version == 1:
             # A legacy record names no namespace: there is nowhere to put it (export
             # leaves such records out for the same reason).
             return "invalid", _LEGACY_LINE

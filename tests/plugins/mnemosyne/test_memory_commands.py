@@ -120,13 +120,20 @@ def test_import_says_why_a_legacy_record_cannot_be_imported(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     dump = tmp_path / "legacy.jsonl"
-    dump.write_text(json.dumps({"schema_version": 1, "id": "old-note", "content": "x"}) + "\n")
+    lines = [{"schema_version": version, "id": "old-note", "content": "x"} for version in (1, True)]
+    dump.write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + '{"schema_version": 1.0}\n'
+    )
     imported = run_cli(["memory", "import", str(dump)], sandbox.environ())
     assert imported.returncode == 1
-    assert imported.stdout.splitlines()[0] == (
+    said = imported.stdout.splitlines()
+    assert said[0] == (
         f"{dump}:1: a legacy (schema_version 1) record: it names no namespace to import it "
         "into; copy its file into the scope's directory instead, where it is read as it is"
     )
+    # Only the integer 1 is a legacy record's version, as the record reader has it.
+    assert "a legacy (schema_version 1) record" not in said[1]
+    assert "a legacy (schema_version 1) record" not in said[2]
 
 
 @pytest.mark.parametrize("source", ["/dev/zero", "file"])
