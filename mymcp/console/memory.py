@@ -54,6 +54,12 @@ _HTTP_STATUSES: Final[Mapping[str, int]] = {
     "invalid_request": 400,  # malformed input: a value the tool or its schema refuses
     "not_found": 404,
     "conflict": 409,  # a stale revision or cursor, a record in the wrong state
+    # The server's own trouble, not the request's: the memory cannot be read or written
+    # now, or a change's outcome is not known.
+    "storage_error": 503,
+    "retrieval_error": 503,
+    "internal_error": 500,
+    "uncertain": 500,
 }
 """A failed tool result's `status` -> the HTTP status of the page that shows it."""
 
@@ -79,8 +85,9 @@ class Outcome:
 
     def http_status(self, otherwise: int) -> int:
         """The HTTP status of a page showing this outcome: 200 when it succeeded; for a
-        tool error, 400 for malformed input, 404 for a record that does not exist and
-        409 only for a real conflict; `otherwise` for any other failure."""
+        tool error, 400 for malformed input, 404 for a record that does not exist, 409
+        only for a real conflict, 500 or 503 for the server's own trouble; `otherwise`
+        for any other refusal."""
         if self.ok:
             return 200
         return _HTTP_STATUSES.get(self.status, otherwise)

@@ -16,7 +16,7 @@ from markupsafe import escape
 
 from mymcp.console.approvals import pending_summary, visible
 from mymcp.console.audit import DEFAULT_LIMIT, MAX_LIMIT, AuditFilter, AuditView
-from mymcp.console.memory import reference_from_query, reference_query
+from mymcp.console.memory import Outcome, reference_from_query, reference_query
 from mymcp.governance import Approvals, AuditLog, read_records, rfc3339
 from tests.console.conftest import GATES, Stack, remember_arguments, running
 
@@ -901,3 +901,25 @@ def test_the_live_pending_list_shows_a_principal_s_invisible_characters() -> Non
     )
     (item,) = pending_summary(store.pending())
     assert item["principal"] == "operator:a\\u2028b"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("invalid_request", 400),
+        ("not_found", 404),
+        ("conflict", 409),
+        ("storage_error", 503),
+        ("retrieval_error", 503),
+        ("internal_error", 500),
+        ("uncertain", 500),
+        ("policy_error", 418),  # a refusal of its own: the page's answer
+        ("refused", 418),
+    ],
+)
+def test_a_failed_tool_result_gets_the_status_of_what_went_wrong(
+    status: str, expected: int
+) -> None:
+    """409 is for a real conflict only; the server's own trouble is a 5xx."""
+    assert Outcome(False, {"status": status}).http_status(otherwise=418) == expected
+    assert Outcome(True, {"status": "ok"}).http_status(otherwise=418) == 200
