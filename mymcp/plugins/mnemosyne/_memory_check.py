@@ -214,23 +214,18 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
     mode = stat.S_IMODE(info.st_mode)
     # The server's own rule (it warns of such a root at every start): writable by
     # others, or another user's, is a root someone else may have filled.
-    if unsafe_permissions(info) and mode & 0o022:
-        findings.append(
-            Diagnostic(
-                "memory_root_unsafe_permissions",
-                "Mnemosyne memory root is writable by others",
-                where,
-                f"mode {mode:04o}; run: chmod go-w {root}",
-            )
-        )
-    elif unsafe_permissions(info):
-        findings.append(
-            Diagnostic(
-                "memory_root_unsafe_permissions",
-                "Mnemosyne memory root belongs to another user",
-                where,
+    if unsafe_permissions(info):
+        if mode & 0o022:
+            problem, fix = "is writable by others", f"mode {mode:04o}; run: chmod go-w {root}"
+        else:
+            problem = "belongs to another user"
+            fix = (
                 f"owned by uid {info.st_uid}, this command runs as uid {os.geteuid()}: run "
-                "MyMCP as the root's owner, or give it to this user (chown)",
+                "MyMCP as the root's owner, or give it to this user (chown)"
+            )
+        findings.append(
+            Diagnostic(
+                "memory_root_unsafe_permissions", f"Mnemosyne memory root {problem}", where, fix
             )
         )
     findings.extend(_lock_file_findings(root))

@@ -70,7 +70,8 @@ class SnapshotUnusable(Exception):
     ``reason`` is one word for the log: ``foreign`` (another format, root or version),
     ``corrupt`` (any failed check), ``unsafe_file`` (not a private regular file of this
     user), ``too_large`` or ``unsafe_directory`` (the cache directory is another user's
-    or writable by others).
+    or writable by others); for the key of logged file ids, ``unsafe_key`` (not this
+    user's private regular file) or ``corrupt_key`` (not of the key's form).
     """
 
     def __init__(self, reason: str) -> None:
@@ -595,7 +596,7 @@ def _own_key() -> bytes:
 
 def _read_file_key(directory: Path) -> bytes | None:
     """The kept key; None when there is none yet. A file that is not this user's private
-    regular file of the key's form raises `SnapshotUnusable` (it is left as it is)."""
+    regular file of the key's form raises `SnapshotUnusable` (`file_key` replaces it)."""
     directory_fd = _open_directory(directory, create=False)
     if directory_fd is None:
         return None
