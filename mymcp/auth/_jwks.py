@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from mymcp._escaping import is_visible_ascii
-from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.auth._encoding import (
+from mymcp._base64url import (
     b64url_decode,
 )
+from mymcp._escaping import is_visible_ascii
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.errors import DiscoveryError
 
 __all__ = [

@@ -32,12 +32,12 @@ from typing import Protocol, TypeGuard
 from anyio import to_thread
 from jwt.algorithms import Algorithm, ECAlgorithm, OKPAlgorithm, RSAAlgorithm, RSAPSSAlgorithm
 
-from mymcp._escaping import is_visible_ascii
-from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.auth._encoding import (
+from mymcp._base64url import (
     b64url_decode,
     b64url_encode,
 )
+from mymcp._escaping import is_visible_ascii
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._evidence import MAX_PAYLOAD_BYTES
 from mymcp.auth._jwks import MAX_KID_LENGTH, VerificationKey
 from mymcp.auth._principal import AuthFailure, Identity, is_valid_subject

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mymcp.auth._encoding import b64url_decode, b64url_encode
+from mymcp._base64url import b64url_decode, b64url_encode
 from mymcp.auth._principal import AuthFailure, Identity
 from mymcp.auth._verifier_file import Credential
 

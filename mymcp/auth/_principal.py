@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-from mymcp.auth._encoding import b64url_encode
+from mymcp._base64url import b64url_encode
 from mymcp.config import MAX_SUBJECT_BYTES, MAX_SUBJECT_CODE_POINTS, is_valid_subject
 
 __all__ = [

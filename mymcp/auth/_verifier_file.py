@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
-from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
-from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.auth._encoding import (
+from mymcp._base64url import (
     b64url_decode,
     b64url_encode,
 )
+from mymcp._safefile import SafeFileError, SafeFileReason, as_error, read_safe_file
+from mymcp._strictjson import StrictJsonError, load_strict_json
 from mymcp.auth._principal import is_valid_subject
 from mymcp.errors import NOWHERE, Location, VerifierSourceError
 

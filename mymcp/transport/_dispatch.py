@@ -12,8 +12,6 @@ era (`_stateless.py`) each render them on their own wire.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import inspect
 import itertools
@@ -31,6 +29,7 @@ from anyio import CapacityLimiter, WouldBlock, from_thread, to_thread
 from anyio.lowlevel import RunVar, current_token
 
 from mymcp import SERVER_NAME
+from mymcp._base64url import b64url_decode, b64url_encode
 from mymcp.auth import Principal
 from mymcp.errors import AuditError
 from mymcp.governance import (
@@ -518,17 +517,15 @@ class Dispatcher:
         return self._policy.view(principal.name, principal.scopes)
 
     def _cursor(self, page: int) -> str:
-        raw = f"{self._runtime.generation}:{page}".encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return b64url_encode(f"{self._runtime.generation}:{page}".encode())
 
     def _page_of(self, cursor: object, pages: int) -> int | None:
         if not isinstance(cursor, str) or len(cursor) > 256:
             return None
-        try:
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        except (binascii.Error, UnicodeDecodeError, ValueError):
+        data = b64url_decode(cursor)
+        if data is None or not data.isascii():
             return None
-        generation, _, page = raw.rpartition(":")
+        generation, _, page = data.decode("ascii").rpartition(":")
         # ASCII digits only (`str.isdigit` also admits "²", which `int` refuses), and only
         # the one spelling this server hands out: no padding, no leading zeros.
         if generation != self._runtime.generation or not (page.isascii() and page.isdigit()):

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
+from mymcp._base64url import b64url_decode, b64url_encode
 from mymcp.auth import ANONYMOUS, AuthFailure, Principal, is_valid_subject
-from mymcp.auth._encoding import b64url_decode, b64url_encode
 from mymcp.auth._principal import registered_principal
 
 

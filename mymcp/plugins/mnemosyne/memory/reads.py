@@ -7,8 +7,6 @@ lock never holds up a read.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from mymcp._base64url import b64url_decode, b64url_encode
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
 from .analysis import word_patterns
@@ -301,7 +300,6 @@ _KEY_BYTES = 32
 _PAYLOAD_KEYS = frozenset({"v", "p", "s", "d", "o", "z"})
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-_B64URL = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 # Distinct labels keep one HMAC's output from ever being valid as another's.
 _SELECTOR_LABEL = b"mnemosyne/memory_list/selector/v1\x00"
@@ -321,21 +319,6 @@ class CursorState:
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def _b64encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _b64decode(text: str) -> bytes | None:
-    if _B64URL.match(text) is None or len(text) % 4 == 1:
-        return None
-    try:
-        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    # Only the one unpadded spelling we emit is accepted (no alternative trailing bits).
-    return data if _b64encode(data) == text else None
 
 
 def _invalid() -> MemoryOperationError:
@@ -397,7 +380,7 @@ class CursorCodec:
                 "z": state.page_size,
             }
         )
-        token = _b64encode(payload) + "." + _b64encode(self._mac(_CURSOR_LABEL, payload))
+        token = b64url_encode(payload) + "." + b64url_encode(self._mac(_CURSOR_LABEL, payload))
         if len(token) > CURSOR_MAX:
             raise ValueError("cursor too long")
         return token
@@ -411,8 +394,8 @@ class CursorCodec:
         if len(token) > CURSOR_MAX or token.count(".") != 1:
             raise _invalid()
         encoded_payload, encoded_mac = token.split(".")
-        payload = _b64decode(encoded_payload)
-        mac = _b64decode(encoded_mac)
+        payload = b64url_decode(encoded_payload)
+        mac = b64url_decode(encoded_mac)
         if payload is None or mac is None:
             raise _invalid()
         body = self._parse_payload(payload)

@@ -1,7 +1,9 @@
-"""Strict base64url, shared by every authentication source.
+"""Strict base64url: credentials, keys and token segments, and the opaque cursors the
+server hands out for list pages.
 
 Everything here is deliberately unforgiving. A value is accepted only in its one canonical
-spelling, so two different strings can never mean the same credential, key or claim set.
+spelling, so two different strings can never mean the same credential, key, claim set or
+cursor.
 """
 
 from __future__ import annotations
