@@ -328,7 +328,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         os.environ.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, "xdg"))
         from mymcp.app import create_host_app
-        from mymcp.runtime.bootstrap import build_host
+        from mymcp.host import build_host
 
         report = sys.stdout
         with open(os.devnull, "w") as devnull:

@@ -44,7 +44,7 @@ from mymcp.transport import (
 )
 
 if TYPE_CHECKING:
-    from mymcp.runtime.bootstrap import Host
+    from mymcp.host import Host
 
 __all__ = [
     "PROTECTED_RESOURCE_PATH",
@@ -185,7 +185,7 @@ def create_host_app(host: Host) -> HostApplication:
 
 def create_production_app() -> HostApplication:
     """Load the host configuration, build the runtime and authentication, and serve them."""
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.host import build_host
 
     return create_host_app(build_host())
 

@@ -28,7 +28,7 @@ def check_command(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
     from mymcp.governance import audit_directory, check_audit_directory
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.host import build_host
 
     logs = begin_logging(args)
     try:
@@ -261,9 +261,9 @@ def _naming_refusals(definition: PluginDefinition) -> dict[str, MyMCPError]:
     checks (a name reserved for the host, outside MCP's alphabet or too long, or taken by
     a Mnemosyne tool), over Mnemosyne's tools and the plugin's. (A clash with another
     locally bound plugin needs that plugin's manifest too: `mymcp check` reads them all.)"""
+    from mymcp.host import binding_policy, refuse_declared_names
     from mymcp.plugin import QualifiedCapabilityId
     from mymcp.plugins.mnemosyne import mnemosyne_manifest
-    from mymcp.runtime.bootstrap import binding_policy, refuse_declared_names
 
     capabilities = [
         QualifiedCapabilityId(plugin.plugin_id, d.kind, d.local_id)
@@ -312,6 +312,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition, manifest: Pa
     warn. Every mismatch is printed, not only the first. A host configuration that does
     not load fails the check: the server would not start with it either."""
     from mymcp.config import load_host_configuration
+    from mymcp.host import binding_policy, plugin_composition_error
     from mymcp.runtime import (
         bind_tool,
         import_external_plugin,
@@ -320,7 +321,6 @@ def _check_plugin_module(module: str, definition: PluginDefinition, manifest: Pa
         preflight_manifest,
         unpublished_members,
     )
-    from mymcp.runtime.bootstrap import binding_policy, plugin_composition_error
 
     try:
         configuration = load_host_configuration()

@@ -98,8 +98,8 @@ def policy_command(args: argparse.Namespace) -> int:
     from mymcp.auth import MAX_SCOPES, is_scope_token, is_valid_subject
     from mymcp.config import load_host_configuration, locate_in_configuration, validate_semantics
     from mymcp.governance import Policy
+    from mymcp.host import build_runtime
     from mymcp.plugins.mnemosyne import create_mnemosyne, load_mnemosyne_settings
-    from mymcp.runtime.bootstrap import build_runtime
 
     name: str = args.principal
     kind, _, subject = name.partition(":")

@@ -67,7 +67,7 @@ def serve(
 
     from mymcp.app import create_host_app
     from mymcp.config import load_host_configuration
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.host import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     args = args or build_parser().parse_args([])
@@ -244,7 +244,7 @@ def stdio(args: argparse.Namespace) -> int:
     import anyio
 
     from mymcp.app import serve_stdio
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.host import build_host
 
     streams = _message_streams()
     if streams is None:
@@ -346,7 +346,7 @@ def _serve_with_reload(argv: Sequence[str] | None) -> int:
 
     from mymcp.config import load_host_configuration, validate_semantics
     from mymcp.governance import audit_directory, check_audit_directory
-    from mymcp.runtime.bootstrap import build_host
+    from mymcp.host import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     logs = begin_logging(args)

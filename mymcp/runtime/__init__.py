@@ -1,7 +1,9 @@
-"""The composed host: immutable HostRuntime, bindings, list_tools and bootstrap."""
+"""The composed host: immutable HostRuntime, bindings, list_tools, external plugin loading
+and the input-schema checks. What builds one from the configuration is `mymcp.host`."""
 
 from mymcp.runtime._composition import (
     bind_tool,
+    bundled_prefix_problem,
     compose_runtime,
     default_binding,
     is_reserved_name,
@@ -12,6 +14,7 @@ from mymcp.runtime._external import (
     activate_external_plugin,
     check_plugin_configuration,
     import_external_plugin,
+    load_external_plugins,
     mismatch_diagnostics,
     preflight_manifest,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "OutputValidator",
     "activate_external_plugin",
     "bind_tool",
+    "bundled_prefix_problem",
     "check_plugin_configuration",
     "import_external_plugin",
     "compile_input_schema",
@@ -49,6 +53,7 @@ __all__ = [
     "refuse_public_names",
     "list_tools_payload",
     "lint_input_schema",
+    "load_external_plugins",
     "mismatch_diagnostics",
     "new_generation_id",
     "preflight_manifest",

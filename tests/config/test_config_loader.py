@@ -21,8 +21,8 @@ from mymcp.config import (
 )
 from mymcp.errors import ConfigurationError
 from mymcp.governance import Policy
+from mymcp.host import build_host, build_runtime
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import build_host, build_runtime
 from tests.config.conftest import ConfigHome
 from tests.config.helpers import adapter, minimal, plugin, to_toml
 

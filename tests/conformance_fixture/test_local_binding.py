@@ -15,8 +15,8 @@ import pytest
 
 from mymcp.config import HostConfiguration, PluginDeclaration, parse_host_configuration
 from mymcp.errors import ConfigurationError, ExternalPluginLoadError
+from mymcp.host import build_runtime
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import build_runtime
 from tests.runtime.test_external import Workspace, importable_workspace, manifest_document
 
 COLLISION = "external_plugin_name_collision"

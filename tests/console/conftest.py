@@ -21,7 +21,7 @@ from mymcp.app import create_app
 from mymcp.auth import CONSOLE
 from mymcp.console import issue_sign_in
 from mymcp.governance import Approvals, Governance
-from mymcp.runtime.bootstrap import Host, build_host
+from mymcp.host import Host, build_host
 from mymcp.transport import Caller, Dispatcher
 from tests.transport.conftest import initialize, rpc, session_headers
 

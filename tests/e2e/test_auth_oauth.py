@@ -29,8 +29,8 @@ from mymcp.config import (
     McpSettings,
     ServerSettings,
 )
+from mymcp.host import build_runtime
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-from mymcp.runtime.bootstrap import build_runtime
 from tests.e2e.auth_http import SDK_MODES, open_session, request_json, sdk_session, send
 from tests.e2e.auth_issuer import (
     ISSUER,

@@ -35,9 +35,9 @@ from mymcp.auth import Authenticator
 from mymcp.auth._router import RoutedAdapter
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
 from mymcp.governance import AuditLog, Governance, Policy, open_audit, read_records
+from mymcp.host import Host
 from mymcp.plugin import structured_result
 from mymcp.runtime import compose_runtime
-from mymcp.runtime.bootstrap import Host
 from mymcp.transport._jsonrpc import REQUEST_ID_IN_USE
 from tests.config.helpers import to_toml
 from tests.e2e.conftest import LogLines

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from playwright.async_api import async_playwright
 
 from mymcp.auth import CONSOLE
-from mymcp.runtime.bootstrap import build_host
+from mymcp.host import build_host
 from mymcp.transport import Caller, Dispatcher
 from tests.e2e.server import RunningServer, Sandbox, free_port, make_sandbox, run_cli, serve
 

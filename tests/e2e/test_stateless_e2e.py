@@ -36,9 +36,9 @@ from mymcp.governance import (
     open_audit,
     read_records,
 )
+from mymcp.host import Host
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
-from mymcp.runtime.bootstrap import Host
 from tests.config.helpers import to_toml
 from tests.e2e.conftest import LogLines
 from tests.e2e.inprocess import serving

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from mymcp.config import HostConfiguration, ToolSelector
 from mymcp.errors import ExternalPluginLoadError, HostRuntimeCompositionError
 from mymcp.governance.policy import select_tools
+from mymcp.host import binding_policy, build_runtime, refuse_declared_names
 from mymcp.plugin import Consent, QualifiedCapabilityId
 from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
 from mymcp.runtime import HOST_ORIGIN, compose_runtime
-from mymcp.runtime.bootstrap import binding_policy, build_runtime, refuse_declared_names
 from tests.runtime.test_external import importable_workspace, manifest_document
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, tool
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from mymcp.host import production_binding
 from mymcp.plugin import QualifiedCapabilityId
 from mymcp.plugins.mnemosyne import mnemosyne_manifest
 from mymcp.plugins.mnemosyne.memory import TOOL_NAMES, tool_definition, tools
-from mymcp.runtime.bootstrap import production_binding
 
 LEDGER_PATH = Path(__file__).with_name("capability_contract_ledger.json")
 _SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")

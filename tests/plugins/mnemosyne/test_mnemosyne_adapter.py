@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from mymcp.config import BUNDLED_PLUGIN_ID
+from mymcp.host import production_binding
 from mymcp.plugin import (
     ActivatedTool,
     Consent,
@@ -45,7 +46,6 @@ from mymcp.plugins.mnemosyne.memory import (
 )
 from mymcp.plugins.mnemosyne.memory import store as store_module
 from mymcp.runtime._composition import compose_runtime
-from mymcp.runtime.bootstrap import production_binding
 
 READS = ("memory_recall", "memory_list", "memory_inspect")
 GATES = ("remember", "archive_restore", "revise", "forget")

@@ -392,8 +392,8 @@ ALL_TOOLS_BYTES_MAX = 20_000
 def published_memory_tools() -> dict[str, dict[str, Any]]:
     """What tools/list publishes for the memory tools with every gate on, by name."""
     from mymcp.config import HostConfiguration
+    from mymcp.host import build_runtime
     from mymcp.plugins.mnemosyne import MnemosyneSettings, create_mnemosyne
-    from mymcp.runtime.bootstrap import build_runtime
 
     settings = MnemosyneSettings(remember=True, archive_restore=True, revise=True, forget=True)
     runtime = build_runtime(HostConfiguration(origin="absent_defaults"), create_mnemosyne(settings))

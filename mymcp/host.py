@@ -42,15 +42,15 @@ from mymcp.plugins.mnemosyne import (
     load_mnemosyne_settings,
     mnemosyne_manifest,
 )
-from mymcp.runtime._composition import (
+from mymcp.runtime import (
+    HostRuntime,
     bundled_prefix_problem,
     compose_runtime,
     default_binding,
     is_reserved_name,
+    load_external_plugins,
     refuse_public_names,
 )
-from mymcp.runtime._external import load_external_plugins
-from mymcp.runtime._runtime import HostRuntime
 
 __all__ = [
     "BindingPolicy",
