@@ -24,9 +24,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from mymcp import host as composition_root
 from mymcp.app import create_host_app
 from mymcp.governance import AuditLog, read_records
-from mymcp.runtime import bootstrap
 from tests.e2e.auth_http import open_session, request_json, send
 from tests.e2e.auth_issuer import (
     ISSUER,
@@ -421,10 +421,10 @@ def oauth_governed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGo
         patch.setenv("SSL_CERT_FILE", str(issuer.ca_file))
         patch.setenv("SSL_CERT_DIR", str(certs))
         routed = functools.partial(
-            bootstrap.build_authenticator, http_client_factory=issuer_client_factory(issuer)
+            composition_root.build_authenticator, http_client_factory=issuer_client_factory(issuer)
         )
-        patch.setattr(bootstrap, "build_authenticator", routed)
-        host = bootstrap.build_host(
+        patch.setattr(composition_root, "build_authenticator", routed)
+        host = composition_root.build_host(
             sandbox.environ({"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "true"}), sandbox.home
         )
         audit = host.governance.audit
