@@ -273,10 +273,16 @@ class AuditLog:
             writer: _ChainWriter | None = None
             leading = 0
             removed: list[int] = []
+            # What the writer records of its own (a recovery, a mismatch, drops) goes
+            # ahead of the queued records, so it takes a time no later than theirs: by
+            # `seq` or by `time`, a reader sees the same order.
+            moment = self._clock()
+            if batch:
+                moment = min(moment, batch[0][0])
             try:
-                writer = self._writer()
+                writer = self._writer(moment)
                 if dropped:
-                    writer.add(self._clock(), None, {"event": "audit_dropped", "count": dropped})
+                    writer.add(moment, None, {"event": "audit_dropped", "count": dropped})
                 leading = writer.added
                 writer.add_all(batch)
                 removed = writer.finish(self._max_segments, self._clock())
@@ -304,16 +310,15 @@ class AuditLog:
         failed = self._failed_at
         return failed is not None and self._monotonic() - failed < FLUSH_INTERVAL_SECONDS
 
-    def _writer(self) -> _ChainWriter:
+    def _writer(self, now: float) -> _ChainWriter:
         """A writer continuing the chain, under the exclusive lock: from where this
         process left it if nobody wrote since, otherwise from the tail on disk, checked
-        against `HEAD`, recording what it found first."""
+        against `HEAD`, recording what it found first (at `now`)."""
         known = self._known
         if known is not None and self._unchanged(known):
             return _ChainWriter(self.directory, known.tail, self._max_segment_bytes)
         tail = read_tail(self.directory)
         writer = _ChainWriter(self.directory, tail, self._max_segment_bytes)
-        now = self._clock()
         if tail.torn:
             writer.new_segment()
             writer.add(now, None, {"event": "audit_recovered", "torn_segment": tail.segment})

@@ -20,6 +20,7 @@ from mymcp.errors import AuditError
 from mymcp.governance import audit_verify, check_audit_directory, read_records, verify_audit
 from mymcp.governance.audit_format import read_head, segment_name
 from tests.governance.audit_logs import (
+    Clock,
     forged,
     open_log,
     rewrite,
@@ -178,6 +179,31 @@ def test_a_truncated_log_stays_broken_after_the_next_write(tmp_path: Path) -> No
     mismatch = [r for r in read_records(tmp_path) if r["event"] == "audit_head_mismatch"]
     assert len(mismatch) == 1  # recorded once, when it was found
     assert (mismatch[0]["seq"], mismatch[0]["head_seq"]) == (9, 10)
+
+
+def test_what_the_writer_finds_is_no_later_than_the_records_it_goes_ahead_of(
+    tmp_path: Path,
+) -> None:
+    # A cut end found at the first write, and a torn final line: both are recorded
+    # ahead of the queued records, so their times must not be later than those.
+    clock = Clock(1_764_547_200.0)
+    write(tmp_path, 10, clock=clock).close()
+    lines = segment_lines(tmp_path)
+    rewrite(tmp_path, [*lines[:-2], lines[-2][:-9]])
+    log = open_log(tmp_path, clock=clock)
+    clock.now += 0.25
+    log.append("tool_call", tool="queued_first", decision="allowed")
+    clock.now += 0.5
+    log.append("tool_call", tool="queued_second", decision="allowed")
+    clock.now += 3  # the background writer's flush comes later
+    log.commit()
+    log.close()
+    records = list(read_records(tmp_path))
+    events = [r["event"] for r in records[-4:]]
+    assert events == ["audit_recovered", "audit_head_mismatch", "tool_call", "tool_call"]
+    times = [r["time"] for r in records]
+    assert times == sorted(times)
+    assert records[-4]["time"] == records[-2]["time"] == "2025-12-01T00:00:00.250Z"
 
 
 def test_a_running_writer_notices_a_cut_off_end(tmp_path: Path) -> None:
