@@ -87,3 +87,26 @@ def test_show_says_when_the_record_head_names_is_gone(
     shown = capsys.readouterr()
     assert shown.err.startswith("note: the record HEAD names (seq ")
     assert shown.err.endswith("run mymcp audit verify\n")
+
+
+@pytest.mark.parametrize("damage", ["removed", "garbage", "directory"])
+def test_show_says_when_head_itself_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    audit.append("tool_call", principal="local", tool="t", decision="allowed")
+    audit.close()
+    head = directory / "HEAD"
+    head.unlink()
+    if damage == "garbage":
+        head.write_text("hello\n")
+    elif damage == "directory":
+        head.mkdir()
+    assert main(["audit", "show", "--directory", str(directory)]) == 0
+    shown = capsys.readouterr()
+    assert len(shown.out.splitlines()) == 1  # what is there is still shown
+    assert shown.err == (
+        "note: HEAD is missing or unreadable, so the end of the log cannot be checked; it "
+        "may have been cut or altered: run mymcp audit verify\n"
+    )

@@ -276,9 +276,16 @@ def audit_command(args: argparse.Namespace) -> int:
     # HEAD before the records: a record a running server adds meanwhile comes after it.
     head = read_head(directory)
     every = list(read_records(directory))
-    if head is not None and head[0] > 0 and not _holds_record(every, head):
-        # `show` reads what is there and skips what it cannot read; a log without the
-        # record HEAD names was cut or altered, and must not pass for a quiet one.
+    # `show` reads what is there and skips what it cannot read; a log without the
+    # record HEAD names, or without a HEAD, was cut or altered, and must not pass for a
+    # quiet one.
+    if head is None and every:
+        print(
+            f"note: {HEAD_FILE} is missing or unreadable, so the end of the log cannot be "
+            "checked; it may have been cut or altered: run mymcp audit verify",
+            file=sys.stderr,
+        )
+    elif head is not None and head[0] > 0 and not _holds_record(every, head):
         print(
             f"note: the record HEAD names (seq {head[0]}) is not in the log; it may have "
             "been cut or altered: run mymcp audit verify",
