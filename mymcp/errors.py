@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import date, time
 from types import MappingProxyType
 from typing import Final, Literal, Self
+
+from mymcp._escaping import escape_invisible, json_for_terminal
 
 __all__ = [
     "MESSAGES",
@@ -44,9 +47,16 @@ __all__ = [
 
 
 def shown(value: object) -> str:
-    """A short, escaped rendering of a value for the operator's terminal (a frozen copy
-    of an array or a table is shown as the array or table it was read as)."""
-    text = repr(_unfrozen(value))
+    """A short, escaped rendering of a value for the operator's terminal, spelled as the
+    TOML or JSON it was read from spells it (`"8000"`, `true`, `[1, 2]`; a frozen copy of
+    an array or a table as the array or table it was read as). A value neither format
+    has (a TOML date, say) is shown as Python writes it, escaped all the same."""
+    unfrozen = _unfrozen(value)
+    try:
+        text = json_for_terminal(unfrozen)
+    except (TypeError, ValueError):
+        spelled = unfrozen.isoformat() if isinstance(unfrozen, date | time) else repr(unfrozen)
+        text = escape_invisible(spelled)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -72,7 +82,7 @@ def kind(value: object) -> str:
 
 
 def found(value: object) -> str:
-    """`'8000' (a string)`: the value and its kind, for a detail that says what was found."""
+    """`"8000" (a string)`: the value and its kind, for a detail that says what was found."""
     return f"{shown(value)} ({kind(value)})"
 
 

@@ -57,7 +57,7 @@ def test_the_command_line_wins_then_the_environment_then_the_file(
 def test_the_format_follows_the_same_order(flag: str | None, variable: str | None) -> None:
     environ = {} if variable is None else {"MYMCP_LOG_FORMAT": variable}
     if flag not in LOG_FORMATS and variable == "xml":
-        with pytest.raises(ConfigurationError, match=r"\$MYMCP_LOG_FORMAT.*found 'xml'"):
+        with pytest.raises(ConfigurationError, match=r'\$MYMCP_LOG_FORMAT.*found "xml"'):
             log_settings(None, flag, environ=environ)
         return
     chosen = log_settings(None, flag, environ=environ).format

@@ -44,7 +44,7 @@ def test_a_key_of_any_length_is_shown_cut_short() -> None:
 def test_a_mistyped_value_names_the_expected_type_and_the_value() -> None:
     error = _error('schema_version = 7\n[server]\nport = "8000"\n')
     assert (error.location.line, error.location.column) == (3, 1)
-    assert error.detail == "expected an integer from 1 to 65535, got '8000' (a string)"
+    assert error.detail == 'expected an integer from 1 to 65535, got "8000" (a string)'
 
 
 def test_a_toml_syntax_error_names_line_and_column() -> None:
@@ -151,7 +151,7 @@ def test_schema_8_server_takes_the_logging_keys() -> None:
         (
             'log_level = "verbose"',
             "server.log_level",
-            'expected "debug" or "info" or "warning" or "error", got \'verbose\' (a string)',
+            'expected "debug" or "info" or "warning" or "error", got "verbose" (a string)',
         ),
         ("log_format = 1", "server.log_format", 'expected "text" or "json", got 1 (an integer)'),
     ],

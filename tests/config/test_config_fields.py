@@ -3,9 +3,13 @@ grammars."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import keyword
 import string
+import unicodedata
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -20,7 +24,7 @@ from mymcp.config._grammar import (
     is_safe_absolute_path,
     issuer_problem,
 )
-from mymcp.errors import ConfigurationError, found
+from mymcp.errors import ConfigurationError, found, shown
 from mymcp.plugin import is_plugin_id
 from tests.config.helpers import adapter, failure, minimal, parse, plugin, to_toml
 
@@ -616,3 +620,33 @@ def test_schema_8_session_quota_is_bounded_and_optional() -> None:
             failure({"schema_version": 8, "mcp": {"max_sessions_per_principal": bad}}).code
             == "invalid_schema"
         )
+
+
+_TOML_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@given(_TOML_VALUES)
+def test_a_value_found_is_spelled_as_toml_and_json_spell_it(value: object) -> None:
+    text = shown(value)
+    if not text.endswith("..."):
+        assert json.loads(text) == value  # `"8000"`, `true`, `null`, `[1, 2]`, not `'8000'`, `True`
+    # Nothing the terminal would act on or hide: no control, format or unassigned character.
+    assert not [c for c in text if unicodedata.category(c)[0] == "C" or c in "\u2028\u2029"]
+
+
+def test_a_value_found_is_escaped_and_readable() -> None:
+    assert shown(True) == "true"
+    assert shown(("a", MappingProxyType({"b": None}))) == '["a", {"b": null}]'
+    assert shown("café\x1b[2J\u202e") == '"café\\u001b[2J\\u202e"'
+    assert shown(datetime.date(2026, 12, 4)) == "2026-12-04"  # a TOML date
+    assert shown("x" * 100) == '"' + "x" * 76 + "..."

@@ -387,7 +387,7 @@ def test_the_message_is_content_free_and_the_terminal_text_names_the_fault(
     assert str(error) == (
         f"{path}:2:1: server.address: MyMCP configuration does not match its schema: "
         "expected a loopback IP literal (127.0.0.0/8 or ::1; no host names, no zone), "
-        f"got '{value}' (a string) (code=invalid_schema)"
+        f'got "{value}" (a string) (code=invalid_schema)'
     )
 
 

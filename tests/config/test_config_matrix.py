@@ -292,7 +292,7 @@ def test_errors_name_the_key_path_and_what_the_key_takes() -> None:
     document["server"] = {"port": "8000"}
     error = failure(document)
     assert error.location.key == "server.port"
-    assert error.detail == "expected an integer from 1 to 65535, got '8000' (a string)"
+    assert error.detail == 'expected an integer from 1 to 65535, got "8000" (a string)'
     document = minimal(7)
     document["server"] = {"prot": 8000}
     error = failure(document)

@@ -257,7 +257,7 @@ def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -
             0o600,
             {},
             "{file}:3:1: server.port: MyMCP configuration does not match its schema: expected "
-            "an integer from 1 to 65535, got '8000' (a string) (code=invalid_schema)",
+            'an integer from 1 to 65535, got "8000" (a string) (code=invalid_schema)',
         ),
         (
             "schema_version = 8\n[server]\nport 8000\n",
@@ -278,7 +278,7 @@ def test_mymcp_test_runs_the_checkout_suite_from_any_directory(tmp_path: Path) -
             0o600,
             {"MNEMOSYNE_MEMORY_REMEMBER_ENABLED": "yes"},
             "$MNEMOSYNE_MEMORY_REMEMBER_ENABLED: Mnemosyne setting in the environment is "
-            "invalid: expected exactly true or false, got 'yes' (a string) "
+            'invalid: expected exactly true or false, got "yes" (a string) '
             "(code=invalid_environment)",
         ),
     ],
@@ -374,7 +374,7 @@ _SCHEMA_7 = (
             'schema_version = 8\n[policy]\ndefault = "deny"\n[[policy.rules]]\n'
             'principals = ["local"]\nallow = ["memory_recall", "memory_recal"]\n',
             "{file}:6:27: policy.rules[0].allow[1]: MyMCP configuration policy names a tool "
-            "that does not exist: no tool is named 'memory_recal' (the tools are: "
+            'that does not exist: no tool is named "memory_recal" (the tools are: '
             "memory_recall, memory_list, memory_inspect; turned off by a gate: memory_archive, "
             "memory_forget, memory_remember, memory_restore, memory_revise) "
             "(code=policy_unknown_tool)",

@@ -328,7 +328,7 @@ def failure(document: dict[str, Any]) -> ConfigurationError:
     ("policy", "code", "where", "shown"),
     [
         ({"defualt": "deny"}, "policy_unknown_key", "policy.defualt", None),
-        ({"default": "maybe"}, "policy_invalid", "policy.default", "'maybe'"),
+        ({"default": "maybe"}, "policy_invalid", "policy.default", '"maybe"'),
         ({"rules": [{"principals": []}]}, "policy_empty_list", "policy.rules[0].principals", None),
         (
             {"rules": [{"principals": ["*"], "allow": []}]},
@@ -352,31 +352,31 @@ def failure(document: dict[str, Any]) -> ConfigurationError:
             },
             "policy_invalid_principal",
             "policy.rules[1].principals[0]",
-            "'root'",
+            '"root"',
         ),
         (
             {"rules": [{"principals": ["oauth:a*b"], "allow": ["*"]}]},
             "policy_invalid_principal",
             "policy.rules[0].principals[0]",
-            "'oauth:a*b'",
+            '"oauth:a*b"',
         ),
         (
             {"rules": [{"principals": ["*"], "allow": ["@writes"]}]},
             "policy_invalid_tool",
             "policy.rules[0].allow[0]",
-            "'@writes'",
+            '"@writes"',
         ),
         (
             {"rules": [{"principals": ["*"], "deny": ["notes__wipe", "notes wipe"]}]},
             "policy_invalid_tool",
             "policy.rules[0].deny[1]",
-            "'notes wipe'",
+            '"notes wipe"',
         ),
         (
             {"rules": [{"principals": ["*"], "allow": ["notes__raed"]}]},
             "policy_unknown_tool",
             "policy.rules[0].allow[0]",
-            "'notes__raed'",
+            '"notes__raed"',
         ),
         (
             {"rules": [{"principals": ["*"], "deny": ["list_tools"]}]},
@@ -406,7 +406,7 @@ def failure(document: dict[str, Any]) -> ConfigurationError:
             {"rules": [{"principals": ["operator:a\\b", "operator:a\\\\b"], "allow": ["*"]}]},
             "policy_duplicate_selector",
             "policy.rules[0].principals[1]",
-            "'operator:a\\\\\\\\b' names the principals 'operator:a\\\\b' already names",
+            '"operator:a\\\\\\\\b" names the principals "operator:a\\\\b" already names',
         ),
         (
             {

@@ -642,7 +642,7 @@ def test_errors_name_the_key_path_and_what_was_expected() -> None:
         parse_manifest(encode(manifest(capabilities=[wrong])), Path("/p/manifest.json"))
     assert str(caught.value) == (
         "/p/manifest.json: capabilities[0].consent: MyMCP plugin manifest has an invalid "
-        'field: expected "none" or "per_call", got \'always\' (a string) '
+        'field: expected "none" or "per_call", got "always" (a string) '
         "(code=manifest_invalid_field)"
     )
     with pytest.raises(ManifestError) as caught:
@@ -721,14 +721,14 @@ _GREETER_SCHEMA = {
     ("values", "expected"),
     [
         ({"greeting": 42}, ("greeting", "expected a string, got 42 (an integer)")),
-        ({"greeting": True}, ("greeting", "expected a string, got True (a boolean)")),
-        ({"limits": "3"}, ("limits", "expected a table, got '3' (a string)")),
+        ({"greeting": True}, ("greeting", "expected a string, got true (a boolean)")),
+        ({"limits": "3"}, ("limits", 'expected a table, got "3" (a string)')),
         (
             {"limits": {"max_items": 1.5}},
             ("limits.max_items", "expected an integer, got 1.5 (a float)"),
         ),
-        ({"tags": {"a": 1}}, ("tags", "expected an array, got {'a': 1} (a table)")),
-        ({"tags": ["a", None]}, ("tags[1]", "expected a string, got None (null)")),
+        ({"tags": {"a": 1}}, ("tags", 'expected an array, got {"a": 1} (a table)')),
+        ({"tags": ["a", None]}, ("tags[1]", "expected a string, got null (null)")),
         # TOML writes `nan` and `inf`; a JSON Schema number is neither.
         ({"ratio": math.nan}, ("ratio", "expected a finite number, got nan")),
         ({"ratio": -math.inf}, ("ratio", "expected a finite number, got -inf")),
@@ -737,7 +737,7 @@ _GREETER_SCHEMA = {
 def test_a_configuration_value_of_the_wrong_type_is_worded_like_every_other_fault(
     values: dict[str, Any], expected: tuple[str, str]
 ) -> None:
-    """`got 42 (an integer)`, as the host configuration says `got '8000' (a string)`; the
+    """`got 42 (an integer)`, as the host configuration says `got "8000" (a string)`; the
     values arrive frozen, as the host hands them over, and are still named by their
     TOML kinds."""
     declaration = ConfigurationDeclaration(1, _GREETER_SCHEMA)
@@ -805,5 +805,5 @@ def test_other_wrong_values_are_shown_as_read() -> None:
     # A frozen array reads as the TOML array it was, not as a Python tuple.
     assert declaration.violation({"owner": ("ada",)}) == (
         "owner",
-        "expected a string, got ['ada'] (an array)",
+        'expected a string, got ["ada"] (an array)',
     )

@@ -631,7 +631,7 @@ def test_the_entrypoint_receives_the_validated_configuration(workspace: Workspac
         (
             {"greeting": "x", "limits": {"max_items": True}},
             "plugins[0].configuration.limits.max_items",
-            "expected an integer, got True (a boolean)",
+            "expected an integer, got true (a boolean)",
         ),
         (
             {"greeting": "x", "tags": ["a", 2]},
@@ -694,5 +694,5 @@ def test_an_invalid_manifest_names_the_file_key_and_rule(workspace: Workspace) -
     assert str(caught.value) == (
         f"{declaration.manifest_path}: capabilities[0].consent: MyMCP external plugin "
         'manifest is invalid: manifest_invalid_field: expected "none" or "per_call", got '
-        "'always' (a string) (code=external_manifest_invalid)"
+        '"always" (a string) (code=external_manifest_invalid)'
     )

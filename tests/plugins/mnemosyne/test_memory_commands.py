@@ -200,9 +200,9 @@ def test_import_refuses_a_lifecycle_state_it_does_not_know(
     assert applied.returncode == 1
     state = "invalid_record (lifecycle.state): lifecycle.state must be active or archived"
     assert applied.stdout.splitlines()[:-2] == [
-        f"{dump}:1: {state}; got 'zombie'",
-        f"{dump}:2: {state}; got 'Active'",
-        f"{dump}:3: {state}; got None",
+        f'{dump}:1: {state}; got "zombie"',
+        f'{dump}:2: {state}; got "Active"',
+        f"{dump}:3: {state}; got null",
         f"{dump}:4: invalid_record (lifecycle.state): lifecycle has no state; it takes "
         "active or archived",
         f"{dump}:5: invalid_record (lifecycle): lifecycle must be an object with a state of "

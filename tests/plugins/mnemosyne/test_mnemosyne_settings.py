@@ -356,11 +356,11 @@ def test_logs_never_echo_values_or_paths_and_the_terminal_text_names_them(
         assert str(tmp_path) not in error.message
     assert str(info.value) == (
         "$MNEMOSYNE_MEMORY_REMEMBER_ENABLED: Mnemosyne setting in the environment is invalid: "
-        f"expected exactly true or false, got '{value}' (a string) (code=invalid_environment)"
+        f'expected exactly true or false, got "{value}" (a string) (code=invalid_environment)'
     )
     assert str(file_info.value) == (
         f"{path}:3:1: memory.remember_enabled: Mnemosyne settings file does not match its "
-        f"schema: expected true or false, got '{value}' (a string) (code=invalid_schema)"
+        f'schema: expected true or false, got "{value}" (a string) (code=invalid_schema)'
     )
     assert value not in caplog.text
     assert str(tmp_path) not in caplog.text
@@ -372,7 +372,7 @@ def test_a_bad_candidate_limit_variable_is_named_with_the_range(tmp_path: Path) 
         load(tmp_path, {LIMIT_VARIABLE: "1e6"})
     assert info.value.location.source == f"${LIMIT_VARIABLE}"
     assert info.value.detail == (
-        "expected an integer from 1 to 1000000 in plain digits, got '1e6' (a string)"
+        'expected an integer from 1 to 1000000 in plain digits, got "1e6" (a string)'
     )
 
 
