@@ -298,19 +298,31 @@ def test_an_import_rehearsal_fails_where_the_write_would(
     assert not list(other.rglob("*.json"))
 
 
+@pytest.mark.parametrize("where", ["root", "above it"])
 def test_a_root_that_links_to_nothing_is_named_and_no_rehearsal_passes_it(
-    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path
+    sandbox: Sandbox, memory: dict[str, Any], tmp_path: Path, where: str
 ) -> None:
     # No directory can be made where a dangling link is: both checks must say so, and a
-    # rehearsed import must fail as the applied one does.
+    # rehearsed import must fail as the applied one does. Nor may a listing or a backup
+    # read it as an empty memory: the memories are somewhere the link no longer leads.
     dump = _exported_project(sandbox, tmp_path)
     link = tmp_path / "root-link"
     link.symlink_to(tmp_path / "nowhere")
-    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(link)})
+    root = link if where == "root" else link / "memory"
+    env = sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": str(root)})
     for command in (["check"], ["memory", "check"]):
         checked = run_cli(command, env)
         assert checked.returncode == 1, checked.stdout + checked.stderr
-        assert "symbolic link to a path that does not exist" in checked.stdout + checked.stderr
+        named = "it is" if where == "root" else f"{link} is"
+        assert (
+            f"{named} a symbolic link to a path that does not exist"
+            in checked.stdout + checked.stderr
+        )
+    for command in (["list", "project"], ["export", "project"], ["stats"]):
+        read = run_cli(["memory", *command], env)
+        assert read.returncode == 1, (command, read.stdout, read.stderr)
+        assert read.stdout == ""
+        assert "memory_root_unavailable" in read.stderr
     rehearsed = run_cli(["memory", "import", str(dump)], env)
     applied = run_cli(["memory", "import", str(dump), "--apply"], env)
     assert rehearsed.returncode == applied.returncode == 1

@@ -37,6 +37,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MemoryOperationError,
     Problem,
     Scope,
+    dangling_link_on,
     file_id,
     file_key,
     unsafe_permissions,
@@ -170,13 +171,15 @@ def check_root(environ: Mapping[str, str] | None = None) -> RootCheck:
     root = Path(os.path.abspath(configured))
     where = Location(source=str(root))
     findings = list(_unknown_variable_warnings(env))
-    if not root.exists() and os.path.lexists(root):
+    link = dangling_link_on(root) if not root.exists() else None
+    if link is not None:
+        what = "it is" if link == root else f"{link} is"
         findings.append(
             Diagnostic(
                 "memory_root_unavailable",
                 "Mnemosyne memory root cannot be created",
                 where,
-                "it is a symbolic link to a path that does not exist, so no directory can "
+                f"{what} a symbolic link to a path that does not exist, so no directory can "
                 f"be made there; create its target, or set {MEMORY_ROOT_ENV} to a directory",
             )
         )

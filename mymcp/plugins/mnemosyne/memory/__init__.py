@@ -64,6 +64,7 @@ from .store import (
     LOCK_FILE_NAME,
     WITHDRAWN,
     RecordWriter,
+    dangling_link_on,
     file_digest,
     file_id,
     root_lock,
@@ -149,5 +150,6 @@ __all__ = [
     "tool_definitions",
     "ToolOutcome",
     "unsafe_permissions",
+    "dangling_link_on",
     "V2Reference",
 ]

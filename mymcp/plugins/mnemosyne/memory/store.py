@@ -92,14 +92,27 @@ def open_root(root: Path) -> int | None:
     """Open the memory root (the operator may point it through a symlink) or None if absent.
 
     Never creates anything: a missing root simply holds no records. A root that exists but
-    is not a readable directory makes the source unavailable.
+    is not a readable directory makes the source unavailable, and so does a symlink on its
+    way that leads nowhere (a volume not mounted, a moved directory): its memories exist
+    somewhere, and answering "none" would pass an empty backup or recall for the truth.
     """
     try:
         return os.open(root, _DIRECTORY_FLAGS)
     except FileNotFoundError:
+        if dangling_link_on(root) is not None:
+            raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
         return None
     except OSError:
         raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
+
+
+def dangling_link_on(path: Path) -> Path | None:
+    """`path` or the directory above it that is a symlink whose target does not exist,
+    if one is."""
+    for step in (path, *path.parents):
+        if os.path.islink(step) and not os.path.exists(step):
+            return step
+    return None
 
 
 def unsafe_permissions(info: os.stat_result) -> bool:

@@ -75,6 +75,27 @@ def test_root_is_resolved_lazily_on_every_call(
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("where", ["root", "above it"])
+def test_a_root_reached_through_a_link_to_nothing_is_unavailable_not_empty(
+    tmp_path: Path, codec: CursorCodec, where: str
+) -> None:
+    # Its memories are somewhere (a volume not mounted, a moved directory): "none" would
+    # pass an empty recall or listing for the truth. A root simply absent holds none.
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "unmounted")
+    root = link if where == "root" else link / "memory"
+    service = MemoryService(lambda: root, 10_000, codec)
+    listed = service.list({"scope": "project"}).payload
+    assert listed == error_payload(ErrorCode.MEMORY_SOURCE_UNAVAILABLE)
+    recalled = service.recall({"query": "database", "scope": "project"}).payload
+    assert (recalled["status"], recalled["code"]) == (
+        "retrieval_error",
+        "memory_source_unavailable",
+    )
+    (tmp_path / "unmounted").mkdir()  # mounted again: an empty root, read as such
+    assert service.list({"scope": "project"}).payload["page"]["total_count"] == 0
+
+
 def test_resolver_failure_is_an_unavailable_source(codec: CursorCodec) -> None:
     def broken() -> Path:
         raise RuntimeError(f"/secret/{MARKER}")
