@@ -129,6 +129,8 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
         command = args.memory_command
         if command == "check":
             return run_memory_check(settings, out)
+        if command != "import":
+            _warn_of_unsafe_root()
         memory = _Memory(settings, writes=command == "import" and args.apply)
         try:
             return _dispatch(memory, args, out)
@@ -181,6 +183,15 @@ def _root_fault() -> str | None:
     is absent, to be created by the first remember)."""
     faults = [finding for finding in check_root().findings if finding.severity == "error"]
     return faults[0].render() if faults else None
+
+
+def _warn_of_unsafe_root() -> None:
+    """A root others may write to is read all the same, as the server reads it (refusing
+    would cost the user their memory for a mode bit), but whoever reads it is told: what
+    it holds may not all be theirs. Imports refuse it, as `check` fails on it."""
+    for finding in check_root().findings:
+        if finding.code == "memory_root_unsafe_permissions":
+            print(escape_invisible(f"mymcp: warning: {finding.render()}"), file=sys.stderr)
 
 
 def _error(text: str) -> int:

@@ -960,3 +960,28 @@ def test_an_import_stops_where_another_writer_keeps_the_lock(
     assert output[2] == "remembered 0, already present 0, left out 0, invalid 0"
     assert len(output) == 3  # the second line was not tried
     assert clock[0] >= 5.0  # it did wait the usual time first
+
+
+def test_reading_a_root_others_may_write_to_warns_as_the_server_does(sandbox: Sandbox) -> None:
+    # Read all the same (the server serves it too), but never silently: what such a root
+    # holds may not all be its user's. `check` fails on it and an import refuses it.
+    _remember(sandbox, title="Loopback only", content="The server binds to loopback only.")
+    root = Path(sandbox.memory_root)
+    root.chmod(0o777)
+    try:
+        warning = (
+            f"mymcp: warning: {root}: Mnemosyne memory root is writable by others: mode 0777; "
+            f"run: chmod go-w {root} (code=memory_root_unsafe_permissions)\n"
+        )
+        for command in (["list", "project"], ["export", "project"], ["stats"]):
+            read = run_cli(["memory", *command], sandbox.environ())
+            assert read.returncode == 0, read.stderr
+            assert read.stderr.startswith(warning)
+            assert read.stdout
+        checked = run_cli(["memory", "check"], sandbox.environ())
+        assert checked.returncode == 1
+    finally:
+        root.chmod(0o700)
+    quiet = run_cli(["memory", "list", "project"], sandbox.environ())
+    assert quiet.returncode == 0
+    assert "warning" not in quiet.stderr
