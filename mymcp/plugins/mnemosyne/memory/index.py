@@ -1140,9 +1140,18 @@ class MemoryIndex:
                 return None
             except OSError:
                 raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
-            if stat.S_ISLNK(info.st_mode):
+            # Passed over as a walk passes them over, and logged under the walk's reason,
+            # so that an entry a listing already reported is not reported again.
+            skipped = (
+                SkipReason.SYMLINK
+                if stat.S_ISLNK(info.st_mode)
+                else SkipReason.NOT_A_FILE
+                if stat.S_ISDIR(info.st_mode)
+                else None
+            )
+            if skipped is not None:
                 self._remove_name(self._directory_id(parts[:-1]), parts[-1])
-                self._note_skip(parts, SkipReason.SYMLINK)
+                self._note_skip(parts, skipped)
                 return None
             directory_id = self._directory_id(parts[:-1])
             slot = self._visit(directory_id, fd, parts[-1], info)

@@ -154,7 +154,13 @@ def test_a_directory_named_as_a_record_file_is_reported_not_read(
     # Legacy records may sit in a directory of any name, one ending in .json too.
     write(v1(memory_id="legacy"), "project/notes.json/legacy.json")
     caplog.set_level(logging.WARNING, logger="mymcp.memory.store")
-    assert _scan(_new(root, watch)) == {"real", "legacy"}
+    index = _new(root, watch)
+    assert _scan(index) == {"real", "legacy"}
+    assert _skips(caplog) == ["skipped scope=project file=<file> reason=not_a_file"]
+    # Looked up by its reference (an inspect), it is the same entry passed over for the
+    # same reason: no second line, and under no other reason.
+    parts = ("project", "ns", f"mem_{'0' * 32}.json")
+    assert index.lookup(parts, Scope.PROJECT) is None
     assert _skips(caplog) == ["skipped scope=project file=<file> reason=not_a_file"]
 
 
