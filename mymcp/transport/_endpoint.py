@@ -89,12 +89,17 @@ _ALLOW = "POST, DELETE"
 _ALLOW_STATELESS = "POST"
 _MALFORMED_VERSION = "Malformed MCP-Protocol-Version header"
 _COMPRESSED_BODY = "Content-Encoding is not supported: send the request body uncompressed"
+_TRANSFER_CODED_BODY = (
+    "Transfer-Encoding other than chunked is not supported: send the request body "
+    "uncompressed, chunked or with a Content-Length"
+)
 
 
-def _is_identity(codings: tuple[str, ...]) -> bool:
-    """Whether the Content-Encoding fields name no coding but `identity`."""
-    named = (coding.strip().lower() for field in codings for coding in field.split(","))
-    return all(coding in ("", "identity") for coding in named)
+def _codings_are(fields: tuple[str, ...], allowed: tuple[str, ...]) -> bool:
+    """Whether the comma-separated codings of `fields` (Content-Encoding or
+    Transfer-Encoding) are all among `allowed` (lowercase; "" for an empty member)."""
+    named = (coding.strip().lower() for field in fields for coding in field.split(","))
+    return all(coding in allowed for coding in named)
 
 
 _log = logging.getLogger("mcp")
@@ -273,7 +278,15 @@ class McpEndpoint:
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
             return None
-        if headers.content_encoding and not _is_identity(headers.content_encoding):
+        if headers.transfer_encoding and not _codings_are(headers.transfer_encoding, ("chunked",)):
+            # The HTTP layer undoes only the chunked framing: a body still gzipped (say)
+            # would read as text it is not. HTTP answers a transfer coding a server does
+            # not implement with 501.
+            await send_json(send, 501, _transport_error(_TRANSFER_CODED_BODY))
+            return None
+        if headers.content_encoding and not _codings_are(
+            headers.content_encoding, ("", "identity")
+        ):
             # A compressed body would otherwise read as text that is no UTF-8.
             refusal = _transport_error(_COMPRESSED_BODY)
             await send_json(send, 415, refusal, {"accept-encoding": "identity"})

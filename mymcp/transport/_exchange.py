@@ -48,6 +48,7 @@ class RequestHeaders:
     content_type: tuple[str, ...] = ()
     content_length: tuple[str, ...] = ()
     content_encoding: tuple[str, ...] = ()
+    transfer_encoding: tuple[str, ...] = ()
     session: tuple[str, ...] = ()
     version: tuple[str, ...] = ()
     # The stateless era mirrors body fields into these; the server cross-checks them.
@@ -66,6 +67,7 @@ _HEADER_SLOTS = {
     b"content-type": "content_type",
     b"content-length": "content_length",
     b"content-encoding": "content_encoding",
+    b"transfer-encoding": "transfer_encoding",
     b"mcp-session-id": "session",
     b"mcp-protocol-version": "version",
     b"mcp-method": "method",

@@ -264,6 +264,31 @@ def test_a_compressed_body_is_refused_as_such(client, coding: str, stateless: bo
     )
 
 
+@pytest.mark.parametrize("coding", ["gzip, chunked", "deflate,chunked", "x-custom, chunked"])
+@pytest.mark.parametrize("stateless", [False, True], ids=["session", "stateless"])
+def test_a_transfer_coding_besides_chunked_is_not_implemented(
+    client, coding: str, stateless: bool
+) -> None:
+    # Only the chunked framing is undone before the body is read; a gzip transfer
+    # coding left in place would read as text the body is not.
+    headers = {**HEADERS, "transfer-encoding": coding}
+    if stateless:
+        headers.update({"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"})
+    response = client.post("/mcp", content=json.dumps(rpc("initialize", {})), headers=headers)
+    assert response.status_code == 501
+    assert response.json()["error"]["message"] == (
+        "Transfer-Encoding other than chunked is not supported: send the request body "
+        "uncompressed, chunked or with a Content-Length"
+    )
+
+
+@pytest.mark.parametrize("coding", ["chunked", "Chunked", " chunked "])
+def test_a_chunked_body_is_read(client, coding: str) -> None:
+    headers = {**HEADERS, "transfer-encoding": coding}
+    response = client.post("/mcp", content=json.dumps(rpc("initialize", {})), headers=headers)
+    assert response.status_code == 200
+
+
 @pytest.mark.parametrize("coding", ["identity", "Identity", ""])
 def test_a_body_said_to_be_uncompressed_is_read(client, coding: str) -> None:
     headers = {**HEADERS, "content-encoding": coding}
