@@ -444,7 +444,7 @@ def test_namespace_and_collection_options_cannot_leave_the_memory_root(
     assert (listed.returncode, listed.stdout) == (2, "")
     assert listed.stderr == (
         f"mymcp: error: {option} takes an id of 1-64 characters of a-z, 0-9, '-' or '_', "
-        f"starting and ending with a letter or digit; got {value!r}\n"
+        f"starting and ending with a letter or digit; got {json.dumps(value)}\n"
     )
     if option == "--namespace":
         searched = run_cli(["memory", "search", "project", "server", *options], sandbox.environ())
