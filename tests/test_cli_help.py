@@ -237,3 +237,19 @@ def test_every_command_refuses_an_unknown_argument_with_its_own_usage(
         assert lines[-1] == f"{where}: error: unrecognized arguments: --no-such-option extra"
         checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize("module", ["mymcp", "mymcp.cli"])
+def test_python_dash_m_runs_the_same_command(module: str) -> None:
+    # For an environment whose scripts directory is not on PATH.
+    ran = subprocess.run(
+        [sys.executable, "-m", module, "check", "--no-such-option"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert ran.stdout == ""
+    assert ran.stderr.startswith("usage: mymcp check")
+    assert ran.stderr.endswith("mymcp check: error: unrecognized arguments: --no-such-option\n")
