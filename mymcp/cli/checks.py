@@ -27,21 +27,27 @@ if TYPE_CHECKING:
 def check_command(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
+    from mymcp.config import load_host_configuration
     from mymcp.governance import audit_directory, check_audit_directory
     from mymcp.host import build_host
 
     logs = begin_logging(args)
     try:
-        host = build_host(with_audit=False)
-        configuration = host.configuration
+        configuration = load_host_configuration()
+    except MyMCPError as exc:
+        settle_logging(logs, args)
+        return fail(exc)
+    # Read, the file's log settings apply from here on: to what a fault found while
+    # composing logs too, as a start's own lines would be written.
+    settle_logging(logs, args, configuration.server)
+    try:
+        host = build_host(with_audit=False, configuration=configuration)
         directory = audit_directory(configuration) if configuration.audit.enabled else None
         # The checks the start makes, read-only: a directory the server would refuse
         # fails the check too.
         exists = directory is not None and check_audit_directory(directory)
     except MyMCPError as exc:
-        settle_logging(logs, args)
         return fail(exc)
-    settle_logging(logs, args, configuration.server)
     source = configuration.source or "none (built-in defaults)"
     print(f"configuration: {source} (schema {configuration.schema_version})")
     enabled = [plugin for plugin in configuration.plugins if plugin.enabled]

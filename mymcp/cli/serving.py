@@ -244,6 +244,7 @@ def stdio(args: argparse.Namespace) -> int:
     import anyio
 
     from mymcp.app import serve_stdio
+    from mymcp.config import load_host_configuration
     from mymcp.host import build_host
 
     streams = _message_streams()
@@ -257,14 +258,17 @@ def stdio(args: argparse.Namespace) -> int:
     # and closing a file under a read waits for that read to end.
     with replies:
         try:
-            host = build_host(authenticates=False)  # every caller on stdio is `local`
+            configuration = load_host_configuration()
         except MyMCPError as exc:
             settle_logging(logs, args)
             return fail(exc)
-        except (StopRequested, KeyboardInterrupt):
-            settle_logging(logs, args)  # the lines held so far are written, then it leaves
-            raise
-        settle_logging(logs, args, host.configuration.server)
+        # Read, the file's log settings apply from here on, to a failed start's lines too.
+        settle_logging(logs, args, configuration.server)
+        try:
+            # Every caller on stdio is `local`: nothing to authenticate.
+            host = build_host(authenticates=False, configuration=configuration)
+        except MyMCPError as exc:
+            return fail(exc)
         # From here a stop is only noted, until serving watches the signals itself and
         # acts on one noted before: raised inside the event loop as it starts, it would
         # end the process with a traceback (and status 1) instead of stopping it.

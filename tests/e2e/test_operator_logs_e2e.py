@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.server import Sandbox, run_cli, serve
+from tests.e2e.server import Sandbox, log_and_errors, run_cli, serve
 from tests.e2e.test_external_plugins import _synthetic_plugin
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -242,6 +242,27 @@ def test_the_command_line_format_wins_over_the_file(sandbox: Sandbox) -> None:
     assert _text_lines(checked.stderr.splitlines(keepends=True))
     as_json = run_cli(["check"], sandbox.environ())
     assert all(json.loads(line)["time"] for line in as_json.stderr.splitlines())
+
+
+@pytest.mark.parametrize("command", ["check", "stdio", "serve"])
+def test_a_start_that_fails_after_the_file_is_read_logs_as_the_file_asks(
+    sandbox: Sandbox, command: str
+) -> None:
+    # A JSON log reader gets JSON exactly when something goes wrong, whatever the command.
+    sandbox.write_config(
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + 'log_format = "json"\nlog_level = "warning"\n'
+        + '[[policy.rules]]\nprincipals = ["*"]\nallow = ["no_such_tool"]\n'
+    )
+    ran = run_cli([command], sandbox.environ())
+    assert ran.returncode == 1
+    logged, errors = log_and_errors(ran.stderr)
+    assert len(errors) == 1
+    assert "(code=policy_unknown_tool)" in errors[0]
+    records = [json.loads(line) for line in logged]
+    assert records
+    assert {record["level"] for record in records} <= {"WARNING", "ERROR"}
 
 
 def test_the_reload_worker_of_mymcp_dev_logs_in_the_same_format(sandbox: Sandbox) -> None:
