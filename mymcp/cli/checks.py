@@ -4,11 +4,13 @@ check` (one plugin's manifest, tool names and module, as the start judges them).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mymcp._escaping import escape_invisible
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, begin_logging, fail, settle_logging
 from mymcp.errors import (
     ConfigurationError,
@@ -16,6 +18,7 @@ from mymcp.errors import (
     HostRuntimeCompositionError,
     Location,
     MyMCPError,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -241,9 +244,11 @@ def _tool_names_bind(
     from mymcp.config import locate_in_configuration
 
     binding = key = None
+    enabled = True
     for index, declaration in enumerate(configuration.plugins if configuration else ()):
         if declaration.id == definition.plugin_id:
             binding, key = declaration.binding, f"plugins[{index}]"
+            enabled = declaration.enabled
             break
     if binding is None and "local" in refusals:
         print(
@@ -258,8 +263,41 @@ def _tool_names_bind(
         # The start names the entry whose binding made the clash: so does the check.
         refusal.locate(Location(key=f"{key}.binding"))
         locate_in_configuration(refusal, configuration.source)
+    if not enabled:
+        # A start passes a disabled entry over; turned on, it would fail so.
+        print(
+            f"mymcp: warning: {key} is disabled; enabled, it would not start: "
+            f"{escape_invisible(str(refusal))}",
+            file=sys.stderr,
+        )
+        return True
     fail(refusal)
     return False
+
+
+def _warn_of_another_entry(
+    configuration: HostConfiguration, plugin_id: str, module: str, manifest: Path
+) -> None:
+    """The check imports the module and reads the manifest it is given; the server, those
+    its [[plugins]] entry names. When they differ, the check's verdict is not the start's."""
+    for index, declaration in enumerate(configuration.plugins):
+        if declaration.id != plugin_id:
+            continue
+        if declaration.module is not None and declaration.module != module:
+            _warn_at(
+                configuration,
+                f"plugins[{index}].module",
+                f"the server imports {shown(declaration.module)}, not {shown(module)}: "
+                "this check is of a module the server does not load",
+            )
+        declared = declaration.manifest_path
+        if declared is not None and os.path.abspath(declared) != os.path.abspath(manifest):
+            _warn_at(
+                configuration,
+                f"plugins[{index}].manifest_path",
+                f"the server reads {declared}, not {os.path.abspath(manifest)}: this check "
+                "is of a manifest the server does not read",
+            )
 
 
 def _naming_refusals(definition: PluginDefinition) -> dict[str, MyMCPError]:
@@ -345,6 +383,7 @@ def _check_plugin_module(module: str, definition: PluginDefinition, manifest: Pa
                 preflight_manifest(manifest, declaration.id)
     except MyMCPError as exc:
         return fail(exc)
+    _warn_of_another_entry(configuration, definition.plugin_id, module, manifest)
     if not _tool_names_bind(_naming_refusals(definition), definition, configuration):
         return EXIT_FAILURE
     try:

@@ -36,12 +36,14 @@ def _plugin(workspace: Workspace, *local_ids: str) -> PluginDeclaration:
     return workspace.plugin("fixed", manifest=document)
 
 
-def _declare(workspace: Workspace, declaration: PluginDeclaration, binding: str) -> None:
+def _declare(
+    workspace: Workspace, declaration: PluginDeclaration, binding: str, *, enabled: bool = True
+) -> None:
     directory = workspace.root / "config" / "mymcp"
     directory.mkdir(parents=True, mode=0o700)
     (directory / "config.toml").write_text(
         "schema_version = 8\n[[plugins]]\n"
-        f'id = "{declaration.id}"\nenabled = true\n'
+        f'id = "{declaration.id}"\nenabled = {str(enabled).lower()}\n'
         f'manifest_path = "{declaration.manifest_path}"\nmodule = "{declaration.module}"\n'
         f'binding = "{binding}"\n'
     )
@@ -471,3 +473,46 @@ def test_an_import_check_fails_as_the_start_does_when_the_entry_names_another_id
     assert "(code=external_manifest_identity_mismatch)" in err
     assert "the manifest says 'fixed', the [[plugins]] entry 'renamed'" in err
     assert declaration.module not in sys.modules  # refused before any import
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["manifest", "--import"])
+def test_a_disabled_entry_s_refused_name_is_a_warning_as_the_start_passes_it_over(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], module: bool
+) -> None:
+    declaration = _plugin(workspace, "list_tools")
+    _declare(workspace, declaration, "local", enabled=False)
+    status, out, err = _plugin_check(declaration, capsys, module=module)
+    assert status == 0
+    assert "manifest OK: fixed" in out
+    (warning,) = err.splitlines()
+    assert warning.startswith(
+        "mymcp: warning: plugins[0] is disabled; enabled, it would not start: "
+    )
+    assert warning.endswith(f"(code={COLLISION})")
+    assert cli.main(["check"]) == 0  # the start passes it over indeed
+
+
+def test_an_import_check_says_when_the_entry_loads_another_module_or_manifest(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The check imports what it is given; the server, what the entry names. Different,
+    # the check's verdict is not the start's, and it says so.
+    declaration = _plugin(workspace, "ping")
+    elsewhere = workspace.root / "elsewhere" / "manifest.json"
+    _declare(
+        workspace,
+        PluginDeclaration("fixed", True, elsewhere, "fixed_renamed"),
+        "namespaced",
+    )
+    status, out, err = _plugin_check(declaration, capsys, module=True)
+    assert status == 0, err
+    assert "module OK: " in out
+    source = workspace.root / "config" / "mymcp" / "config.toml"
+    assert err.splitlines() == [
+        f"mymcp: warning: {source}: plugins[0].module: the server imports "
+        f'"fixed_renamed", not "{declaration.module}": this check is of a module the '
+        "server does not load",
+        f"mymcp: warning: {source}: plugins[0].manifest_path: the server reads {elsewhere}, "
+        f"not {declaration.manifest_path}: this check is of a manifest the server does not "
+        "read",
+    ]
