@@ -144,12 +144,16 @@ def _check_permissions(st: os.stat_result, path: Path, *, private: bool) -> None
         raise SafeFileError(SafeFileReason.UNSAFE_PERMISSIONS, path, detail)
 
 
-def _open_parent(parent: Path) -> int:
+def _open_parent(path: Path) -> int:
+    parent = path.parent
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(parent, flags)
     except FileNotFoundError:
-        raise SafeFileError(SafeFileReason.MISSING, parent) from None
+        # Named by the file asked for, not by its directory: an operator reading the
+        # directory's path alone would take it for the file's.
+        detail = f"the directory it would be in, {parent}, does not exist"
+        raise SafeFileError(SafeFileReason.MISSING, path, detail) from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             detail = "the directory is a symlink, or a component of its path is not a directory"
@@ -167,7 +171,7 @@ def read_safe_file(path: Path, *, max_bytes: int, private: bool = False) -> byte
     `MISSING` when the file or its directory does not exist (callers decide whether that
     means defaults).
     """
-    dir_fd = _open_parent(path.parent)
+    dir_fd = _open_parent(path)
     try:
         dir_stat = os.fstat(dir_fd)
         if not stat.S_ISDIR(dir_stat.st_mode):

@@ -60,7 +60,15 @@ def test_missing_file(directory: Path) -> None:
 
 
 def test_missing_directory(tmp_path: Path) -> None:
-    assert _reason(tmp_path / "absent" / "file") is SafeFileReason.MISSING
+    # Named by the file asked for: the directory's path alone reads as the file's.
+    wanted = tmp_path / "absent" / "manifest.json"
+    with pytest.raises(SafeFileError) as caught:
+        read_safe_file(wanted, max_bytes=10)
+    assert caught.value.reason is SafeFileReason.MISSING
+    assert caught.value.location.source == str(wanted)
+    assert caught.value.detail == (
+        f"the directory it would be in, {tmp_path / 'absent'}, does not exist"
+    )
 
 
 def test_symlinked_file(directory: Path, tmp_path: Path) -> None:
