@@ -8,7 +8,9 @@ text.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import logging
 import re
 import sys
@@ -41,15 +43,46 @@ _TOML_END: Final = re.compile(r"\s*\(at end of document\)$")
 
 
 def toml_error_position(error: tomllib.TOMLDecodeError, text: str) -> tuple[str, Location]:
-    """`tomllib`'s complaint without its position suffix, and the position as a location."""
+    """`tomllib`'s complaint without its position suffix, and the position as a location.
+    A key it writes as a Python tuple (`('server',)`) is written as TOML writes it
+    (`server`), and a value given twice names its key."""
     message = str(error)
     match = _TOML_POSITION.search(message)
     if match is not None:
-        return message[: match.start()], Location(line=int(match[1]), column=int(match[2]))
-    end = _TOML_END.search(message)
-    if end is not None:
-        return message[: end.start()], Location(line=text.count("\n") + 1)
-    return message, Location()
+        position = Location(line=int(match[1]), column=int(match[2]))
+        message = message[: match.start()]
+    else:
+        end = _TOML_END.search(message)
+        position = Location(line=text.count("\n") + 1) if end is not None else Location()
+        message = message[: end.start()] if end is not None else message
+    message = _KEY_TUPLE.sub(_dotted_key, message)
+    if message == "Cannot overwrite a value" and position.line is not None:
+        written = [path for path, line, _ in _key_lines(text) if line == position.line]
+        if written:
+            message = (
+                f"{_path_text(written[-1])} conflicts with a value set before: a key takes "
+                "one value, and a key given a value holds no keys"
+            )
+    return message, position
+
+
+# How tomllib names a key in a complaint: the tuple of its parts, as Python prints it.
+_KEY_TUPLE: Final = re.compile(r"""\((?:'[^'\\]*'|"[^"\\]*")(?:, (?:'[^'\\]*'|"[^"\\]*"))*,?\)""")
+
+
+def _dotted_key(match: re.Match[str]) -> str:
+    parts = ast.literal_eval(match.group())
+    return ".".join(
+        part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else json.dumps(part) for part in parts
+    )
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    """`plugins[0].module`: a key path as the diagnostics write it."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+    return text
 
 
 def undecodable_position(data: bytes, error: UnicodeDecodeError) -> tuple[str, Location]:

@@ -56,6 +56,35 @@ def test_a_toml_syntax_error_names_line_and_column() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "detail"),
+    [
+        (
+            "schema_version = 8\n[server]\nport = 8000\nport = 8001\n",
+            4,
+            "server.port conflicts with a value set before: a key takes one value, and a key "
+            "given a value holds no keys",
+        ),
+        (
+            'schema_version = 8\n[[plugins]]\nid = "a"\nenabled = true\nenabled = false\n',
+            5,
+            "plugins[0].enabled conflicts with a value set before: a key takes one value, and "
+            "a key given a value holds no keys",
+        ),
+        ("schema_version = 8\n[server]\nport = 8000\n[server]\n", 4, "Cannot declare server twice"),
+        ('schema_version = 8\n["a b"]\n["a b"]\n', 3, 'Cannot declare "a b" twice'),
+    ],
+)
+def test_a_key_or_table_given_twice_is_named_as_toml_writes_it(
+    text: str, line: int, detail: str
+) -> None:
+    # Not "Cannot overwrite a value", nor a Python tuple such as ('server',).
+    error = _error(text)
+    assert error.code == "invalid_toml"
+    assert error.location.line == line
+    assert error.detail == detail
+
+
 def test_an_integer_too_long_to_read_names_its_line_and_not_python_s_remedy() -> None:
     error = _error("schema_version = 8\n[server]\nport = " + "1_0" * 2200 + "\n")
     assert error.code == "invalid_toml"
