@@ -110,3 +110,24 @@ def test_show_says_when_head_itself_is_gone(
         "note: HEAD is missing or unreadable, so the end of the log cannot be checked; it "
         "may have been cut or altered: run mymcp audit verify\n"
     )
+
+
+def test_show_says_when_no_record_is_of_the_event_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    audit.append("tool_call", principal="local", tool="t", decision="allowed")
+    audit.append("session_open", principal="local", session="s")
+    audit.close()
+    assert main(["audit", "show", "--directory", str(directory), "--event", "tool_cal"]) == 0
+    shown = capsys.readouterr()
+    assert shown.out == ""
+    assert shown.err == (
+        'note: no record in the log is a "tool_cal" event; its events are: session_open, '
+        "tool_call\n"
+    )
+    # An event the log holds, filtered away by another option, gets no note.
+    argv = ["audit", "show", "--directory", str(directory), "--event", "tool_call"]
+    assert main([*argv, "--tool", "other"]) == 0
+    assert capsys.readouterr() == ("", "")

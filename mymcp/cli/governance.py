@@ -299,6 +299,16 @@ def audit_command(args: argparse.Namespace) -> int:
         and (args.event is None or record.get("event") == args.event)
         and (since is None or _record_time(record) >= since)
     ]
+    if args.event is not None and not any(r.get("event") == args.event for r in every):
+        # Most likely a misspelt event: an empty answer alone would read as "none happened".
+        present = sorted({str(r.get("event")) for r in every})
+        print(
+            escape_invisible(
+                f"note: no record in the log is a {json.dumps(args.event)} event; its events are: "
+                + (", ".join(present) or "none")
+            ),
+            file=sys.stderr,
+        )
     if args.limit is not None:
         records = records[-args.limit :] if args.limit > 0 else []
     for record in records:
