@@ -441,6 +441,28 @@ def _set_levels(settings: LogSettings) -> None:
         logging.getLogger(name).setLevel(level)
 
 
+# What uvicorn writes at ERROR when a stop's grace period ends with requests still running.
+_GRACE_EXCEEDED: Final = "Cancel %s running task(s), timeout graceful shutdown exceeded"
+
+
+class RoutineStopLevel(logging.Filter):
+    """Writes uvicorn's line about requests cancelled at the end of a stop's grace period
+    as a warning, not an error. Here that is a routine end (a call still waiting for a
+    person's approval, say): each such call is answered that the server is stopping and
+    audited as cancelled, and a journal that shows it as a failure misleads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _GRACE_EXCEEDED and record.levelno == logging.ERROR:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _quiet_routine_stops() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(existing, RoutineStopLevel) for existing in logger.filters):
+        logger.addFilter(RoutineStopLevel())
+
+
 def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLines:
     """Install the one stderr handler on the root logger (replacing any other).
 
@@ -458,6 +480,7 @@ def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLin
         root.removeHandler(existing)
     root.addHandler(handler)
     _set_levels(settings)
+    _quiet_routine_stops()
     # A warning (a plugin's, a library's) is a log line like any other: in the chosen
     # format, and without the file, source line and text, which may quote anything.
     warnings.showwarning = _log_warning
@@ -514,8 +537,12 @@ def uvicorn_log_config(settings: LogSettings) -> dict[str, Any]:
                 "log_format": settings.format,
             }
         },
+        "filters": {"routine_stop": {"()": f"{__name__}.RoutineStopLevel"}},
         "root": {"handlers": ["stderr"], "level": _root_level(level)},
-        "loggers": {name: {"level": level} for name in _OWN_LOGGERS},
+        "loggers": {
+            name: {"level": level, "filters": ["routine_stop"] if name == "uvicorn.error" else []}
+            for name in _OWN_LOGGERS
+        },
     }
 
 

@@ -185,6 +185,30 @@ def test_a_warning_is_a_log_line_in_the_chosen_format(stderr: _Stderr, level: st
     assert ("sk-SECRET" in record["message"]) is (level == "debug")
 
 
+@pytest.mark.parametrize("configured_by", ["launcher", "uvicorn_worker"])
+def test_requests_cancelled_at_the_end_of_a_stop_are_a_warning_not_an_error(
+    stderr: _Stderr, configured_by: str
+) -> None:
+    # uvicorn writes it at ERROR; here it is a routine end (each call is answered and
+    # audited), and a journal must not show a stop as a failure.
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    saved = list(uvicorn_log.filters)
+    try:
+        if configured_by == "launcher":
+            configure_logging(LogSettings("info", "json"))
+        else:
+            logging.config.dictConfig(uvicorn_log_config(LogSettings("info", "json")))
+        uvicorn_log.error("Cancel %s running task(s), timeout graceful shutdown exceeded", 2)
+        uvicorn_log.error("Exception in ASGI application")
+        records = [json.loads(line) for line in stderr.getvalue().splitlines()]
+        assert [(r["level"], r["message"]) for r in records] == [
+            ("WARNING", "Cancel 2 running task(s), timeout graceful shutdown exceeded"),
+            ("ERROR", "Exception in ASGI application"),
+        ]
+    finally:
+        uvicorn_log.filters[:] = saved
+
+
 def test_uvicorn_gets_the_same_handler_and_levels() -> None:
     document = uvicorn_log_config(LogSettings("warning", "json"))
     logging.config.dictConfig(document)  # what uvicorn does in its worker
