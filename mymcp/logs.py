@@ -355,10 +355,12 @@ _RELAY_JOIN_SECONDS: Final = 1.0
 def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
     """While inside, whatever anything writes to descriptors 1 and 2 goes through
     `handler`'s backlog (bounded, never waiting for stderr), and the handler writes to a
-    private copy of the real stderr. Both descriptors point at it again afterwards."""
+    private copy of the real stderr. Afterwards both point where they did before (a
+    command's report still goes to its standard output)."""
     sys.stdout.flush()
     sys.stderr.flush()
     real = os.dup(2)
+    before = os.dup(1)
     stream = open(real, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
     reading, writing = os.pipe()
     handler.write_to(stream)
@@ -377,8 +379,9 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
                 text_stream.flush()
         # The pipe's writing ends close here (unless a child process still holds one),
         # so the relay reads to the end of what was written and stops.
-        os.dup2(real, 1)
+        os.dup2(before, 1)
         os.dup2(real, 2)
+        os.close(before)
         relay.join(_RELAY_JOIN_SECONDS)
 
 

@@ -20,6 +20,7 @@ from mymcp.errors import (
     MyMCPError,
     shown,
 )
+from mymcp.logs import divert_standard_streams
 
 if TYPE_CHECKING:
     from mymcp.config import AuthenticationSettings, HostConfiguration
@@ -44,7 +45,9 @@ def check_command(args: argparse.Namespace) -> int:
     # composing logs too, as a start's own lines would be written.
     settle_logging(logs, args, configuration.server)
     try:
-        host = build_host(with_audit=False, configuration=configuration)
+        # What a plugin prints while it is imported is a log line, not part of the report.
+        with divert_standard_streams(logs):
+            host = build_host(with_audit=False, configuration=configuration)
         directory = audit_directory(configuration) if configuration.audit.enabled else None
         # The checks the start makes, read-only: a directory the server would refuse
         # fails the check too.

@@ -86,7 +86,9 @@ def serve(
     except ListenError as exc:
         return fail(exc)
     try:
-        host = build_host(configuration=configuration)
+        # What a plugin prints while it is imported is a log line like its output later.
+        with divert_standard_streams(logs):
+            host = build_host(configuration=configuration)
     except MyMCPError as exc:
         listener.close()
         return fail(exc)
@@ -265,8 +267,10 @@ def stdio(args: argparse.Namespace) -> int:
         # Read, the file's log settings apply from here on, to a failed start's lines too.
         settle_logging(logs, args, configuration.server)
         try:
-            # Every caller on stdio is `local`: nothing to authenticate.
-            host = build_host(authenticates=False, configuration=configuration)
+            # Every caller on stdio is `local`: nothing to authenticate. What a plugin
+            # prints while it is imported is a log line like its output later.
+            with divert_standard_streams(logs):
+                host = build_host(authenticates=False, configuration=configuration)
         except MyMCPError as exc:
             return fail(exc)
         # From here a stop is only noted, until serving watches the signals itself and

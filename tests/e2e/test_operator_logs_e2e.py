@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.server import Sandbox, log_and_errors, run_cli, serve
-from tests.e2e.test_external_plugins import _synthetic_plugin
+from tests.e2e.test_external_plugins import _WORKING_MODULE, _synthetic_plugin
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 SECRET = "hunter2-in-/home/someone/private"
@@ -263,6 +263,32 @@ def test_a_start_that_fails_after_the_file_is_read_logs_as_the_file_asks(
     records = [json.loads(line) for line in logged]
     assert records
     assert {record["level"] for record in records} <= {"WARNING", "ERROR"}
+
+
+@pytest.mark.parametrize("command", ["check", "stdio"])
+def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
+    sandbox: Sandbox, command: str
+) -> None:
+    # Not raw text in a JSON log stream, and never part of `check`'s report.
+    printing = "import sys\nprint('HELLO at import')\nprint('noise', file=sys.stderr)\n"
+    folder = _synthetic_plugin(sandbox, "noisy", "noisy_plugin", printing + _WORKING_MODULE)
+    sandbox.write_config(
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + 'log_format = "json"\n'
+        + '[[plugins]]\nid = "noisy"\nenabled = true\nmodule = "noisy_plugin"\n'
+        + f'manifest_path = "{folder / "manifest.json"}"\n'
+    )
+    ran = run_cli([command], sandbox.environ({"PYTHONPATH": str(folder)}))
+    assert ran.returncode == 0, ran.stderr
+    records = [json.loads(line) for line in ran.stderr.splitlines()]
+    printed = [r["message"] for r in records if r["logger"] == "output"]
+    assert printed == ["HELLO at import", "noise"]
+    if command == "check":
+        assert ran.stdout.startswith("configuration: ")
+        assert "HELLO" not in ran.stdout
+    else:
+        assert ran.stdout == ""  # the protocol's stream: nothing but replies
 
 
 def test_the_reload_worker_of_mymcp_dev_logs_in_the_same_format(sandbox: Sandbox) -> None:
