@@ -329,7 +329,7 @@ def test_a_typo_in_the_policy_stops_startup_and_names_rule_and_value(sandbox: Sa
     assert checked.returncode == 1
     assert "code=policy_unknown_tool" in checked.stderr
     assert "policy.rules[1].deny[0]" in checked.stderr
-    assert "'memory_forgte'" in checked.stderr
+    assert '"memory_forgte"' in checked.stderr
 
 
 @pytest.mark.parametrize(
