@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import itertools
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -144,3 +146,17 @@ def test_each_package_exports_what_its_public_face_names(name: str) -> None:
     assert len(exported) == len(set(exported)), "a name is listed twice"
     missing = [item for item in exported if not hasattr(package, item)]
     assert not missing, f"{name}.__all__ names what it does not define: {missing}"
+
+
+REPO = ROOT.parent
+
+
+def test_the_modules_the_scripts_name_exist() -> None:
+    # Shell scripts import MyMCP's modules by name, where no import checker looks: a
+    # module moved without them breaks CI only once it runs them.
+    named: set[str] = set()
+    for script in (REPO / "scripts" / "conformance", REPO / ".ci" / "run"):
+        named.update(re.findall(r"\bmymcp(?:\.[a-z_]+)+\b", script.read_text(encoding="utf-8")))
+    assert named  # the pattern still finds what the scripts name
+    missing = sorted(name for name in named if importlib.util.find_spec(name) is None)
+    assert not missing, f"scripts name modules that do not exist: {missing}"
