@@ -193,14 +193,19 @@ class Policy:
 
     @property
     def step_up_scopes(self) -> frozenset[str]:
-        """Every exact scope a `scope:` rule names: what an OAuth client may ask for.
+        """Every exact scope a `scope:` rule that allows some tool names: what an OAuth
+        client may ask for to gain access.
 
-        Never `offline_access`: it asks for a refresh token, not for access to a tool,
-        and belongs in no challenge and no `scopes_supported`.
+        A scope whose rules only deny is left out: a client that asks for every scope
+        listed (as the SDKs do, without a challenge naming one) would otherwise get a
+        token that takes tools away. Never `offline_access` either: it asks for a refresh
+        token, not for access to a tool, and belongs in no challenge and no
+        `scopes_supported`.
         """
         return frozenset(
             selector.value
             for compiled in self._rules
+            if any(names for _, names in compiled.allow)
             for selector in compiled.rule.principals
             if selector.kind == "scope" and not selector.prefix
         ) - {OFFLINE_ACCESS}

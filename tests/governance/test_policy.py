@@ -180,10 +180,12 @@ def test_policy_matches_the_brute_force_oracle(
 
 
 def _named_scopes(rules: list[dict[str, Any]]) -> set[str]:
-    """The exact scopes the rules name, which a client could ask for (not offline_access)."""
+    """The exact scopes rules that allow some tool name, which a client could ask for to
+    gain access (not offline_access)."""
     named = {
         selector.removeprefix("scope:")
         for rule in rules
+        if any(oracle_tool(s, tool) for s in rule.get("allow", []) for tool in NAMES)
         for selector in rule["principals"]
         if selector.startswith("scope:") and not selector.endswith("*")
     }
@@ -253,6 +255,29 @@ def test_step_up_asks_for_the_narrowest_scope_that_suffices() -> None:
     view = policy.view("oauth:x", frozenset({"openid", "memory.read", "offline_access"}))
     assert policy.step_up(view, "notes__write") == {"memory.read", "memory.write"}
     assert policy.step_up_scopes == {"admin", "memory.read", "memory.write"}
+
+
+def test_a_scope_that_only_takes_tools_away_is_not_offered() -> None:
+    # A client that asks for every listed scope must not get a token that loses tools.
+    policy = policy_of(
+        {
+            "policy": {
+                "default": "deny",
+                "rules": [
+                    {"principals": ["scope:memory.write"], "allow": ["@mutating"]},
+                    {"principals": ["scope:restricted"], "deny": ["@mutating"]},
+                    {
+                        "principals": ["scope:both"],
+                        "allow": ["notes__read"],
+                        "deny": ["notes__wipe"],
+                    },
+                ],
+            }
+        }
+    )
+    assert policy.step_up_scopes == {"memory.write", "both"}
+    view = policy.view("oauth:x", frozenset({"restricted"}))
+    assert policy.step_up(view, "notes__write") == frozenset()  # restricted denies it anyway
 
 
 def test_no_policy_allows_everything_and_shares_one_view() -> None:
