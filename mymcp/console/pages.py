@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route, Router
 
+from mymcp._escaping import escape_invisible
 from mymcp.auth import CONSOLE
 from mymcp.config import BUNDLED_PLUGIN_ID
 from mymcp.console.access import (
@@ -127,6 +128,9 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters["visible"] = visible
+    # Where a value shows on one line (a title, a heading, a tag, a name), a line break
+    # in it would read as a space: it is escaped there too, as any invisible character is.
+    environment.filters["visible_line"] = escape_invisible
     environment.globals["record_query"] = reference_query
     environment.globals["record_url"] = lambda ref: "/console/memory/record?" + reference_query(ref)
     environment.globals["segment"] = lambda text: quote(str(text), safe="")

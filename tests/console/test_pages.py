@@ -661,6 +661,34 @@ def test_a_record_page_names_its_title_and_an_event_s_time_as_they_are(stack: St
     assert "Occurred 2026-03-01T09:30:00Z" in _text(page)
 
 
+def test_a_title_s_line_breaks_show_where_it_is_one_line(stack: Stack) -> None:
+    # A heading, a listing cell or a tab title would show a line break as a space.
+    stack.sign_in()
+    reference = stack.remember("multi\nline title")
+    record = stack.client.get(_record_path(reference)).text
+    (shown,) = re.findall(r"<title>(.*?)</title>", record, re.S)
+    assert html.unescape(shown) == "multi\\x0aline title · MyMCP console"
+    assert '<dd class="title">multi\\x0aline title</dd>' in record
+    listing = stack.client.get("/console/memory/project/mnemosyne/decisions").text
+    assert "multi\\x0aline title</a>" in listing
+    assert "multi\nline" not in listing
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/memory/project/approved%E2%80%AE%E2%81%A6%20by%20admin",
+        "/console/memory/project/mnemosyne/evil%E2%80%AEcol",
+        "/console/memory/record?scope=project&namespace=ns%E2%80%AE&collection=&id=mem_x",
+    ],
+)
+def test_a_value_from_a_crafted_address_is_never_shown_raw(stack: Stack, path: str) -> None:
+    stack.sign_in()
+    page = stack.client.get(path).text
+    assert "\u202e" not in page
+    assert "\u2066" not in page
+
+
 # -- audit ------------------------------------------------------------------------------------
 
 
