@@ -69,6 +69,10 @@ REFETCH_INTERVAL_SECONDS = 60.0
 # the rest are refused at once, as a token naming an unknown key is, and cannot crowd out
 # requests whose keys are already known.
 MAX_REFETCH_WAITERS = 4
+# How long a downloaded key set is trusted without another look: a key the provider has
+# withdrawn (perhaps because it leaked) stops being accepted within this long, even when
+# no token ever names a new key id.
+KEY_SET_MAX_AGE_SECONDS = 900.0
 REQUIRED_CLAIMS = ("iss", "aud", "sub", "exp", "iat")
 ACCEPTED_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})  # media types: no case
 
@@ -191,9 +195,15 @@ class OAuthJwtAdapter:
         self._lock = asyncio.Lock()
         self._last_refetch: float | None = None
         self._refetch_callers = 0  # the request downloading and those waiting for it
+        # The keys given were downloaded just now, by whoever built this adapter.
+        self._keys_since = self._clock.monotonic()
 
-    async def _refetched_key(self, kid: str) -> VerificationKey | None:
-        """Refetch the JWKS for an unknown kid, at most once per 60 s.
+    async def _refetched_key(
+        self, kid: str, replacing: VerificationKey | None = None
+    ) -> VerificationKey | None:
+        """Download the key set again for `kid`, unknown or (`replacing`) known under key
+        material the signature did not match, at most once per 60 s; the key then under
+        `kid`, if another one than `replacing`.
 
         While a download runs, at most `MAX_REFETCH_WAITERS` further requests wait for it;
         any more get None at once, as when the refetch window has not elapsed.
@@ -203,30 +213,40 @@ class OAuthJwtAdapter:
         self._refetch_callers += 1
         try:
             async with self._lock:
-                return await self._refetch_locked(kid)
+                key = self._keys.get(kid)  # a download meanwhile may have brought it
+                if key is None or key is replacing:
+                    await self._download()
+                    key = self._keys.get(kid)
+                return None if key is replacing else key
         finally:
             self._refetch_callers -= 1
 
-    async def _refetch_locked(self, kid: str) -> VerificationKey | None:
-        key = self._keys.get(kid)  # a concurrent refetch may have brought it
-        if key is not None:
-            return key
+    async def _refresh_if_old(self) -> None:
+        """Download the key set again once it is older than `KEY_SET_MAX_AGE_SECONDS`,
+        unless a download is under way: requests meanwhile go on with the keys known."""
+        if self._lock.locked():
+            return
+        async with self._lock:
+            if self._clock.monotonic() - self._keys_since >= KEY_SET_MAX_AGE_SECONDS:
+                await self._download()
+
+    async def _download(self) -> None:
         now = self._clock.monotonic()
         if self._last_refetch is not None and now - self._last_refetch < REFETCH_INTERVAL_SECONDS:
-            return None
+            return
         self._last_refetch = now
         try:
             # Given up on, not waited for, when the request is cancelled (the server is
             # stopping): the download has its own deadline and ends by itself.
             fetched = await to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
-            self._keys = fetched
         except DiscoveryError as exc:
             # Keep serving with the keys already trusted, but say so: a rotation that
             # cannot be fetched otherwise shows only as tokens refused with 401.
             _log.warning("jwks_refresh outcome=error code=%s", exc.code)
-            return None
+            return
+        self._keys = fetched
+        self._keys_since = self._clock.monotonic()
         _log.info("jwks_refresh outcome=loaded keys=%d", len(fetched))
-        return self._keys.get(kid)
 
     async def authenticate(self, payload: str) -> Identity | AuthFailure:
         parts = _split_compact(payload)
@@ -240,6 +260,8 @@ class OAuthJwtAdapter:
         if failure is not None:
             return failure
         alg, kid = str(header["alg"]), str(header["kid"])
+        if self._clock.monotonic() - self._keys_since >= KEY_SET_MAX_AGE_SECONDS:
+            await self._refresh_if_old()
         key = self._keys.get(kid)
         if key is None:
             # Only a token whose (still unverified) claims would pass may spend the refetch
@@ -250,7 +272,16 @@ class OAuthJwtAdapter:
         if key is None or alg not in key.algorithms:
             return AuthFailure.REJECTED
         if not _VERIFIERS[alg].verify(signing_input, key.key, signature):
-            return AuthFailure.REJECTED
+            # The provider may have put new key material under a key id it used before:
+            # looked up once more (within the same budget), or every new token is refused
+            # until a restart.
+            if self._unverified_claims_fail(claims_bytes):
+                return AuthFailure.REJECTED
+            key = await self._refetched_key(kid, replacing=key)
+            if key is None or alg not in key.algorithms:
+                return AuthFailure.REJECTED
+            if not _VERIFIERS[alg].verify(signing_input, key.key, signature):
+                return AuthFailure.REJECTED
         claims = _json_object(claims_bytes)
         if claims is None or any(name not in claims for name in REQUIRED_CLAIMS):
             return AuthFailure.MALFORMED

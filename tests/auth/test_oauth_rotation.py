@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from mymcp.auth import Authenticator, AuthFailure, Principal, build_authenticator
-from mymcp.auth._oauth import MAX_REFETCH_WAITERS
+from mymcp.auth._oauth import KEY_SET_MAX_AGE_SECONDS, MAX_REFETCH_WAITERS
 from tests.auth.helpers import (
     JWKS_URI,
     SERVER,
@@ -239,4 +239,60 @@ def test_a_refusal_while_downloading_is_the_unknown_key_refusal(
     finally:
         idp.release.set()
     assert during is after is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 2
+
+
+def test_a_withdrawn_key_stops_working_once_the_key_set_is_old(
+    setup: Setup, rsa_key: rsa.RSAPrivateKey, rsa_key_2: rsa.RSAPrivateKey
+) -> None:
+    # The provider withdrew "old" (it leaked, say); no token names a new key id, so only
+    # the key set's age can bring the withdrawal in.
+    idp, clock, auth = setup
+    idp.keys = [public_jwk(rsa_key_2, "new")]
+    clock.mono += KEY_SET_MAX_AGE_SECONDS - 1
+    assert isinstance(check(auth, mint(rsa_key, alg="RS256", kid="old")), Principal)
+    assert idp.count(JWKS_URI) == 1
+    clock.mono += 1
+    assert check(auth, mint(rsa_key, alg="RS256", kid="old")) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 2
+    assert isinstance(check(auth, mint(rsa_key_2, alg="RS256", kid="new")), Principal)
+    assert idp.count(JWKS_URI) == 2  # fresh again: no download per request
+
+
+def test_an_old_key_set_that_cannot_be_downloaded_stays_in_use(
+    setup: Setup, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    idp, clock, auth = setup
+    idp.overrides[JWKS_URI] = (500, b"")
+    clock.mono += KEY_SET_MAX_AGE_SECONDS
+    for _ in range(3):
+        assert isinstance(check(auth, mint(rsa_key, alg="RS256", kid="old")), Principal)
+    assert idp.count(JWKS_URI) == 2  # tried once, then within the once-a-minute bound
+    clock.mono += 60
+    check(auth, mint(rsa_key, alg="RS256", kid="old"))
+    assert idp.count(JWKS_URI) == 3
+
+
+def test_new_key_material_under_a_known_kid_is_looked_up(
+    setup: Setup, rsa_key: rsa.RSAPrivateKey, rsa_key_2: rsa.RSAPrivateKey
+) -> None:
+    # Without it, every new token would be refused until a restart.
+    idp, _, auth = setup
+    idp.keys = [public_jwk(rsa_key_2, "old")]
+    assert isinstance(check(auth, mint(rsa_key_2, alg="RS256", kid="old")), Principal)
+    assert idp.count(JWKS_URI) == 2
+    assert check(auth, mint(rsa_key, alg="RS256", kid="old")) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 2  # the once-a-minute budget holds for this path too
+
+
+def test_bad_signatures_under_a_known_kid_are_throttled(setup: Setup) -> None:
+    idp, clock, auth = setup
+    for _ in range(20):
+        token = raw_jws({"alg": "RS256", "kid": "old", "typ": "at+jwt"}, claims(), b"sig")
+        assert check(auth, token) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 2
+    # A token whose claims fail spends no download, even after the minute.
+    clock.mono += 60
+    expired = raw_jws({"alg": "RS256", "kid": "old"}, claims(exp=1), b"sig")
+    assert check(auth, expired) is AuthFailure.REJECTED
     assert idp.count(JWKS_URI) == 2
