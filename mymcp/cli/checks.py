@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mymcp._escaping import escape_invisible
-from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, begin_logging, fail, settle_logging
+from mymcp.cli.terminal import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    begin_logging,
+    fail,
+    load_configuration,
+)
 from mymcp.errors import (
     ConfigurationError,
     ExternalPluginLoadError,
@@ -31,19 +37,13 @@ if TYPE_CHECKING:
 def check_command(args: argparse.Namespace) -> int:
     """Compose everything the server would, without serving or creating files, and say
     what was found; the first fault ends the check with its diagnostic and exit 1."""
-    from mymcp.config import load_host_configuration
     from mymcp.governance import audit_directory, check_audit_directory
     from mymcp.host import build_host
 
     logs = begin_logging(args)
-    try:
-        configuration = load_host_configuration()
-    except MyMCPError as exc:
-        settle_logging(logs, args)
-        return fail(exc)
-    # Read, the file's log settings apply from here on: to what a fault found while
-    # composing logs too, as a start's own lines would be written.
-    settle_logging(logs, args, configuration.server)
+    configuration = load_configuration(logs, args)
+    if configuration is None:
+        return EXIT_FAILURE
     try:
         # What a plugin prints while it is imported is a log line, not part of the report.
         with divert_standard_streams(logs):

@@ -24,6 +24,7 @@ from mymcp.cli.terminal import (
     begin_logging,
     end_process,
     fail,
+    load_configuration,
     refused_log_environment,
     settle_logging,
 )
@@ -66,19 +67,15 @@ def serve(
     signal.signal(signal.SIGHUP, _stop_on_sighup)
 
     from mymcp.app import create_host_app
-    from mymcp.config import load_host_configuration
     from mymcp.host import build_host
     from mymcp.transport import DEFAULT_CONNECTION_LIMITS
 
     args = args or build_parser().parse_args([])
     logs = begin_logging(args)
-    try:
-        configuration = load_host_configuration()
-    except MyMCPError as exc:
-        settle_logging(logs, args)
-        return fail(exc)
+    configuration = load_configuration(logs, args)
+    if configuration is None:
+        return EXIT_FAILURE
     server = configuration.server
-    settle_logging(logs, args, server)
     # Listen before the host is built: building it creates the audit log and other state,
     # which a start that cannot even listen must not leave behind.
     try:
@@ -246,7 +243,6 @@ def stdio(args: argparse.Namespace) -> int:
     import anyio
 
     from mymcp.app import serve_stdio
-    from mymcp.config import load_host_configuration
     from mymcp.host import build_host
 
     streams = _message_streams()
@@ -259,13 +255,9 @@ def stdio(args: argparse.Namespace) -> int:
     # `requests` stays open: on a signal its reader thread may still be blocked in a read,
     # and closing a file under a read waits for that read to end.
     with replies:
-        try:
-            configuration = load_host_configuration()
-        except MyMCPError as exc:
-            settle_logging(logs, args)
-            return fail(exc)
-        # Read, the file's log settings apply from here on, to a failed start's lines too.
-        settle_logging(logs, args, configuration.server)
+        configuration = load_configuration(logs, args)
+        if configuration is None:
+            return EXIT_FAILURE
         try:
             # Every caller on stdio is `local`: nothing to authenticate. What a plugin
             # prints while it is imported is a log line like its output later.

@@ -19,7 +19,7 @@ from mymcp.errors import ConfigurationError, MyMCPError
 from mymcp.logs import LogSettings, StderrLines, configure_logging, log_settings
 
 if TYPE_CHECKING:
-    from mymcp.config import ServerSettings
+    from mymcp.config import HostConfiguration, ServerSettings
 
 
 EXIT_OK = 0
@@ -39,6 +39,22 @@ def settle_logging(
 ) -> None:
     configured = None if server is None else LogSettings(server.log_level, server.log_format)
     handler.settle(log_settings(args.log_level, args.log_format, configured=configured))
+
+
+def load_configuration(handler: StderrLines, args: argparse.Namespace) -> HostConfiguration | None:
+    """The host configuration, its log settings applied from here on (to what a start
+    that fails later logs too); None once its fault is said, in the format the command
+    line and environment ask for."""
+    from mymcp.config import load_host_configuration
+
+    try:
+        configuration = load_host_configuration()
+    except MyMCPError as exc:
+        settle_logging(handler, args)
+        fail(exc)
+        return None
+    settle_logging(handler, args, configuration.server)
+    return configuration
 
 
 def refused_log_environment(args: argparse.Namespace) -> int | None:

@@ -27,6 +27,7 @@ from mymcp.config._grammar import (
 from mymcp.errors import ConfigurationError, found, shown
 from mymcp.plugin import is_plugin_id
 from tests.config.helpers import adapter, failure, minimal, parse, plugin, to_toml
+from tests.test_strictjson import plain_json
 
 
 def _with_server(**server: Any) -> dict[str, Any]:
@@ -622,20 +623,7 @@ def test_schema_8_session_quota_is_bounded_and_optional() -> None:
         )
 
 
-_TOML_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12),
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
-    ),
-    max_leaves=6,
-)
-
-
-@given(_TOML_VALUES)
+@given(plain_json)
 def test_a_value_found_is_spelled_as_toml_and_json_spell_it(value: object) -> None:
     text = shown(value)
     if not text.endswith("..."):
