@@ -70,6 +70,7 @@ __all__ = [
     "configure_logging",
     "direct_handler",
     "divert_standard_streams",
+    "point_at_devnull",
     "log_settings",
     "new_failure_id",
     "uvicorn_log_config",
@@ -356,12 +357,25 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
     """While inside, whatever anything writes to descriptors 1 and 2 goes through
     `handler`'s backlog (bounded, never waiting for stderr), and the handler writes to a
     private copy of the real stderr. Afterwards both point where they did before (a
-    command's report still goes to its standard output)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    real = os.dup(2)
-    before = os.dup(1)
-    stream = open(real, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+    command's report still goes to its standard output; a closed one is /dev/null)."""
+    import fcntl  # POSIX only, as the launchers that divert are
+
+    for text_stream in (sys.stdout, sys.stderr):
+        if text_stream is not None:  # None when the descriptor was closed at start
+            with contextlib.suppress(OSError, ValueError):
+                text_stream.flush()
+    if not _is_open(1):
+        # Something must hold the number: the pipe opened below would take it otherwise.
+        point_at_devnull(1)
+    # Copies above the standard descriptors, so no redirection below can move them.
+    real = fcntl.fcntl(2, fcntl.F_DUPFD_CLOEXEC, 3)
+    before = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        stream = open(real, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+    except BaseException:
+        os.close(real)
+        os.close(before)
+        raise
     reading, writing = os.pipe()
     handler.write_to(stream)
     os.dup2(writing, 1)
@@ -375,14 +389,31 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
         yield
     finally:
         for text_stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # closed, or the pipe is gone
-                text_stream.flush()
+            if text_stream is not None:
+                with contextlib.suppress(OSError, ValueError):  # closed, or the pipe is gone
+                    text_stream.flush()
         # The pipe's writing ends close here (unless a child process still holds one),
         # so the relay reads to the end of what was written and stops.
         os.dup2(before, 1)
         os.dup2(real, 2)
         os.close(before)
         relay.join(_RELAY_JOIN_SECONDS)
+
+
+def _is_open(descriptor: int) -> bool:
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        return False
+    return True
+
+
+def point_at_devnull(descriptor: int) -> None:
+    """Make `descriptor` /dev/null, so that no file opened later takes its number."""
+    null = os.open(os.devnull, os.O_RDWR)
+    if null != descriptor:
+        os.dup2(null, descriptor)
+        os.close(null)
 
 
 def _relay(reading: int, handler: StderrLines) -> None:

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 
 from mymcp._escaping import escape_invisible
 from mymcp.errors import ConfigurationError, MyMCPError
-from mymcp.logs import LogSettings, StderrLines, configure_logging, log_settings
+from mymcp.logs import (
+    LogSettings,
+    StderrLines,
+    configure_logging,
+    log_settings,
+    point_at_devnull,
+)
 
 if TYPE_CHECKING:
     from mymcp.config import HostConfiguration, ServerSettings
@@ -95,10 +101,7 @@ def take_closed_stderr() -> None:
         closed = False
     except OSError:
         closed = True
-    nowhere = os.open(os.devnull, os.O_WRONLY)
-    if nowhere != 2:  # read-only, or stdin or stdout closed too and took a lower number
-        os.dup2(nowhere, 2)
-        os.close(nowhere)
+    point_at_devnull(2)
     if closed or sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
 

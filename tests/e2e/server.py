@@ -177,22 +177,28 @@ def log_and_errors(stderr: str) -> tuple[list[str], list[str]]:
 
 
 @contextmanager
-def serve(sandbox: Sandbox, extra_env: Mapping[str, str] | None = None) -> Iterator[RunningServer]:
-    """Run `mymcp` until the block ends; fail loudly if it never becomes ready."""
+def serve(
+    sandbox: Sandbox, extra_env: Mapping[str, str] | None = None, *, stdout_closed: bool = False
+) -> Iterator[RunningServer]:
+    """Run `mymcp` until the block ends; fail loudly if it never becomes ready. With
+    `stdout_closed`, it starts with descriptor 1 closed (as a service manager may start
+    it), and only its stderr is read."""
     process = subprocess.Popen(
         [MYMCP],
         env=sandbox.environ(extra_env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stdout=None if stdout_closed else subprocess.PIPE,
+        stderr=subprocess.PIPE if stdout_closed else subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         text=True,
+        preexec_fn=(lambda: os.close(1)) if stdout_closed else None,
     )
     output: list[str] = []
     ready = threading.Event()
+    stream = process.stderr if stdout_closed else process.stdout
 
     def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
+        assert stream is not None
+        for line in stream:
             output.append(line)
             if READY_MARKER in line:
                 ready.set()

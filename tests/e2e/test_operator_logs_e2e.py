@@ -291,6 +291,21 @@ def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
         assert ran.stdout == ""  # the protocol's stream: nothing but replies
 
 
+def test_a_server_started_with_its_stdout_closed_serves_and_logs_each_line_once(
+    sandbox: Sandbox,
+) -> None:
+    # A service manager may start it so. Plugins are imported with the standard streams
+    # diverted into the log; a closed descriptor 1 must neither stop that nor let the
+    # log's own copy of stderr be diverted back into itself.
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
+    with serve(sandbox, stdout_closed=True) as server:
+        assert httpx.get(f"http://127.0.0.1:{server.port}/health", timeout=10).status_code == 200
+    assert server.process.returncode == 0
+    assert not [line for line in server.output if "Traceback" in line]
+    assert not [line for line in server.output if " output " in line]  # nothing echoed back
+    assert sum("host_configuration outcome=loaded" in line for line in server.output) == 1
+
+
 def test_the_reload_worker_of_mymcp_dev_logs_in_the_same_format(sandbox: Sandbox) -> None:
     sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_format = "json"\n')
     process = subprocess.Popen(
