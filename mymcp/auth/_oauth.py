@@ -223,12 +223,19 @@ class OAuthJwtAdapter:
 
     async def _refresh_if_old(self) -> None:
         """Download the key set again once it is older than `KEY_SET_MAX_AGE_SECONDS`,
-        unless a download is under way: requests meanwhile go on with the keys known."""
+        unless a download is under way: requests meanwhile go on with the keys known.
+
+        The request that finds it old waits for the download. When that fails (the
+        provider is down), the next such look is a whole age later, not a minute: one
+        request in a quarter of an hour may wait for an unreachable provider, not one in
+        every minute of the outage.
+        """
         if self._lock.locked():
             return
         async with self._lock:
             if self._clock.monotonic() - self._keys_since >= KEY_SET_MAX_AGE_SECONDS:
                 await self._download()
+                self._keys_since = max(self._keys_since, self._clock.monotonic())
 
     async def _download(self) -> None:
         now = self._clock.monotonic()
