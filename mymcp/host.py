@@ -254,7 +254,7 @@ def build_host(
     try:
         settings = configuration.authentication if authenticates else AuthenticationSettings()
         authenticator = build_authenticator(settings, configuration.server)
-        authenticator = authenticator.with_scopes_supported(policy.step_up_scopes)
+        authenticator = authenticator.with_scopes_supported(policy.offered_scopes)
     except MyMCPError as exc:
         if exc.location.source is None:  # a verifier file's own fault names that file
             locate_in_configuration(exc, configuration.source)

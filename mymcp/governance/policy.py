@@ -196,9 +196,8 @@ class Policy:
         """Every exact scope a `scope:` rule that allows some tool names: what an OAuth
         client may ask for to gain access.
 
-        A scope whose rules only deny is left out: a client that asks for every scope
-        listed (as the SDKs do, without a challenge naming one) would otherwise get a
-        token that takes tools away. Never `offline_access` either: it asks for a refresh
+        A scope whose rules only deny is left out: it unlocks nothing. Never
+        `offline_access` either: it asks for a refresh
         token, not for access to a tool, and belongs in no challenge and no
         `scopes_supported`.
         """
@@ -209,6 +208,22 @@ class Policy:
             for selector in compiled.rule.principals
             if selector.kind == "scope" and not selector.prefix
         ) - {OFFLINE_ACCESS}
+
+    @property
+    def offered_scopes(self) -> frozenset[str]:
+        """The scopes `scopes_supported` lists: those `step_up_scopes` holds that no rule
+        denying a tool names. A client that asks for every scope listed (as the SDKs do
+        when no challenge names one) then never gets a token that loses a tool; a scope
+        that grants some tools and takes others is still named in a challenge, for the
+        one call it unlocks."""
+        denying = {
+            selector.value
+            for compiled in self._rules
+            if any(names for _, names in compiled.deny)
+            for selector in compiled.rule.principals
+            if selector.kind == "scope"
+        }
+        return self.step_up_scopes - denying
 
     def view(self, name: str, scopes: frozenset[str] = frozenset()) -> PolicyView:
         """The (cached) view of the caller `name` carrying OAuth `scopes`."""

@@ -207,6 +207,14 @@ def test_step_up_asks_for_one_least_sufficient_set_found_by_brute_force(
     assert fresh.step_up(fresh.view(name, scopes), tool_name) == asked
     assert "offline_access" not in asked | policy.step_up_scopes
     assert policy.step_up_scopes == _named_scopes(rules)
+    denying = {
+        selector.removeprefix("scope:")
+        for rule in rules
+        if any(oracle_tool(s, tool) for s in rule.get("deny", []) for tool in NAMES)
+        for selector in rule["principals"]
+        if selector.startswith("scope:")
+    }
+    assert policy.offered_scopes == _named_scopes(rules) - denying
     if view.allows(tool_name) or not name.startswith("oauth:"):
         assert asked == frozenset()
         return
@@ -276,6 +284,10 @@ def test_a_scope_that_only_takes_tools_away_is_not_offered() -> None:
         }
     )
     assert policy.step_up_scopes == {"memory.write", "both"}
+    # Listed for every client to ask for: only what takes nothing away.
+    assert policy.offered_scopes == {"memory.write"}
+    view = policy.view("oauth:x", frozenset())
+    assert policy.step_up(view, "notes__read") == {"both"}  # a challenge may still name it
     view = policy.view("oauth:x", frozenset({"restricted"}))
     assert policy.step_up(view, "notes__write") == frozenset()  # restricted denies it anyway
 
