@@ -216,14 +216,18 @@ class Policy:
         when no challenge names one) then never gets a token that loses a tool; a scope
         that grants some tools and takes others is still named in a challenge, for the
         one call it unlocks."""
-        denying = {
-            selector.value
+        denying = [
+            selector
             for compiled in self._rules
             if any(names for _, names in compiled.deny)
             for selector in compiled.rule.principals
             if selector.kind == "scope"
-        }
-        return self.step_up_scopes - denying
+        ]
+        return frozenset(
+            scope
+            for scope in self.step_up_scopes
+            if not any(principal_matches(s, "oauth:", frozenset({scope})) for s in denying)
+        )
 
     def view(self, name: str, scopes: frozenset[str] = frozenset()) -> PolicyView:
         """The (cached) view of the caller `name` carrying OAuth `scopes`."""
