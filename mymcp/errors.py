@@ -13,7 +13,8 @@ the same thing wherever it is raised.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, time
 from types import MappingProxyType
@@ -41,6 +42,7 @@ __all__ = [
     "StopRequested",
     "VerifierSourceError",
     "found",
+    "key_path",
     "kind",
     "shown",
 ]
@@ -58,6 +60,23 @@ def shown(value: object) -> str:
         spelled = unfrozen.isoformat() if isinstance(unfrozen, date | time) else repr(unfrozen)
         text = escape_invisible(spelled)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def key_path(parts: Iterable[str | int]) -> str:
+    """`plugins[0].module`: keys and array positions as diagnostics write them; a key
+    that is not a bare TOML key is quoted as TOML and JSON quote it (`"a b"`, `"a.b"`),
+    so that the path still names that one key."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        name = part if _BARE_KEY.fullmatch(part) else json_for_terminal(part)
+        text += f".{name}" if text else name
+    return text
 
 
 def _unfrozen(value: object) -> object:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import logging
 import re
 import sys
@@ -24,7 +23,7 @@ from mymcp.config._grammar import BUNDLED_PLUGIN_ID, MAX_CONFIGURATION_BYTES
 from mymcp.config._location import config_path
 from mymcp.config._model import HostConfiguration
 from mymcp.config._schema import host_configuration_from_document
-from mymcp.errors import ConfigurationError, Location, MyMCPError
+from mymcp.errors import ConfigurationError, Location, MyMCPError, key_path
 
 __all__ = [
     "key_position",
@@ -60,7 +59,7 @@ def toml_error_position(error: tomllib.TOMLDecodeError, text: str) -> tuple[str,
         written = [path for path, line, _ in _key_lines(text) if line == position.line]
         if written:
             message = (
-                f"{_path_text(written[-1])} conflicts with a value set before: a key takes "
+                f"{key_path(written[-1])} conflicts with a value set before: a key takes "
                 "one value, and a key given a value holds no keys"
             )
     return message, position
@@ -71,18 +70,7 @@ _KEY_TUPLE: Final = re.compile(r"""\((?:'[^'\\]*'|"[^"\\]*")(?:, (?:'[^'\\]*'|"[
 
 
 def _dotted_key(match: re.Match[str]) -> str:
-    parts = ast.literal_eval(match.group())
-    return ".".join(
-        part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else json.dumps(part) for part in parts
-    )
-
-
-def _path_text(path: tuple[str | int, ...]) -> str:
-    """`plugins[0].module`: a key path as the diagnostics write it."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
-    return text
+    return key_path(ast.literal_eval(match.group()))
 
 
 def undecodable_position(data: bytes, error: UnicodeDecodeError) -> tuple[str, Location]:
@@ -112,7 +100,9 @@ def _key_lines(text: str) -> list[tuple[_Path, int, int]]:
     arrays: dict[tuple[str, ...], int] = {}
     table: _Path = ()
     in_string = False
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines as TOML counts them (only line feeds end one): `splitlines` would also
+    # break at U+2028 or U+0085, which a comment may hold, and miscount every line after.
+    for number, line in enumerate(text.split("\n"), start=1):
         if in_string:
             in_string = (line.count('"""') + line.count("'''")) % 2 == 0
             continue
@@ -155,13 +145,13 @@ def key_position(text: str, key: str) -> tuple[int, int] | None:
     last = target[-1] if target else None
     if depth < len(target) and isinstance(last, str):
         # A key inside an inline table, such as `route = { scheme = "x" }`.
-        written = text.splitlines()[line - 1]
+        written = text.split("\n")[line - 1]
         inner = re.compile(rf"[{{,]\s*({re.escape(last)})\s*=").search(written, column)
         if inner is not None:
             column = inner.start(1) + 1
     elif depth == len(target) - 1 and isinstance(last, int):
         # An element of an array written on the key's line, such as `allow = ["a", "b"]`.
-        column = _element_column(text.splitlines()[line - 1], column, last) or column
+        column = _element_column(text.split("\n")[line - 1], column, last) or column
     return line, column
 
 

@@ -33,6 +33,7 @@ from typing import Any, Final, Literal
 import jsonschema_rs
 
 from mymcp._strictjson import DEFAULT_MAX_DEPTH, nests_deeper_than
+from mymcp.errors import key_path
 
 __all__ = [
     "DRAFT_2020_12",
@@ -159,8 +160,7 @@ def _where(exc: Exception) -> str:
     path = getattr(exc, "instance_path", None)
     if not path:
         return ""
-    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
-    return " at " + text.lstrip(".")
+    return " at " + key_path(path)
 
 
 def _first_line(exc: Exception) -> str:

@@ -73,6 +73,14 @@ def test_a_toml_syntax_error_names_line_and_column() -> None:
         ),
         ("schema_version = 8\n[server]\nport = 8000\n[server]\n", 4, "Cannot declare server twice"),
         ('schema_version = 8\n["a b"]\n["a b"]\n', 3, 'Cannot declare "a b" twice'),
+        ('schema_version = 8\n["ключ"]\n["ключ"]\n', 3, 'Cannot declare "ключ" twice'),
+        (
+            # A quoted key stays one key; a line separator in a comment ends no line.
+            'schema_version = 8\n# a\u2028b\n[s]\n"a.b" = 1\nc = 1\n"a.b" = 2\n',
+            6,
+            's."a.b" conflicts with a value set before: a key takes one value, and a key '
+            "given a value holds no keys",
+        ),
     ],
 )
 def test_a_key_or_table_given_twice_is_named_as_toml_writes_it(
