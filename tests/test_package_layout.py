@@ -51,10 +51,17 @@ def _imported(path: Path, root: Path) -> Iterator[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 assert node.module is not None
-                yield node.module
+                module = node.module
             else:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                yield ".".join([*base, *([node.module] if node.module else [])])
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            yield module
+            # `from mymcp import host` imports the module `mymcp.host`, not only `mymcp`.
+            for alias in node.names:
+                name = f"{module}.{alias.name}"
+                where = root.parent.joinpath(*name.split("."))
+                if where.with_suffix(".py").is_file() or (where / "__init__.py").is_file():
+                    yield name
 
 
 def dependencies(root: Path = ROOT) -> dict[str, dict[str, set[str]]]:
@@ -120,10 +127,12 @@ def test_dependencies_see_imports_inside_functions_and_relative_ones(tmp_path: P
     (package / "low" / "__init__.py").write_text("from .part import x\n")
     (package / "low" / "part.py").write_text("def f():\n    from mymcp.high import y\n")
     (package / "high.py").write_text("from mymcp.low import x\n")
+    (package / "other.py").write_text("def g():\n    from mymcp import high\n")
     graph = dependencies(package)
     assert set(graph["low"]) == {"high"}
     assert graph["low"]["high"] == {"mymcp/low/part.py"}
     assert find_cycle(graph) == ["high", "low", "high"]
+    assert "high" in graph["other"]  # named as a member of the package, a module still
 
 
 PACKAGES = [
