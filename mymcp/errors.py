@@ -13,6 +13,7 @@ the same thing wherever it is raised.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -51,14 +52,19 @@ __all__ = [
 def shown(value: object) -> str:
     """A short, escaped rendering of a value for the operator's terminal, spelled as the
     TOML or JSON it was read from spells it (`"8000"`, `true`, `[1, 2]`; a frozen copy of
-    an array or a table as the array or table it was read as). A value neither format
-    has (a TOML date, say) is shown as Python writes it, escaped all the same."""
+    an array or a table as the array or table it was read as). A float JSON cannot hold
+    is spelled as TOML spells it (`inf`, `nan`), a TOML date or time as TOML writes it,
+    and anything else neither format has as Python writes it, escaped all the same."""
     unfrozen = _unfrozen(value)
-    try:
-        text = json_for_terminal(unfrozen)
-    except (TypeError, ValueError):
-        spelled = unfrozen.isoformat() if isinstance(unfrozen, date | time) else repr(unfrozen)
-        text = escape_invisible(spelled)
+    if isinstance(unfrozen, float) and not math.isfinite(unfrozen):
+        text = str(unfrozen)  # inf, -inf, nan: TOML's own words
+    elif isinstance(unfrozen, date | time):
+        text = unfrozen.isoformat()
+    else:
+        try:
+            text = json_for_terminal(unfrozen)
+        except (TypeError, ValueError, RecursionError):
+            text = escape_invisible(repr(unfrozen))
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -80,9 +86,9 @@ def key_path(parts: Iterable[str | int]) -> str:
 
 
 def _unfrozen(value: object) -> object:
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [_unfrozen(item) for item in value]
-    if isinstance(value, Mapping) and not isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {key: _unfrozen(item) for key, item in value.items()}
     return value
 

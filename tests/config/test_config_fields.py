@@ -637,4 +637,10 @@ def test_a_value_found_is_escaped_and_readable() -> None:
     assert shown(("a", MappingProxyType({"b": None}))) == '["a", {"b": null}]'
     assert shown("café\x1b[2J\u202e") == '"café\\u001b[2J\\u202e"'
     assert shown(datetime.date(2026, 12, 4)) == "2026-12-04"  # a TOML date
+    assert (shown(float("inf")), shown(float("-inf")), shown(float("nan"))) == (
+        "inf",
+        "-inf",
+        "nan",
+    )  # as TOML spells them; JSON has no words for them
+    assert shown({"a": MappingProxyType({"b": (1, 2)})}) == '{"a": {"b": [1, 2]}}'
     assert shown("x" * 100) == '"' + "x" * 76 + "..."
