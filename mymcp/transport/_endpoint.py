@@ -278,7 +278,9 @@ class McpEndpoint:
         if not accepts_mcp_post(headers.accept):
             await send_json(send, 406, _transport_error("Not Acceptable"))
             return None
-        if headers.transfer_encoding and not _codings_are(headers.transfer_encoding, ("chunked",)):
+        if headers.transfer_encoding and not _codings_are(
+            headers.transfer_encoding, ("", "chunked")
+        ):
             # The HTTP layer undoes only the chunked framing: a body still gzipped (say)
             # would read as text it is not. HTTP answers a transfer coding a server does
             # not implement with 501.

@@ -282,7 +282,7 @@ def test_a_transfer_coding_besides_chunked_is_not_implemented(
     )
 
 
-@pytest.mark.parametrize("coding", ["chunked", "Chunked", " chunked "])
+@pytest.mark.parametrize("coding", ["chunked", "Chunked", " chunked ", ", chunked"])
 def test_a_chunked_body_is_read(client, coding: str) -> None:
     headers = {**HEADERS, "transfer-encoding": coding}
     response = client.post("/mcp", content=json.dumps(rpc("initialize", {})), headers=headers)

@@ -108,10 +108,11 @@ def open_root(root: Path) -> int | None:
 
 def dangling_link_on(path: Path) -> Path | None:
     """`path` or the directory above it that is a symlink whose target does not exist,
-    if one is."""
+    if one is. The first entry on the way up that is there at all decides: everything
+    above it resolves, or it would not have been reached."""
     for step in (path, *path.parents):
-        if os.path.islink(step) and not os.path.exists(step):
-            return step
+        if os.path.lexists(step):
+            return step if os.path.islink(step) and not os.path.exists(step) else None
     return None
 
 
