@@ -70,6 +70,7 @@ __all__ = [
     "configure_logging",
     "direct_handler",
     "divert_standard_streams",
+    "occupy_if_closed",
     "point_at_devnull",
     "log_settings",
     "new_failure_id",
@@ -364,9 +365,7 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
         if text_stream is not None:  # None when the descriptor was closed at start
             with contextlib.suppress(OSError, ValueError):
                 text_stream.flush()
-    if not _is_open(1):
-        # Something must hold the number: the pipe opened below would take it otherwise.
-        point_at_devnull(1)
+    occupy_if_closed(1)  # the pipe opened below would take its number otherwise
     # Copies above the standard descriptors, so no redirection below can move them.
     real = fcntl.fcntl(2, fcntl.F_DUPFD_CLOEXEC, 3)
     before = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -400,12 +399,14 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
         relay.join(_RELAY_JOIN_SECONDS)
 
 
-def _is_open(descriptor: int) -> bool:
+def occupy_if_closed(descriptor: int) -> None:
+    """Point a closed standard `descriptor` at /dev/null. Left closed, the next file or
+    socket opened would take its number, and whatever is later pointed at that number
+    (the diversion of the standard streams) would take that file's place."""
     try:
         os.fstat(descriptor)
     except OSError:
-        return False
-    return True
+        point_at_devnull(descriptor)
 
 
 def point_at_devnull(descriptor: int) -> None:

@@ -29,7 +29,14 @@ from mymcp.cli.terminal import (
     settle_logging,
 )
 from mymcp.errors import ListenError, Location, MyMCPError, StopRequested
-from mymcp.logs import LogSettings, divert_standard_streams, log_settings, uvicorn_log_config
+from mymcp.logs import (
+    LogSettings,
+    StderrLines,
+    divert_standard_streams,
+    log_settings,
+    occupy_if_closed,
+    uvicorn_log_config,
+)
 
 if TYPE_CHECKING:
     from mymcp.config import ServerSettings
@@ -76,6 +83,9 @@ def serve(
     if configuration is None:
         return EXIT_FAILURE
     server = configuration.server
+    # A service manager may start it with stdout closed: the listening socket must not
+    # take that number, which the diversion of the standard streams points elsewhere.
+    occupy_if_closed(1)
     # Listen before the host is built: building it creates the audit log and other state,
     # which a start that cannot even listen must not leave behind.
     try:
@@ -83,14 +93,14 @@ def serve(
     except ListenError as exc:
         return fail(exc)
     try:
-        # What a plugin prints while it is imported is a log line like its output later.
+        # What a plugin prints while it is imported is a log line, as its output later is.
         with divert_standard_streams(logs):
             host = build_host(configuration=configuration)
     except MyMCPError as exc:
         listener.close()
         return fail(exc)
     app = create_host_app(host)
-    return _serve_on(listener, app, server, limits or DEFAULT_CONNECTION_LIMITS)
+    return _serve_on(listener, app, server, limits or DEFAULT_CONNECTION_LIMITS, logs)
 
 
 def _serve_on(
@@ -98,8 +108,11 @@ def _serve_on(
     app: HostApplication,
     server: ServerSettings,
     limits: ConnectionLimits,
+    logs: StderrLines,
 ) -> int:
-    """Serve `app` on the bound `listener` with uvicorn until a signal stops it."""
+    """Serve `app` on the bound `listener` with uvicorn until a signal stops it. What a
+    plugin prints meanwhile is a line of the `output` logger, in the log's format: a JSON
+    log stays JSON, and a stderr nobody reads never holds a request up."""
     import uvicorn
 
     class ListeningServer(uvicorn.Server):
@@ -121,7 +134,8 @@ def _serve_on(
         **limits.uvicorn_options(),
     )
     try:
-        ListeningServer(config).run(sockets=[listener])
+        with divert_standard_streams(logs):
+            ListeningServer(config).run(sockets=[listener])
     except KeyboardInterrupt:  # Ctrl-C, once uvicorn has stopped serving
         pass
     except SystemExit as leaving:  # SIGTERM, likewise

@@ -306,6 +306,48 @@ def test_a_server_started_with_its_stdout_closed_serves_and_logs_each_line_once(
     assert sum("host_configuration outcome=loaded" in line for line in server.output) == 1
 
 
+def test_what_a_plugin_prints_while_serving_is_a_log_line_in_the_chosen_format(
+    sandbox: Sandbox,
+) -> None:
+    printing = "import sys\nprint('HELLO at import')\n"
+    module = printing + _WORKING_MODULE.replace(
+        'handler=lambda arguments: structured_result({"pong": True})',
+        'handler=lambda arguments: (print("CALLED", file=sys.stderr), '
+        'structured_result({"pong": True}))[1]',
+    )
+    assert "CALLED" in module
+    folder = _synthetic_plugin(sandbox, "noisy", "noisy_plugin", module)
+    sandbox.write_config(
+        "schema_version = 8\n"
+        + sandbox.server_table()
+        + 'log_format = "json"\n'
+        + '[[plugins]]\nid = "noisy"\nenabled = true\nmodule = "noisy_plugin"\n'
+        + f'manifest_path = "{folder / "manifest.json"}"\n'
+    )
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "noisy__ping", "arguments": {}, "_meta": meta},
+    }
+    headers = {
+        **HEADERS,
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "noisy__ping",
+    }
+    with serve(sandbox, {"PYTHONPATH": str(folder)}) as server:
+        answered = httpx.post(server.url, json=call, headers=headers, timeout=10)
+        assert answered.json()["result"]["structuredContent"] == {"pong": True}
+    records = [json.loads(line) for line in server.output]  # every line is JSON
+    printed = [r["message"] for r in records if r["logger"] == "output"]
+    assert printed == ["HELLO at import", "CALLED"]
+
+
 def test_the_reload_worker_of_mymcp_dev_logs_in_the_same_format(sandbox: Sandbox) -> None:
     sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + 'log_format = "json"\n')
     process = subprocess.Popen(
