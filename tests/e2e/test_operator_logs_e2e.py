@@ -265,13 +265,9 @@ def test_a_start_that_fails_after_the_file_is_read_logs_as_the_file_asks(
     assert {record["level"] for record in records} <= {"WARNING", "ERROR"}
 
 
-@pytest.mark.parametrize("command", ["check", "stdio"])
-def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
-    sandbox: Sandbox, command: str
-) -> None:
-    # Not raw text in a JSON log stream, and never part of `check`'s report.
-    printing = "import sys\nprint('HELLO at import')\nprint('noise', file=sys.stderr)\n"
-    folder = _synthetic_plugin(sandbox, "noisy", "noisy_plugin", printing + _WORKING_MODULE)
+def _noisy_plugin(sandbox: Sandbox, module: str) -> Path:
+    """A plugin of `module`'s source, declared with the log in JSON; its folder."""
+    folder = _synthetic_plugin(sandbox, "noisy", "noisy_plugin", module)
     sandbox.write_config(
         "schema_version = 8\n"
         + sandbox.server_table()
@@ -279,6 +275,16 @@ def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
         + '[[plugins]]\nid = "noisy"\nenabled = true\nmodule = "noisy_plugin"\n'
         + f'manifest_path = "{folder / "manifest.json"}"\n'
     )
+    return folder
+
+
+@pytest.mark.parametrize("command", ["check", "stdio"])
+def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
+    sandbox: Sandbox, command: str
+) -> None:
+    # Not raw text in a JSON log stream, and never part of `check`'s report.
+    printing = "import sys\nprint('HELLO at import')\nprint('noise', file=sys.stderr)\n"
+    folder = _noisy_plugin(sandbox, printing + _WORKING_MODULE)
     ran = run_cli([command], sandbox.environ({"PYTHONPATH": str(folder)}))
     assert ran.returncode == 0, ran.stderr
     records = [json.loads(line) for line in ran.stderr.splitlines()]
@@ -316,14 +322,7 @@ def test_what_a_plugin_prints_while_serving_is_a_log_line_in_the_chosen_format(
         'structured_result({"pong": True}))[1]',
     )
     assert "CALLED" in module
-    folder = _synthetic_plugin(sandbox, "noisy", "noisy_plugin", module)
-    sandbox.write_config(
-        "schema_version = 8\n"
-        + sandbox.server_table()
-        + 'log_format = "json"\n'
-        + '[[plugins]]\nid = "noisy"\nenabled = true\nmodule = "noisy_plugin"\n'
-        + f'manifest_path = "{folder / "manifest.json"}"\n'
-    )
+    folder = _noisy_plugin(sandbox, module)
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
