@@ -19,8 +19,9 @@ not proceed before their record is durable (a tool that changes something) call
 hot path queues a tuple of a few values and the writer fills them in.
 
 Where the chain ends is read from disk whenever another process may have written since
-this one did, and compared with `HEAD`. A crash can leave a torn last line: the next
-writer leaves it in place, starts a new segment and records `audit_recovered`. A log
+this one did, and compared with `HEAD`. A crash can leave a torn last line, and an edit
+lines that are no records: the next writer leaves them in place, starts a new segment
+numbering on from the last record, and records `audit_recovered`. A log
 that ends before the record `HEAD` names (records cut off, or `HEAD` replaced or
 removed) is not continued silently: the writer first records `audit_head_mismatch`,
 which `verify` reports as a break for as long as the record is kept.

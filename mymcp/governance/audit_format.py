@@ -189,13 +189,23 @@ def segment_name(number: int) -> str:
     return f"segment-{number:06d}.jsonl"
 
 
+def segment_number(name: str) -> int | None:
+    """The number of the segment file called `name`, or None when the writer would not
+    have given it that name (`segment-0000001.jsonl` is not segment 1: two names for
+    one number would let one file stand in for another)."""
+    match = _SEGMENT.fullmatch(name)
+    if match is None or segment_name(int(match.group(1))) != name:
+        return None
+    return int(match.group(1))
+
+
 def segments(directory: Path) -> list[tuple[int, Path]]:
     """The segment files of `directory`, oldest first."""
     found = []
     for entry in os.scandir(directory):
-        match = _SEGMENT.fullmatch(entry.name)
-        if match is not None and entry.is_file(follow_symlinks=False):
-            found.append((int(match.group(1)), Path(entry.path)))
+        number = segment_number(entry.name)
+        if number is not None and entry.is_file(follow_symlinks=False):
+            found.append((number, Path(entry.path)))
     return sorted(found)
 
 
@@ -205,7 +215,7 @@ def misplaced_segments(directory: Path) -> list[str]:
     return sorted(
         entry.name
         for entry in os.scandir(directory)
-        if _SEGMENT.fullmatch(entry.name) and not entry.is_file(follow_symlinks=False)
+        if segment_number(entry.name) is not None and not entry.is_file(follow_symlinks=False)
     )
 
 
@@ -243,8 +253,9 @@ def read_head(directory: Path) -> tuple[int, str] | None:
 @dataclass(frozen=True, slots=True)
 class Tail:
     """Where the chain ends on disk: the newest segment (its number and size) and the
-    newest complete record in any segment; `torn` when the newest segment ends in a
-    partial line (a crash during a write)."""
+    newest complete record in any segment; `torn` when the newest segment ends in
+    anything but a record: a partial line (a crash during a write) or lines that do not
+    read as records (an edit)."""
 
     segment: int
     size: int
@@ -268,19 +279,25 @@ def read_tail(directory: Path) -> Tail:
     for number, path in reversed(found):
         with open_segment(path) as handle:
             end = os.fstat(handle.fileno()).st_size
-            handle.seek(max(0, end - TAIL_WINDOW))
+            start = max(0, end - TAIL_WINDOW)
+            handle.seek(start)
             window = handle.read(TAIL_WINDOW)
-        if window and not window.endswith(b"\n"):
+        lines = window.split(b"\n")
+        if lines.pop() and number == newest:  # a last line cut short, without its newline
+            torn = True
+        if start > 0:
+            lines = lines[1:]  # the window may begin inside a line
+        # The newest readable record ends the chain, and the writer continues its numbers
+        # and hashes after it, so that they never start over. Anything after it in the
+        # newest segment (a partial line from a crash, or lines an edit left that do not
+        # read as records) is left where it is for `verify` to point at, and the writer
+        # moves on to a new segment.
+        while lines:
+            line = lines.pop()
+            last = parse_record(line)
+            if last is not None:
+                return Tail(newest, size, last["seq"], last["hash"], torn)
             torn = torn or number == newest
-            window = window[: window.rfind(b"\n") + 1]
-        lines = window.rstrip(b"\n").split(b"\n") if window.strip() else []
-        if lines:
-            last = parse_record(lines[-1])
-            if last is None:
-                # The end of the chain is unreadable: continue from nothing, and let
-                # `verify` point at the broken line.
-                return Tail(newest, size, 0, GENESIS_HASH, torn)
-            return Tail(newest, size, last["seq"], last["hash"], torn)
     return Tail(newest, size, 0, GENESIS_HASH, torn)
 
 

@@ -393,6 +393,66 @@ def test_a_torn_last_line_is_reported_as_such_and_recovered(tmp_path: Path) -> N
     assert events[-2:] == ["audit_recovered", "tool_call"]
 
 
+@pytest.mark.parametrize(
+    "ending",
+    [b"not a record\n", b"\n", b'{"seq": 1}\n', b"not a record\n" + b'{"seq":6,"ti'],
+    ids=["junk", "blank", "no-hash", "junk-then-torn"],
+)
+def test_lines_after_the_last_record_never_restart_the_numbers(
+    tmp_path: Path, ending: bytes
+) -> None:
+    """An edit that leaves lines no record reads at the end of the log: the next writer
+    continues the numbers and hashes after the last record, in a segment of its own,
+    and `verify` still points at the edit."""
+    write(tmp_path, 5).close()
+    with open(tmp_path / "segment-000001.jsonl", "ab") as handle:
+        handle.write(ending)
+    log = open_log(tmp_path)
+    log.append("tool_call", tool="after_edit")
+    log.commit()
+    log.close()
+    records = list(read_records(tmp_path))
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert records[-2]["event"] == "audit_recovered"
+    assert records[-2]["prev"] == records[-3]["hash"]
+    assert segment_numbers(tmp_path) == [1, 2]  # the edited segment is left as it was
+    result = verify_audit(tmp_path)
+    assert not result.ok
+    assert str(result.problem).startswith("segment-000001.jsonl line 6: ")
+
+
+def test_a_planted_newest_segment_of_junk_does_not_restart_the_numbers(tmp_path: Path) -> None:
+    write(tmp_path, 5).close()
+    (tmp_path / segment_name(999)).write_bytes(b"not a record\n")
+    log = open_log(tmp_path)
+    log.append("tool_call", tool="after_plant")
+    log.commit()
+    log.close()
+    records = list(read_records(tmp_path))
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert records[-1]["tool"] == "after_plant"
+    assert segment_numbers(tmp_path) == [1, 999, 1000]
+    assert not verify_audit(tmp_path).ok
+
+
+def test_a_segment_name_the_writer_would_not_give_is_no_segment(tmp_path: Path) -> None:
+    """`segment-0000001.jsonl` would be a second name for segment 1: it is not read, not
+    counted by retention and never removed in place of the real segment."""
+    write(tmp_path, 3).close()
+    planted = tmp_path / "segment-0000001.jsonl"
+    planted.write_bytes((tmp_path / "segment-000001.jsonl").read_bytes())
+    log = open_log(tmp_path, max_segment_bytes=4096, max_segments=2)
+    for index in range(200):
+        log.append("tool_call", tool=f"t{index}")
+        if index % 20 == 0:
+            log.commit()
+    log.close()
+    assert planted.exists()
+    assert [r["seq"] for r in read_records(tmp_path)][:1] != [1]  # segment 1 went
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+
+
 def test_a_segment_holding_only_a_torn_line_may_become_the_oldest(tmp_path: Path) -> None:
     """A crash during the first write to a new segment leaves a segment with one torn
     line; retention later makes it the oldest, then removes it. None of it is tampering."""
