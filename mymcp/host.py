@@ -266,6 +266,32 @@ def build_host(
         raise
     approvals = None
     if needs_approval:
+        _check_console_for_approval(environ, home)
         approvals = Approvals(needs_approval, configuration.approval.ttl_seconds, audit=audit)
     governance = Governance(policy, audit, approvals)
     return Host(configuration, runtime, authenticator, governance, mnemosyne)
+
+
+def _check_console_for_approval(environ: Mapping[str, str] | None, home: Path | None) -> None:
+    """Approvals are given in the console, and only someone signed in to it can give one:
+    a console state directory that no sign-in could use would leave every call that
+    needs approval waiting for a decision nobody can make, so the start stops instead.
+    Nothing is created (the first `mymcp console` makes the directory)."""
+    from mymcp.console import (
+        ConsoleStateError,
+        check_console_state_directory,
+        console_state_directory,
+    )
+
+    try:
+        directory = console_state_directory(environ, home)
+    except MyMCPError:
+        return  # no home directory: `mymcp console` says so when it is run
+    try:
+        check_console_state_directory(directory)
+    except ConsoleStateError as exc:
+        _log.error("approval outcome=error code=%s", exc.code)
+        reason = exc.diagnostic.message
+        raise ConsoleStateError(
+            f"{reason}; calls that need approval could never be approved", directory
+        ) from None

@@ -46,6 +46,7 @@ __all__ = [
     "ConsoleSessions",
     "ConsoleStateError",
     "Redemption",
+    "check_console_state_directory",
     "console_state_directory",
     "issue_sign_in",
     "read_session_epoch",
@@ -81,6 +82,14 @@ def console_state_directory(
 ) -> Path:
     """`$XDG_STATE_HOME/mymcp/console` (by default `~/.local/state/mymcp/console`)."""
     return xdg_directory("XDG_STATE_HOME", environ, home) / "console"
+
+
+def check_console_state_directory(directory: Path) -> bool:
+    """Whether the state directory exists, after the checks every use of it makes; creates
+    nothing. Raises ConsoleStateError when it could not be used (a link, another user's,
+    or open to group or others), as then nobody could sign in to the console."""
+    with _opened(directory, create=False) as state:
+        return state is not None
 
 
 def _digest(token: str) -> str:

@@ -128,6 +128,32 @@ def test_check_names_the_tools_that_wait_for_approval(sandbox: Sandbox) -> None:
     )
 
 
+def test_approval_with_a_console_nobody_could_sign_in_to_stops_check_and_start(
+    sandbox: Sandbox,
+) -> None:
+    """Approvals are given in the console: a state directory no sign-in could use would
+    leave every such call waiting forever, so check, serve and stdio stop, naming it."""
+    approval = '[approval]\ntools = ["memory_list"]\n'
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table() + approval)
+    state = sandbox.home / ".local" / "state" / "mymcp" / "console"
+    assert run_cli(["check"], sandbox.environ()).returncode == 0  # absent: made at sign-in
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    for command in (["check"], [], ["stdio"]):
+        run = run_cli(command, sandbox.environ())
+        assert run.returncode == 1, (command, run.stderr)
+        (error,) = [line for line in run.stderr.splitlines() if line.startswith("mymcp: error:")]
+        assert error.startswith(f"mymcp: error: {state}: ")
+        assert "open to group or others (mode 0777)" in error
+        assert "could never be approved" in error
+        assert error.endswith("(code=console_state_unavailable)")
+    state.chmod(0o700)
+    assert run_cli(["check"], sandbox.environ()).returncode == 0
+    sandbox.write_config("schema_version = 8\n" + sandbox.server_table())
+    state.chmod(0o777)
+    assert run_cli(["check"], sandbox.environ()).returncode == 0  # no approval, no need
+
+
 # A plugin that starts a thread of its own when it is loaded and never stops it.
 _POLLING_MODULE = (
     "import threading\n"
