@@ -201,16 +201,38 @@ def test_an_unknown_argument_of_a_top_level_command_shows_its_usage(
 
 
 @pytest.mark.parametrize(
-    "arguments",
-    [["--bogus"], ["--bogus", "memory", "stats"], ["--bogus=1", "check"]],
+    ("arguments", "unknown"),
+    [
+        (["--bogus"], "--bogus"),
+        (["--bogus", "memory", "stats"], "--bogus"),
+        (["--bogus=1", "check"], "--bogus=1"),
+        # An option's value is not read as the command (it would be "invalid choice").
+        (["--port", "9000"], "--port"),
+        (["-p", "9000"], "-p"),
+        (["--log-level", "debug", "--port", "9000"], "--port"),
+        (["--log-format=json", "--port", "9000", "check"], "--port"),
+    ],
 )
 def test_an_unknown_option_of_mymcp_itself_shows_the_top_level_usage(
-    arguments: list[str], capsys: pytest.CaptureFixture[str]
+    arguments: list[str], unknown: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines = _usage_error(arguments, capsys)
     assert lines[0].startswith("usage: mymcp [-h]")
     assert "COMMAND ..." in " ".join(lines[:-1])
-    assert lines[-1] == f"mymcp: error: unrecognized arguments: {arguments[0]}"
+    assert lines[-1] == f"mymcp: error: unrecognized arguments: {unknown}"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--log-level", "debug", "--version"], ["--log-l", "debug", "--version"], ["--vers"]],
+)
+def test_known_options_before_the_command_still_parse(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as leaving:
+        build_parser().parse_args(arguments)
+    assert leaving.value.code == 0
+    assert capsys.readouterr().out.startswith("mymcp ")
 
 
 def test_an_unknown_option_between_a_command_and_its_subcommand_is_the_command_s(

@@ -142,12 +142,43 @@ class _Parser(argparse.ArgumentParser):
             super()._print_message(message, file)
 
 
+class _TopParser(_Parser):
+    """The `mymcp` parser, which names an option it does not know that comes before the
+    command. argparse would read that option's value as the command instead, and answer
+    `mymcp --port 9000` with "invalid choice: '9000'", which hides the actual mistake."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        self._refuse_unknown_leading_option(words)
+        return super().parse_known_args(words, namespace)
+
+    def _refuse_unknown_leading_option(self, words: list[str]) -> None:
+        takes_value = False
+        for word in words:
+            if takes_value:
+                takes_value = False
+                continue
+            if word == "--" or not word.startswith("-") or word == "-":
+                return  # the command, or no option any more
+            name, given, _ = word.partition("=")
+            known = [
+                action
+                for option, action in self._option_string_actions.items()
+                if option == name or (name.startswith("--") and option.startswith(name))
+            ]
+            if not known:
+                self.error(gettext("unrecognized arguments: %s") % word)
+            takes_value = not given and known[0].nargs != 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = _TopParser(
         prog="mymcp", description=_DESCRIPTION, parents=[logging_options(top_level=True)]
     )
     parser.add_argument("--version", action="version", version=f"mymcp {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _command(
         commands,
         "serve",
