@@ -309,7 +309,8 @@ class ApprovalError(MyMCPError):
 
 
 class ListenError(MyMCPError):
-    """The server cannot listen on its configured address and port; `code` says why."""
+    """The server cannot take requests where it was asked to (its configured address and
+    port, or stdin and stdout); `code` says why."""
 
 
 class StopRequested(SystemExit):
@@ -513,6 +514,7 @@ _TABLES: Final[dict[type[MyMCPError], dict[str, str]]] = {
         "address_unavailable": "MyMCP cannot listen: the address is not on this machine",
         "address_not_permitted": "MyMCP cannot listen: the system does not permit this port",
         "listen_failed": "MyMCP cannot listen on the configured address and port",
+        "stdio_unavailable": "MyMCP stdio needs an open standard input and output",
     },
 }
 MESSAGES: Final[Mapping[type[MyMCPError], Mapping[str, str]]] = MappingProxyType(

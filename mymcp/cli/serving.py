@@ -262,7 +262,7 @@ def stdio(args: argparse.Namespace) -> int:
     streams = _message_streams()
     if streams is None:
         if sys.stderr is not None:  # with no stderr, a print could go to the client's stdout
-            print("mymcp: error: stdio needs an open standard input and output", file=sys.stderr)
+            return fail(ListenError("stdio_unavailable"))
         return EXIT_FAILURE
     requests, replies = streams
     logs = begin_logging(args)

@@ -1069,7 +1069,7 @@ def test_a_closed_standard_stream_is_one_line_of_error(sandbox: Sandbox, closed:
     )
     assert finished.returncode == 1
     assert finished.stderr.decode().splitlines() == [
-        "mymcp: error: stdio needs an open standard input and output"
+        "mymcp: error: MyMCP stdio needs an open standard input and output (code=stdio_unavailable)"
     ]
 
 
