@@ -72,6 +72,7 @@ from mymcp.transport._versions import (
     ADVERTISED_VERSIONS,
     MODERN_PROTOCOL_VERSIONS,
     NEGOTIABLE_VERSIONS,
+    URL_ELICITATION_VERSIONS,
     is_modern_request,
 )
 
@@ -500,7 +501,8 @@ class McpEndpoint:
             principal.principal_id,
             self._runtime.generation,
             version,
-            url_elicitation=declares_url_elicitation(_capabilities(request.params)),
+            url_elicitation=version in URL_ELICITATION_VERSIONS
+            and declares_url_elicitation(_capabilities(request.params)),
             principal=principal.name,
         )
         if self._audit is not None:

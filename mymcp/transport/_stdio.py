@@ -61,6 +61,7 @@ from mymcp.transport._jsonrpc import (
     request_id_of,
 )
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
+from mymcp.transport._versions import URL_ELICITATION_VERSIONS
 
 __all__ = ["DRAIN_SECONDS", "MAX_LINE_BYTES", "MAX_REQUESTS", "StdioServer"]
 
@@ -324,7 +325,9 @@ class StdioServer:
         reply, version = self._dispatcher.initialize(request)
         if version is not None:
             params = request.params  # initialize answered: params is an object
-            url = declares_url_elicitation(params.get("capabilities"))
+            url = version in URL_ELICITATION_VERSIONS and declares_url_elicitation(
+                params.get("capabilities")
+            )
             session = _Session(secrets.token_urlsafe(32), url)
             self._session = session
             self._record_session("session_open", session.id)

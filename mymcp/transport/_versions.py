@@ -18,6 +18,7 @@ __all__ = [
     "LATEST_PROTOCOL_VERSION",
     "MODERN_PROTOCOL_VERSIONS",
     "NEGOTIABLE_VERSIONS",
+    "URL_ELICITATION_VERSIONS",
     "is_modern_request",
     "negotiate_version",
 ]
@@ -29,6 +30,10 @@ NEGOTIABLE_VERSIONS: Final = frozenset({"2025-11-25", "2025-06-18"})
 # Every revision that opens with `initialize`: a request naming one of these (or none)
 # belongs to the handshake era.
 HANDSHAKE_ERA_VERSIONS: Final = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+# Handshake revisions with URL-mode elicitation (and its error -32042). A client of an
+# older one cannot mean it, whatever its capabilities say, so it is answered as a client
+# without it: with the tool result that carries the approval link.
+URL_ELICITATION_VERSIONS: Final = frozenset({"2025-11-25"})
 MODERN_PROTOCOL_VERSIONS: Final = ("2026-07-28",)
 """Stateless revisions served per request, oldest first."""
 ADVERTISED_VERSIONS: Final = ("2026-07-28", "2025-11-25", "2025-06-18")

@@ -40,7 +40,7 @@ from mymcp.host import Host
 from mymcp.plugin import Consent, structured_result
 from mymcp.runtime import compose_runtime
 from tests.config.helpers import to_toml
-from tests.e2e.auth_http import open_session, request_json, send
+from tests.e2e.auth_http import MCP_HEADERS, open_session, request_json, send
 from tests.e2e.inprocess import serving
 from tests.e2e.server import free_port
 from tests.synthetic import DESTRUCTIVE, contribution, external_bindings, schema, tool
@@ -218,6 +218,39 @@ def test_url_elicitation_clients_get_the_32042_error(stack: Stack) -> None:
 
     anyio.run(functools.partial(_session, stack, steps, elicitation=True))
     assert RUNS == [{"text": "x"}]
+
+
+@pytest.mark.parametrize(("version", "url_error"), [("2025-11-25", True), ("2025-06-18", False)])
+def test_url_elicitation_is_asked_for_only_in_a_revision_that_has_it(
+    stack: Stack, version: str, url_error: bool
+) -> None:
+    """-32042 and URL-mode elicitation came with 2025-11-25: a 2025-06-18 session gets
+    the tool result with the approval link, whatever its capabilities claim."""
+    capabilities = {"elicitation": {"url": {}, "form": {}}}
+    opening = request_json("initialize", 1, protocolVersion=version, capabilities=capabilities)
+    opening["params"]["clientInfo"] = {"name": "raw", "version": "1"}
+    with httpx.Client(timeout=10) as http:
+        opened = http.post(
+            stack.url,
+            headers={**MCP_HEADERS, "authorization": "Bearer carol"},
+            json=opening,
+        )
+        assert opened.json()["result"]["protocolVersion"] == version
+        headers = {
+            **MCP_HEADERS,
+            "authorization": "Bearer carol",
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": version,
+        }
+        call = request_json("tools/call", name="notes__write", arguments={"text": version})
+        answer = http.post(stack.url, headers=headers, json=call).json()
+    if url_error:
+        assert answer["error"]["code"] == -32042
+    else:
+        assert "error" not in answer
+        assert answer["result"]["structuredContent"]["code"] == "approval_required"
+    for approval in stack.approvals.pending():
+        stack.approvals.decide(approval.id, approve=False)
 
 
 def test_a_denied_call_answers_approval_denied_once(stack: Stack) -> None:

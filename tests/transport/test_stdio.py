@@ -333,6 +333,29 @@ def test_a_url_capable_client_is_sent_to_the_console_and_its_retry_runs(sandbox:
     assert outcome["called"].structured_content["status"] == "remembered"
 
 
+@pytest.mark.parametrize(("version", "url_error"), [("2025-11-25", True), ("2025-06-18", False)])
+def test_url_elicitation_is_asked_for_only_in_a_revision_that_has_it(
+    sandbox: Sandbox, version: str, url_error: bool
+) -> None:
+    sandbox.write_config(_approval_config(sandbox.port))
+    capabilities = {"elicitation": {"url": {}}}
+    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
+    opening["params"]["capabilities"] = capabilities
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "memory_remember", "arguments": REMEMBER},
+    }
+    replies, _, status = _raw(sandbox, [_line(opening), _line(call)], GATES)
+    assert status == 0
+    assert replies[0]["result"]["protocolVersion"] == version
+    if url_error:
+        assert replies[1]["error"]["code"] == -32042
+    else:
+        assert replies[1]["result"]["structuredContent"]["code"] == "approval_required"
+
+
 def test_without_its_own_console_a_call_that_needs_approval_is_refused(sandbox: Sandbox) -> None:
     sandbox.write_config(_approval_config(sandbox.port))
     with socket.socket() as taken:  # another server holds the configured address
