@@ -600,6 +600,17 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._unanswered += 1
             if self._unanswered == 1:
                 load.answering += 1
+        elif not answering and self.timeout_keep_alive_task is None:
+            # Answered before its body was all here (a 413, 415 or 401 needs no body):
+            # the answer started the idle timer, and the body arriving since stopped
+            # it, as any input does. The connection is idle from now on.
+            self._arm_keep_alive()
+
+    def _arm_keep_alive(self) -> None:
+        if not self.transport.is_closing():
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
     def on_response_complete(self) -> None:
         load = self._load

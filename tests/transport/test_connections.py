@@ -299,6 +299,33 @@ def test_a_request_sending_too_much_after_its_head_is_cut_off() -> None:
     run(scenario)
 
 
+async def _answer_unread(scope: Any, receive: Any, send: Any) -> None:
+    """Answers without reading the body, as a 415 or a 401 does."""
+    headers = [(b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 415, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_a_connection_answered_before_its_body_arrived_is_closed_once_idle(pieces: int) -> None:
+    async def scenario() -> None:
+        server = Server(_answer_unread, LIMITS)  # type: ignore[arg-type]
+        server.config.timeout_keep_alive = 0.01  # read by each connection as it is made
+        client = server.connect()
+        data = request(body=b"x" * 30)
+        head, body = data[: data.index(b"\r\n\r\n") + 4], data[data.index(b"\r\n\r\n") + 4 :]
+        client.send(head)
+        await settle()
+        assert status(client) == b"HTTP/1.1 415 Unsupported Media Type"
+        step = len(body) // pieces
+        for start in range(0, len(body), step):
+            client.send(body[start : start + step])
+            await settle()
+        await asyncio.wait_for(client.closing.wait(), timeout=10)
+
+    run(scenario)
+
+
 # --- requests being answered, open connections ---------------------------------------------
 
 
