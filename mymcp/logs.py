@@ -48,6 +48,7 @@ import json
 import logging
 import os
 import secrets
+import selectors
 import sys
 import threading
 import time
@@ -70,6 +71,7 @@ __all__ = [
     "configure_logging",
     "direct_handler",
     "divert_standard_streams",
+    "installed_handler",
     "occupy_if_closed",
     "point_at_devnull",
     "log_settings",
@@ -375,28 +377,37 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
         os.close(real)
         os.close(before)
         raise
-    reading, writing = os.pipe()
     handler.write_to(stream)
-    os.dup2(writing, 1)
-    os.dup2(writing, 2)
-    os.close(writing)
-    relay = threading.Thread(
-        target=_relay, args=(reading, handler), name="mymcp-stderr", daemon=True
-    )
-    relay.start()
+    # A pipe for each descriptor, so that a line one stream left unfinished is never
+    # completed by what the other writes next.
+    readings: list[int] = []
+    relay = None
     try:
+        for descriptor in (1, 2):
+            reading, writing = os.pipe()
+            readings.append(reading)
+            os.dup2(writing, descriptor)
+            os.close(writing)
+        relay = threading.Thread(
+            target=_relay, args=(tuple(readings), handler), name="mymcp-output", daemon=True
+        )
+        relay.start()
         yield
     finally:
         for text_stream in (sys.stdout, sys.stderr):
             if text_stream is not None:
                 with contextlib.suppress(OSError, ValueError):  # closed, or the pipe is gone
                     text_stream.flush()
-        # The pipe's writing ends close here (unless a child process still holds one),
+        # The pipes' writing ends close here (unless a child process still holds one),
         # so the relay reads to the end of what was written and stops.
         os.dup2(before, 1)
         os.dup2(real, 2)
         os.close(before)
-        relay.join(_RELAY_JOIN_SECONDS)
+        if relay is not None:
+            relay.join(_RELAY_JOIN_SECONDS)
+        else:  # the relay, which closes them, never started
+            for reading in readings:
+                os.close(reading)
 
 
 def occupy_if_closed(descriptor: int) -> None:
@@ -417,27 +428,36 @@ def point_at_devnull(descriptor: int) -> None:
         os.close(null)
 
 
-def _relay(reading: int, handler: StderrLines) -> None:
-    """Hand what arrives on the pipe to `handler` line by line: a writer's buffer is
-    flushed in blocks that end mid-line, and a log line written between two blocks would
-    otherwise land inside another line. A line longer than a chunk is cut there."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    partial = ""
+def _relay(readings: tuple[int, ...], handler: StderrLines) -> None:
+    """Hand what arrives on the pipes to `handler` line by line, each pipe's lines apart
+    from the other's: a writer's buffer is flushed in blocks that end mid-line, and a
+    line written between two blocks would otherwise land inside another line. A line
+    longer than a chunk is cut there. Ends when every pipe is closed."""
+    decoders = {fd: codecs.getincrementaldecoder("utf-8")(errors="replace") for fd in readings}
+    partials = dict.fromkeys(readings, "")
     try:
-        while chunk := os.read(reading, _RELAY_CHUNK):
-            *lines, partial = (partial + decoder.decode(chunk)).split("\n")
-            if len(partial) >= _RELAY_CHUNK:
-                lines.append(partial)
-                partial = ""
-            if lines:
-                handler.pass_through(lines)
-        partial += decoder.decode(b"", final=True)
-        if partial:
-            handler.pass_through([partial])
+        with selectors.DefaultSelector() as selector:
+            for reading in readings:
+                selector.register(reading, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    reading = key.fd
+                    chunk = os.read(reading, _RELAY_CHUNK)
+                    decoded = decoders[reading].decode(chunk, final=not chunk)
+                    *lines, partial = (partials[reading] + decoded).split("\n")
+                    if len(partial) >= _RELAY_CHUNK or (partial and not chunk):
+                        lines.append(partial)
+                        partial = ""
+                    partials[reading] = partial
+                    if lines:
+                        handler.pass_through(lines)
+                    if not chunk:
+                        selector.unregister(reading)
     except OSError:
         pass
     finally:
-        os.close(reading)
+        for reading in readings:
+            os.close(reading)
 
 
 def _batched(logger: str, level: int) -> bool:
@@ -520,6 +540,14 @@ def configure_logging(settings: LogSettings, *, held: bool = False) -> StderrLin
     # format, and without the file, source line and text, which may quote anything.
     warnings.showwarning = _log_warning
     return handler
+
+
+def installed_handler() -> StderrLines | None:
+    """The handler `configure_logging` installed, while it is still the root logger's."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, StderrLines):
+            return handler
+    return None
 
 
 def new_failure_id() -> str:

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from mymcp.errors import (
     MyMCPError,
     shown,
 )
-from mymcp.logs import divert_standard_streams
+from mymcp.logs import divert_standard_streams, installed_handler
 
 if TYPE_CHECKING:
     from mymcp.config import AuthenticationSettings, HostConfiguration
@@ -391,7 +392,11 @@ def _check_plugin_module(module: str, definition: PluginDefinition, manifest: Pa
         return EXIT_FAILURE
     try:
         values, origin = _declared_configuration(definition, configuration)
-        adapter = import_external_plugin(module, definition, values)
+        # What the plugin prints while it is imported is a log line, not part of the
+        # report on standard output.
+        logs = installed_handler()
+        with divert_standard_streams(logs) if logs is not None else nullcontext():
+            adapter = import_external_plugin(module, definition, values)
     except MyMCPError as exc:
         return fail(exc)
     errors = 0

@@ -326,7 +326,11 @@ def _message_streams() -> tuple[BinaryIO, BinaryIO] | None:
     os.dup2(nothing, 0)
     os.close(nothing)
     os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    # A text stream of its own on descriptor 1 (not `sys.stderr` itself): a line one
+    # of them leaves unfinished is then never completed by what the other writes.
+    sys.stdout = open(  # noqa: SIM115 (the process's standard output from now on)
+        1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
+    )
     return requests, replies
 
 

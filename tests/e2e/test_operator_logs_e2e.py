@@ -278,23 +278,34 @@ def _noisy_plugin(sandbox: Sandbox, module: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", ["check", "stdio"])
+@pytest.mark.parametrize("command", ["check", "stdio", "plugin check"])
 def test_what_a_plugin_prints_while_imported_is_a_log_line_in_the_chosen_format(
     sandbox: Sandbox, command: str
 ) -> None:
-    # Not raw text in a JSON log stream, and never part of `check`'s report.
-    printing = "import sys\nprint('HELLO at import')\nprint('noise', file=sys.stderr)\n"
+    # Not raw text in a JSON log stream, and never part of a check's report. A line one
+    # stream leaves unfinished is not completed by what the other stream writes next.
+    printing = (
+        "import sys\nprint('HELLO at import')\nsys.stdout.write('unfinished')\n"
+        "sys.stdout.flush()\nprint('noise', file=sys.stderr)\n"
+    )
     folder = _noisy_plugin(sandbox, printing + _WORKING_MODULE)
-    ran = run_cli([command], sandbox.environ({"PYTHONPATH": str(folder)}))
+    arguments = command.split()
+    if command == "plugin check":
+        arguments += [str(folder / "manifest.json"), "--import", "noisy_plugin"]
+    environment = sandbox.environ({"PYTHONPATH": str(folder), "MYMCP_LOG_FORMAT": "json"})
+    ran = run_cli(arguments, environment)
     assert ran.returncode == 0, ran.stderr
     records = [json.loads(line) for line in ran.stderr.splitlines()]
     printed = [r["message"] for r in records if r["logger"] == "output"]
-    assert printed == ["HELLO at import", "noise"]
+    assert sorted(printed) == ["HELLO at import", "noise", "unfinished"]
     if command == "check":
         assert ran.stdout.startswith("configuration: ")
-        assert "HELLO" not in ran.stdout
+    elif command == "plugin check":
+        assert ran.stdout.startswith("mymcp: manifest OK: noisy ")
+        assert "mymcp: module OK: noisy_plugin" in ran.stdout
     else:
         assert ran.stdout == ""  # the protocol's stream: nothing but replies
+    assert "HELLO" not in ran.stdout
 
 
 def test_a_server_started_with_its_stdout_closed_serves_and_logs_each_line_once(
