@@ -127,7 +127,26 @@ def test_show_says_when_no_record_is_of_the_event_asked_for(
         'note: no record in the log is a "tool_cal" event; its events are: session_open, '
         "tool_call\n"
     )
-    # An event the log holds, filtered away by another option, gets no note.
-    argv = ["audit", "show", "--directory", str(directory), "--event", "tool_call"]
-    assert main([*argv, "--tool", "other"]) == 0
+    # Values the log holds, filtered away by each other, get no note.
+    argv = ["audit", "show", "--directory", str(directory), "--event", "session_open"]
+    assert main([*argv, "--tool", "t", "--principal", "local"]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+def test_show_says_when_no_record_names_the_tool_or_principal_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "audit"
+    audit = AuditLog(directory, max_segment_bytes=1 << 20, max_segments=4)
+    for index in range(25):
+        audit.append("tool_call", principal=f"oauth:user{index:02d}", tool="t", decision="allowed")
+    audit.close()
+    argv = ["audit", "show", "--directory", str(directory)]
+    assert main([*argv, "--tool", "memory_lst"]) == 0
+    shown = capsys.readouterr()
+    assert shown.out == ""
+    assert shown.err == 'note: no record in the log names the tool "memory_lst"; it names: t\n'
+    assert main([*argv, "--principal", "oauth:user"]) == 0
+    note = capsys.readouterr().err
+    assert note.startswith('note: no record in the log names the principal "oauth:user"; ')
+    assert note.endswith("oauth:user18, oauth:user19 and 5 more\n")

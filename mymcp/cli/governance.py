@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mymcp._escaping import escape_invisible
 from mymcp.cli.terminal import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail
@@ -299,21 +299,35 @@ def audit_command(args: argparse.Namespace) -> int:
         and (args.event is None or record.get("event") == args.event)
         and (since is None or _record_time(record) >= since)
     ]
-    if args.event is not None and not any(r.get("event") == args.event for r in every):
-        # Most likely a misspelt event: an empty answer alone would read as "none happened".
-        present = sorted({str(r.get("event")) for r in every})
-        print(
-            escape_invisible(
-                f"note: no record in the log is a {json.dumps(args.event)} event; its events are: "
-                + (", ".join(present) or "none")
-            ),
-            file=sys.stderr,
-        )
+    for field, wanted in (
+        ("event", args.event),
+        ("tool", args.tool),
+        ("principal", args.principal),
+    ):
+        if wanted is not None and not any(r.get(field) == wanted for r in every):
+            # Most likely a misspelling: an empty answer alone would read as "none happened".
+            print(escape_invisible(_nothing_names(field, wanted, every)), file=sys.stderr)
     if args.limit is not None:
         records = records[-args.limit :] if args.limit > 0 else []
     for record in records:
         print(json.dumps(record, sort_keys=True) if args.json else _readable(record))
     return EXIT_OK
+
+
+_NAMED_AT_MOST: Final = 20
+
+
+def _nothing_names(field: str, wanted: str, records: Sequence[Mapping[str, object]]) -> str:
+    """The note for a filter no record matches, naming what the log does hold."""
+    present = sorted({str(r[field]) for r in records if r.get(field) is not None})
+    named = ", ".join(present[:_NAMED_AT_MOST]) or "none"
+    if len(present) > _NAMED_AT_MOST:
+        named += f" and {len(present) - _NAMED_AT_MOST} more"
+    if field == "event":
+        return (
+            f"note: no record in the log is a {json.dumps(wanted)} event; its events are: {named}"
+        )
+    return f"note: no record in the log names the {field} {json.dumps(wanted)}; it names: {named}"
 
 
 def _holds_record(records: Sequence[Mapping[str, object]], head: tuple[int, str]) -> bool:

@@ -97,6 +97,7 @@ def test_list_show_and_search(sandbox: Sandbox, memory: dict[str, Any]) -> None:
     }
     outside = run_cli(["memory", "list", "project", "--namespace", "mymcp", "--no-collection"], env)
     assert len(outside.stdout.splitlines()) == 2
+    assert listed.stderr.splitlines()[-1] == outside.stderr.splitlines()[-1] == "2 memories"
     inside = run_cli(
         ["memory", "list", "project", "--namespace", "mymcp", "--collection", "x"], env
     )
@@ -197,6 +198,15 @@ def test_check_summarises_memory_and_fails_on_a_scope_over_the_limit(
     started = run_cli(["stdio"], sandbox.environ({"MNEMOSYNE_MEMORY_ROOT": "memory"}))
     assert started.returncode == 1
     assert "'memory' is a relative path" in started.stderr
+
+
+def test_summary_lines_count_in_words(sandbox: Sandbox, memory: dict[str, Any]) -> None:
+    (sandbox.memory_root / _path(memory["loopback"])).unlink()
+    env = sandbox.environ()
+    assert run_cli(["memory", "list", "project"], env).stderr.splitlines()[-1] == "1 memory"
+    exported = run_cli(["memory", "export", "project"], env)
+    assert exported.stderr.splitlines()[-1] == "exported 1 record"
+    assert run_cli(["memory", "list", "self"], env).stderr.splitlines()[-1] == "0 memories"
 
 
 def test_export_then_import_is_a_dry_run_until_applied_and_never_overwrites(

@@ -245,7 +245,7 @@ def _list(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
                 line = f"{_display(row.parts)}  {state}  {row.kind or '-'}  {title}"
                 print(escape_invisible(line), file=out)
     if not args.json:
-        print(f"{inventory.count} memories", file=sys.stderr)
+        print(_counted(inventory.count, "memory", "memories"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -493,9 +493,12 @@ def _export(memory: _Memory, scope: Scope, out: TextIO) -> int:
             print(json_for_terminal(found.record.to_json()), file=out)
             written += 1
     note = (
-        f"; {legacy} legacy records left out (no namespace to import them into)" if legacy else ""
+        f"; {_counted(legacy, 'legacy record', 'legacy records')} left out (no namespace to "
+        "import them into)"
+        if legacy
+        else ""
     )
-    print(f"exported {written} records{note}", file=sys.stderr)
+    print(f"exported {_counted(written, 'record', 'records')}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -790,3 +793,8 @@ def _unplaced_fault() -> str:
     root and the tool's sentence when the root shows none either (it changed meanwhile)."""
     text = ErrorCode.MEMORY_SOURCE_UNAVAILABLE.message
     return _root_fault() or f"{check_root().root}: {text}"
+
+
+def _counted(number: int, one: str, many: str) -> str:
+    """`1 memory`, `2 memories`: a summary line reads as a sentence."""
+    return f"{number} {one if number == 1 else many}"
