@@ -652,8 +652,9 @@ def test_a_scope_that_is_no_directory_is_named_by_both_checks(
     os.rename(scope, sandbox.memory_root / "project-moved")
     scope.write_text("not a directory")
     why = (
-        "a scope's place, but no directory that can be read: every read and write of the "
-        "scope fails until it is moved away"
+        "a scope's place, but no directory that can be read (a file, or a directory this "
+        "user may not read): every read and write of the scope fails until it is moved away "
+        "or made readable"
     )
     checked = run_cli(["memory", "check"], sandbox.environ())
     assert checked.returncode == 1
@@ -737,6 +738,14 @@ def test_a_file_where_a_namespace_would_be_is_named_by_memory_check(
     assert len(named) == 1
     assert "(reason=not_a_directory," in named[0]
     assert "notes.txt" not in checked.stdout
+    # The commands that read the namespace name what is in its place, not only the root.
+    for command in (
+        ["list", "project", "--namespace", "alpha"],
+        ["search", "project", "x", "--namespace", "alpha"],
+    ):
+        failed = run_cli(["memory", *command], sandbox.environ())
+        assert failed.returncode == 1, command
+        assert failed.stderr.splitlines()[-1] == f"mymcp: error: {named[0]}", command
 
 
 def test_search_reads_a_root_whose_write_lock_is_unusable(

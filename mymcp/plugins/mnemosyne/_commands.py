@@ -142,7 +142,20 @@ def run_memory_command(args: argparse.Namespace, out: TextIO | None = None) -> i
     except MyMCPError as exc:
         return _error(str(exc))
     except MemoryOperationError as exc:
-        return _error(_operation_failure(exc, getattr(args, "scope", None)))
+        return _error(_operation_failure(exc, _selection(args)))
+
+
+def _selection(args: argparse.Namespace) -> tuple[str, ...]:
+    """The directories a command reads, scope first, as far as its arguments name them."""
+    names = [getattr(args, key, None) for key in ("scope", "namespace", "collection")]
+    if names[0] not in _SCOPES:
+        return ()
+    taken = []
+    for name in names:
+        if not isinstance(name, str):
+            break
+        taken.append(name)
+    return tuple(taken)
 
 
 def _dispatch(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
@@ -160,21 +173,23 @@ def _dispatch(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
     return _import(memory, args.file, args.apply, out)
 
 
-def _operation_failure(exc: MemoryOperationError, scope: str | None = None) -> str:
-    """The tool's message, and for an unusable root (or `scope` of it) the path and
-    what is wrong with it: the tools may not name paths, this terminal must."""
+def _operation_failure(exc: MemoryOperationError, selection: Sequence[str] = ()) -> str:
+    """The tool's message, and for an unusable root (or a directory of the `selection`
+    below it) the path and what is wrong with it: the tools may not name paths, this
+    terminal must."""
     text = f"{exc.message} (code={exc.code.value})"
     if exc.code is not ErrorCode.MEMORY_SOURCE_UNAVAILABLE:
         return text
-    return _source_fault(scope) or f"{check_root().root}: {text}"
+    return _source_fault(selection) or f"{check_root().root}: {text}"
 
 
-def _source_fault(scope: str | None) -> str | None:
-    """What is wrong with the memory root or, given one, its `scope`, naming the path;
-    None when neither shows a fault."""
+def _source_fault(selection: Sequence[str]) -> str | None:
+    """What is wrong with the memory root or the directories of `selection` below it (a
+    scope, then a namespace and a collection in it), naming the path; None when none of
+    them shows a fault."""
     fault = _root_fault()
-    if fault is None and scope is not None:
-        fault = scope_fault(check_root().root, scope)
+    if fault is None and selection:
+        fault = container_fault(check_root().root, selection)
     return fault
 
 
@@ -262,7 +277,10 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
         answer = memory.service.inspect({"reference": reference.to_json()}).payload
         if answer.get("code") == "memory_source_unavailable":
             # The terminal is the operator's: name what is in the way, as `list` does.
-            fault = _source_fault(reference.scope.value)
+            if isinstance(reference, V2Reference):
+                fault = _source_fault(reference_parts(reference)[:-1])
+            else:
+                fault = _source_fault((reference.scope.value,))
             if fault is not None:
                 return _error(fault)
         print(json_for_terminal(answer, indent=2), file=out)
@@ -279,7 +297,7 @@ def _show(memory: _Memory, target: str, out: TextIO) -> int:
     record, problem = _read_file(memory.root, parts)
     if problem is not None:
         # A root or a scope that cannot be read is named itself, not as this file.
-        fault = _source_fault(parts[0] if parts and parts[0] in _SCOPES else None)
+        fault = _source_fault(parts[:1] if parts and parts[0] in _SCOPES else ())
         if fault is not None:
             return _error(fault)
         text = PROBLEM_TEXT.get(problem, problem)
@@ -349,7 +367,7 @@ def _search(memory: _Memory, args: argparse.Namespace, out: TextIO) -> int:
         # that kept recall from reading counts (a write lock it cannot take does not).
         code = answer.get("code")
         unavailable = code == ErrorCode.MEMORY_SOURCE_UNAVAILABLE.value
-        fault = _source_fault(args.scope) if unavailable else None
+        fault = _source_fault(_selection(args)) if unavailable else None
         if fault is not None:
             return _error(fault)
         if args.json:  # the tool's own answer, as a script asked for

@@ -77,8 +77,9 @@ PROBLEM_TEXT: Final[Mapping[str, str]] = {
     "not_a_directory": "a file where the namespace or collection directory of that id "
     "would be: that container cannot be read or written while it is there",
     "not_a_file": "a directory named as a canonical record file is; nothing in it is read",
-    _SCOPE_BLOCKED: "a scope's place, but no directory that can be read: every read and "
-    "write of the scope fails until it is moved away",
+    _SCOPE_BLOCKED: "a scope's place, but no directory that can be read (a file, or a "
+    "directory this user may not read): every read and write of the scope fails until it "
+    "is moved away or made readable",
 }
 
 _RAISE_LIMIT: Final = (
@@ -335,23 +336,35 @@ def scope_fault(root: Path, scope: str) -> str | None:
         return None  # absent: read as empty, created by the first write
     if stat.S_ISLNK(mode):
         return _scope_unavailable(path, _SCOPE_LINK).render()
-    if not stat.S_ISDIR(mode):
+    if not stat.S_ISDIR(mode) or not _opens_as_directory(path):
         return _scope_unavailable(path, PROBLEM_TEXT[_SCOPE_BLOCKED]).render()
     return None
 
 
+def _opens_as_directory(path: Path) -> bool:
+    """Whether `path` opens as a directory, as every read and write of the memory opens
+    one (a directory this user may not read does not)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
 def container_fault(root: Path, parts: Sequence[str]) -> str | None:
-    """What keeps a write from reaching the directory ``parts`` below ``root`` (a scope,
-    then a namespace and a collection in it), named as the checks name it, or None when
-    every step is a directory a write may enter or is still to be created. A write never
+    """What keeps a read or a write from reaching the directory ``parts`` below ``root``
+    (a scope, then a namespace and a collection in it), named as the checks name it, or
+    None when every step is a directory that opens or is still to be created. A write never
     goes through a link, into something other than a directory, or into a directory
     others may write to, so the first such step is what is in the way."""
     fault = scope_fault(root, parts[0]) if parts else None
     if fault is not None:
         return fault
     for depth in range(1, len(parts) + 1):
+        path = root.joinpath(*parts[:depth])
         try:
-            info = os.lstat(root.joinpath(*parts[:depth]))
+            info = os.lstat(path)
         except FileNotFoundError:
             return None  # this step and those below it are created by the write
         except OSError:
@@ -363,6 +376,8 @@ def container_fault(root: Path, parts: Sequence[str]) -> str | None:
                 reason = "not_a_directory"
             elif unsafe_permissions(info):
                 reason = "unsafe_permissions"
+            elif not _opens_as_directory(path):
+                reason = "unreadable"
             else:
                 continue
         return problem_line(root, Problem(tuple(parts[:depth]), reason), logged_file_key())

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import unicodedata
 from collections.abc import Iterator
@@ -480,6 +482,51 @@ def test_stats_counts_every_file_check_names(sandbox: Sandbox, tmp_path: Path) -
     stats = json.loads(run_cli(["memory", "stats", "--json"], env).stdout)
     skipped = {name: counts["skipped"] for name, counts in stats["scopes"]["project"].items()}
     assert skipped == {"-": 1, "mymcp": 3, "shared": 1}
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root (and setpriv) to run the command as a user a directory shuts out",
+)
+def test_a_scope_directory_the_user_may_not_read_is_named_and_stats_counts_the_rest() -> None:
+    nobody = 65534
+    base = Path(tempfile.mkdtemp())
+    try:
+        root = base / "memory"
+        (root / "project").mkdir(parents=True, mode=0o700)
+        for path in (base, root, root / "project"):
+            os.chown(path, nobody, nobody)
+        (root / "project").chmod(0o300)  # enterable and writable, never listed
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(base),
+            **{
+                f"XDG_{kind}_HOME": str(base / kind.lower())
+                for kind in ("CONFIG", "CACHE", "STATE")
+            },
+            "MNEMOSYNE_MEMORY_ROOT": str(root),
+        }
+        named = (
+            f"mymcp: error: {root / 'project'}: Mnemosyne cannot read a scope: "
+            f"{PROBLEM_TEXT['scope_unavailable']} (code=memory_scope_unavailable)"
+        )
+        as_nobody = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"]
+        for command in (["stats"], ["list", "project"], ["search", "project", "x"]):
+            ran = subprocess.run(
+                [*as_nobody, sys.executable, "-m", "mymcp", "memory", *command],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert ran.returncode == 1, (command, ran.stderr)
+            assert ran.stderr.splitlines()[-1] == named, command
+            if command == ["stats"]:  # the table is still printed, the scope counted apart
+                assert ran.stdout.splitlines()[-1].split()[:5] == ["total", "0", "0", "0", "1"]
+    finally:
+        (base / "memory" / "project").chmod(0o700)
+        shutil.rmtree(base)
 
 
 @pytest.mark.slow
