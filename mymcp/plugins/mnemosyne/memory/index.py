@@ -11,11 +11,16 @@ Files stay the source of truth. A call first makes the part of the tree it reads
   written, added, removed or renamed, by hand or by our own writer) are applied to
   exactly those entries: re-stat, re-read when the stamp changed, re-parse when the
   bytes changed. The proofs stand, so such a change costs O(changed files).
+* Hard links: a write through a record file's other name, in a directory we may not
+  watch, raises no event here. A proof of a selection holding such files still stands,
+  but each of them is re-stat'ed on every call it answers (and re-read when its stamp
+  changed), up to 64 in the root; beyond that, their selections are walked every call.
 * Walk (everywhere, and whenever a proof is missing: an event no single entry explains,
-  a directory that could not be watched, a root that changed identity, a hard-linked
-  file, a network filesystem): list the selection and stat each ``*.json``; a file is
-  re-read only when its stamp (identity, size, mtime, ctime) changed or is too fresh to
-  trust, re-parsed only when its bytes changed; rows the walk no longer finds go.
+  a directory that could not be watched, a root that changed identity, more hard-linked
+  files than are checked call by call, a network filesystem): list the selection and
+  stat each ``*.json``; a file is re-read only when its stamp (identity, size, mtime,
+  ctime) changed or is too fresh to trust, re-parsed only when its bytes changed; rows
+  the walk no longer finds go.
 
 All of it happens under the index's one lock, with one exception: the startup build's
 walks (`refresh` with ``progress``) hand the lock over every 256 files, so calls about
@@ -120,6 +125,9 @@ _SETTLE_NS: Final = 2_000_000_000
 # The wall clock settledness is judged by (a name of its own, so tests can move it on).
 _now_ns: Callable[[], int] = time.time_ns
 _MAX_PROOFS: Final = 256
+# Hard-linked record files checked on every call instead of walking their selections;
+# with more of them in the root, their selections are walked on every call.
+_MAX_LINKED: Final = 64
 _MAX_CACHED_RECORDS: Final = 1024
 # Seconds without a change before the snapshot is saved, at the least (it grows with the
 # time a save takes), and how many such waits a steady stream of changes may defer it.
@@ -408,6 +416,9 @@ class MemoryIndex:
         self._duplicates_more: dict[int, list[int]] = {}
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
+        # Record files with another name as well (by root-relative parts): a write through
+        # that name raises no event in the directories we watch.
+        self._linked: dict[RelativePath, None] = {}
         self._revision += 1
 
     # -- properties -----------------------------------------------------------------------
@@ -522,6 +533,7 @@ class MemoryIndex:
         marks, stamps, trusted = self._marks, self._stamps, self._trusted
         # The directory being listed: its parts object, id and name -> slot table.
         current: list[Any] = [None, -1, {}]
+        linked: list[RelativePath] = []
 
         def visit(
             dir_fd: int, directory: RelativePath, name: str, info: os.stat_result | None
@@ -534,8 +546,9 @@ class MemoryIndex:
                 visited.add(directory_id)
             if info is not None:
                 if info.st_nlink != 1:
-                    # A hard link's writes through another directory raise no event here.
-                    armed[0] = False
+                    # A hard link's writes through another directory raise no event here:
+                    # such files are checked on every call the proof would answer.
+                    linked.append((*directory, name))
                 slot = current[2].get(name)
                 # The common case, inlined: a settled file whose stamp did not change.
                 if slot is not None and trusted[slot]:
@@ -579,6 +592,8 @@ class MemoryIndex:
         self._prune(prefix, recursive, mark, visited)
         for directory, name in stats.temps:
             self._directories_at(directory).temps.add(name)
+        if not self._note_linked(prefix, recursive, linked):
+            armed[0] = False
         key = (prefix, recursive)
         if armed[0] and epoch == self._epoch:
             if len(self._proofs) >= _MAX_PROOFS:
@@ -600,6 +615,26 @@ class MemoryIndex:
             if parts not in met:
                 del known[parts]
         self._note_skips(stats)
+
+    def _note_linked(
+        self, prefix: RelativePath, recursive: bool, linked: list[RelativePath]
+    ) -> bool:
+        """Take the hard-linked files a walk of the selection met as all of those in it;
+        False when the root then holds more than are checked call by call."""
+        known = self._linked
+        for parts in [p for p in known if _within(p, prefix, recursive)]:
+            del known[parts]
+        known.update(dict.fromkeys(linked))
+        return len(known) <= _MAX_LINKED
+
+    def _linked_current(self, prefix: RelativePath, recursive: bool) -> bool:
+        """Bring the hard-linked files of a proven selection up to date, as a walk would
+        (a stat each, a read when one changed); False when a walk must."""
+        wanted: dict[RelativePath, list[str]] = {}
+        for parts in self._linked:
+            if _within(parts, prefix, recursive):
+                wanted.setdefault(parts[:-1], []).append(parts[-1])
+        return all(self._examine(directory, names) for directory, names in wanted.items())
 
     def _note_skips(self, stats: WalkStats) -> None:
         for parts, reason in stats.skips:
@@ -689,12 +724,13 @@ class MemoryIndex:
         # else under that name, a file or a link, is for a walk of its own to report).
         prefix, recursive = key
         proofs, epoch = self._proofs, self._epoch
-        if proofs.get(key) == epoch:
-            return True
-        if prefix not in self._directory_ids:
-            return False
-        inner = len(prefix) if recursive else len(prefix) + 1
-        return any(proofs.get((prefix[:size], True)) == epoch for size in range(1, inner))
+        if proofs.get(key) != epoch:
+            if prefix not in self._directory_ids:
+                return False
+            inner = len(prefix) if recursive else len(prefix) + 1
+            if not any(proofs.get((prefix[:size], True)) == epoch for size in range(1, inner)):
+                return False
+        return not self._linked or self._linked_current(prefix, recursive)
 
     def _patch(self, changes: Changes) -> bool:
         """Apply events naming single entries; False when a walk must account for them."""
@@ -733,6 +769,7 @@ class MemoryIndex:
                 except FileNotFoundError:
                     entries.temps.discard(name)
                     self._entry_skips.pop((*directory, name), None)
+                    self._linked.pop((*directory, name), None)
                     self._remove_name(directory_id, name)
                     continue
                 except OSError:
@@ -746,10 +783,15 @@ class MemoryIndex:
                 elif not name.endswith(RECORD_SUFFIX):
                     if is_temp_name(name):
                         entries.temps.add(name)
-                elif info.st_nlink != 1:
-                    return False  # hard links are only ever served by walks
                 else:
-                    self._entry_skips.pop((*directory, name), None)
+                    parts = (*directory, name)
+                    if info.st_nlink == 1:
+                        self._linked.pop(parts, None)
+                    elif parts not in self._linked:
+                        if len(self._linked) >= _MAX_LINKED:
+                            return False  # more than are checked call by call: walks
+                        self._linked[parts] = None
+                    self._entry_skips.pop(parts, None)
                     self._visit(directory_id, fd, name, info)
             return True
         except (MemoryOperationError, ValueError):
@@ -1791,6 +1833,13 @@ def _same_memory(left: MemoryRecordV2, right: MemoryRecordV2) -> bool:
         and left.content == right.content
         and sorted(tag_key(t) for t in left.tags) == sorted(tag_key(t) for t in right.tags)
     )
+
+
+def _within(parts: RelativePath, prefix: RelativePath, recursive: bool) -> bool:
+    """Whether the file at ``parts`` lies in the selection ``prefix`` (``recursive``: at
+    any depth below it; otherwise directly in it)."""
+    size = len(prefix)
+    return parts[:size] == prefix and (recursive or len(parts) == size + 1)
 
 
 def _settled(stamp: FileStamp | tuple[int, ...], read_started_ns: int) -> bool:

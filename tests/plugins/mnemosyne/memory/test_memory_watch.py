@@ -206,17 +206,40 @@ def test_symlinks_swapped_in_are_still_skipped(
     assert _ids(index) == set()
 
 
-def test_hard_linked_records_are_always_walked(
+def test_hard_linked_records_are_checked_on_every_call_without_a_walk(
     root: Path, tmp_path: Path, write: Writer, v1: Factory, walks: list[int]
 ) -> None:
-    path = write(v1(memory_id="linked"), "project/l.json")
+    path = write(v1(memory_id="linked"), "project/ns/l.json")
+    write(v1(memory_id="plain"), "project/ns/p.json")
     other = tmp_path / "other.json"
     os.link(path, other)
     index = _armed(root)
-    assert _ids(index) == {"linked"}
-    # A write through the other name raises an event only in the other directory.
+    assert _ids(index) == {"linked", "plain"}
+    # A write through the other name raises an event only in the other directory: the
+    # file is looked at again on every call all the same, and only it.
     other.write_text(json.dumps(v1(memory_id="edited-elsewhere")))
-    assert _ids(index) == {"edited-elsewhere"}
+    assert _ids(index) == {"edited-elsewhere", "plain"}
+    assert _ids(index, namespace="ns") == {"edited-elsewhere", "plain"}
+    other.write_text(json.dumps(v1(memory_id="again")))
+    assert _ids(index, namespace="ns") == {"again", "plain"}
+    assert len(walks) == 1
+    # Once it has one name again, it is an ordinary file.
+    other.unlink()
+    assert _ids(index) == {"again", "plain"}
+    assert index._linked == {}
+
+
+def test_more_hard_linked_records_than_are_checked_call_by_call_are_walked(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    (tmp_path / "backup").mkdir()
+    for number in range(65):  # a backup made of hard links (cp -al, rsync --link-dest)
+        path = write(v1(memory_id=f"m{number}"), f"project/ns/m{number}.json")
+        os.link(path, tmp_path / "backup" / path.name)
+    index = _armed(root)
+    assert len(_ids(index)) == 65
+    (tmp_path / "backup" / "m7.json").write_text(json.dumps(v1(memory_id="edited-elsewhere")))
+    assert "edited-elsewhere" in _ids(index)
     assert len(walks) == 2
 
 
