@@ -23,9 +23,12 @@ Also reported, per size:
   resident memory before any memory call, divided by the number of records; "at end"
   is the same after all the recalls and list pages (with the caches they filled).
 
-Prints p50/p95 per operation in milliseconds.
+Prints p50/p95 per operation in milliseconds. With ``--hard-link``, one record file also
+gets a second name outside the root (as a backup made with hard links gives every file),
+whose writes would raise no change event in the directories the index watches.
 
     python bench/memory_read.py [--sizes 100,1000,10000,100000] [--calls 300] [--list-calls 100]
+    python bench/memory_read.py --sizes 10000 --hard-link
 """
 
 from __future__ import annotations
@@ -180,12 +183,15 @@ def sandbox_directory() -> Iterator[Sandbox]:
         yield sandbox
 
 
-def measure(size: int, calls: int, list_calls: int) -> dict[str, Any]:
+def measure(size: int, calls: int, list_calls: int, *, hard_link: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mymcp-memory-read-") as tmp:
         root = Path(tmp) / "memory"
         started = time.perf_counter()
         words = seed_root(root, size)
         seeded_s = time.perf_counter() - started
+        if hard_link:
+            first = next(root.joinpath(SCOPE.value, NAMESPACE).glob("*.json"))
+            os.link(first, Path(tmp) / "backup.json")
         rng = random.Random(size)
         queries = [" ".join(zipf_words(rng, words, 3)) for _ in range(calls)]
         row: dict[str, Any] = {"records": size, "seed_s": seeded_s}
@@ -241,11 +247,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=300, help="recall calls per size")
     parser.add_argument("--list-calls", type=int, default=100, help="list page pairs per size")
+    parser.add_argument(
+        "--hard-link", action="store_true", help="give one record file a second name"
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     rows = []
     for size in sizes:
-        row = measure(size, args.calls, args.list_calls)
+        row = measure(size, args.calls, args.list_calls, hard_link=args.hard_link)
         print(
             f"{size} records: seeded in {row['seed_s']:.1f}s; first recall cold "
             f"{row['cold_recall']:.1f} ms, after restart {row['warm_recall']:.1f} ms; first "

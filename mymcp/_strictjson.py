@@ -28,6 +28,7 @@ import enum
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NoReturn, cast
 
@@ -311,8 +312,12 @@ def _load_message_exactly(data: bytes, max_depth: int) -> Any:
         raise
     except RecursionError:
         _fail(StrictJsonReason.TOO_DEEP)
-    except ValueError:  # JSONDecodeError, or an integer beyond the digit limit
+    except json.JSONDecodeError:
         _fail(StrictJsonReason.INVALID_JSON)
+    except ValueError:  # valid JSON, but an integer beyond the digit limit
+        limit = sys.get_int_max_str_digits()
+        detail = f"an integer has more than {limit} digits, more than this server reads"
+        raise StrictJsonError(StrictJsonReason.INVALID_JSON, detail) from None
     if _could_exceed_depth(text, max_depth) and nests_deeper_than(document, max_depth):
         _fail(StrictJsonReason.TOO_DEEP)
     if holds_lone_surrogate(text, document):

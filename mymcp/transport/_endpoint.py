@@ -64,6 +64,7 @@ from mymcp.transport._jsonrpc import (
     log_cancelled,
     log_notification,
     log_response,
+    parse_error,
     request_id_of,
 )
 from mymcp.transport._sessions import Session, SessionStore, is_session_id_shape
@@ -305,7 +306,7 @@ class McpEndpoint:
         try:
             decoded = load_message_json(body)
         except StrictJsonError as exc:
-            await send_json(send, 400, _undecodable(exc.reason, body))
+            await send_json(send, 400, _undecodable(exc, body))
             return None
         message = classify(decoded)
         if message is None:
@@ -538,17 +539,7 @@ def _transport_error(message: str) -> dict[str, Any]:
     return error_response(None, ErrorCode.INVALID_REQUEST, message)
 
 
-def _undecodable(reason: StrictJsonReason, body: bytes) -> dict[str, Any]:
-    if reason is StrictJsonReason.TOO_DEEP:
+def _undecodable(failure: StrictJsonError, body: bytes) -> dict[str, Any]:
+    if failure.reason is StrictJsonReason.TOO_DEEP:
         return _transport_error("Request nests too deeply")
-    if reason is StrictJsonReason.INVALID_UTF8:
-        # The decoder refuses two things alike: bytes that are no UTF-8, and valid text
-        # whose string escapes an unpaired surrogate. The client fixes different things.
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            problem = "the body is not valid UTF-8 text"
-        else:
-            problem = "a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text"
-        return error_response(None, ErrorCode.PARSE_ERROR, f"Parse error: {problem}")
-    return error_response(None, ErrorCode.PARSE_ERROR)
+    return parse_error(failure, body)

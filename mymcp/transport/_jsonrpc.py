@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from mymcp._strictjson import StrictJsonError, StrictJsonReason
 from mymcp.logs import direct_handler, new_failure_id
 from mymcp.transport._exchange import encode_json
 
@@ -163,6 +164,26 @@ def error_response(
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def parse_error(failure: StrictJsonError, data: bytes, what: str = "body") -> dict[str, Any]:
+    """The -32700 answer to a message (`what`: an HTTP body, a stdio line) that could not
+    be decoded, saying what the client must fix where that can be told (never quoting
+    the message)."""
+    problem = failure.diagnostic.detail
+    if failure.reason is StrictJsonReason.INVALID_UTF8:
+        # The decoder refuses two things alike: bytes that are no UTF-8, and valid text
+        # whose string escapes an unpaired surrogate. The client fixes different things.
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = f"the {what} is not valid UTF-8 text"
+        else:
+            problem = "a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text"
+    elif failure.reason is StrictJsonReason.NON_FINITE:
+        problem = "a number is not finite (NaN, Infinity, or beyond the range of a double)"
+    message = "Parse error" if problem is None else f"Parse error: {problem}"
+    return error_response(None, ErrorCode.PARSE_ERROR, message)
 
 
 def encode_reply(request: Request, reply: Mapping[str, Any]) -> tuple[bytes, bool]:

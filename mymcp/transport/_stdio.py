@@ -58,6 +58,7 @@ from mymcp.transport._jsonrpc import (
     log_cancelled,
     log_notification,
     log_response,
+    parse_error,
     request_id_of,
 )
 from mymcp.transport._stateless import StatelessEra, carries_stateless_envelope
@@ -236,7 +237,7 @@ class StdioServer:
             if exc.reason is StrictJsonReason.TOO_DEEP:
                 await self._refuse(None, ErrorCode.INVALID_REQUEST, "Message nests too deeply")
             else:
-                await self._refuse(None, ErrorCode.PARSE_ERROR)
+                await self._write(encode_json(parse_error(exc, line, "line")))
             return
         message = classify(decoded)
         if message is None:

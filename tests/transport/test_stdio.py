@@ -221,6 +221,24 @@ def test_bad_lines_are_answered_and_reading_goes_on_until_eof(sandbox: Sandbox) 
     assert "x" * 64 not in stderr  # nothing of a message reaches the log
 
 
+def test_the_parse_error_says_what_was_refused_as_over_http(sandbox: Sandbox) -> None:
+    lines = [
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"\xff"}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":' + b"7" * 4301 + b"}}\n",
+        b"{nope\n",
+    ]
+    replies, _, status = _raw(sandbox, lines)
+    assert status == 0
+    assert [reply["error"]["message"] for reply in replies] == [
+        "Parse error: a string escapes an unpaired surrogate (\\ud800-\\udfff), which is no text",
+        "Parse error: the line is not valid UTF-8 text",
+        "Parse error: an integer has more than 4300 digits, more than this server reads",
+        "Parse error",
+    ]
+    assert {reply["error"]["code"] for reply in replies} == {-32700}
+
+
 def test_stdout_carries_only_replies_even_when_a_plugin_prints(sandbox: Sandbox) -> None:
     plugin_path = sandbox.serve_plugin("noisy", NOISY_PLUGIN)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}

@@ -79,6 +79,19 @@ def test_initialize_with_a_lone_surrogate_leaves_no_session(make_client, body: b
         ),
         (RAW_SURROGATE_ID, "the body is not valid UTF-8 text"),
         (b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', "the body is not valid UTF-8 text"),
+        # Valid JSON that holds a number no reader here takes.
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":' + b"7" * 4301 + b"}}",
+            "an integer has more than 4300 digits, more than this server reads",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}',
+            "a number is not finite (NaN, Infinity, or beyond the range of a double)",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":NaN}}',
+            "a number is not finite (NaN, Infinity, or beyond the range of a double)",
+        ),
     ],
 )
 def test_the_parse_error_says_which_kind_of_text_was_refused(
