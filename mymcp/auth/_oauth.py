@@ -233,14 +233,19 @@ class OAuthJwtAdapter:
         if self._lock.locked():
             return
         async with self._lock:
-            if self._clock.monotonic() - self._keys_since >= KEY_SET_MAX_AGE_SECONDS:
-                await self._download()
+            # A download the once-a-minute budget held back (one for an unknown key id
+            # just before) is no attempt: the set stays old, and a request after the
+            # minute tries again, so a withdrawn key still goes within the age.
+            old = self._clock.monotonic() - self._keys_since >= KEY_SET_MAX_AGE_SECONDS
+            if old and await self._download():
                 self._keys_since = max(self._keys_since, self._clock.monotonic())
 
-    async def _download(self) -> None:
+    async def _download(self) -> bool:
+        """Download the key set, unless one was tried less than a minute ago; whether it
+        was tried (failing or not)."""
         now = self._clock.monotonic()
         if self._last_refetch is not None and now - self._last_refetch < REFETCH_INTERVAL_SECONDS:
-            return
+            return False
         self._last_refetch = now
         try:
             # Given up on, not waited for, when the request is cancelled (the server is
@@ -250,10 +255,11 @@ class OAuthJwtAdapter:
             # Keep serving with the keys already trusted, but say so: a rotation that
             # cannot be fetched otherwise shows only as tokens refused with 401.
             _log.warning("jwks_refresh outcome=error code=%s", exc.code)
-            return
+            return True
         self._keys = fetched
         self._keys_since = self._clock.monotonic()
         _log.info("jwks_refresh outcome=loaded keys=%d", len(fetched))
+        return True
 
     async def authenticate(self, payload: str) -> Identity | AuthFailure:
         parts = _split_compact(payload)

@@ -278,6 +278,27 @@ def test_an_old_key_set_that_cannot_be_downloaded_stays_in_use(
     assert idp.count(JWKS_URI) == 3
 
 
+def test_an_age_download_held_back_by_the_minute_budget_is_tried_after_it(
+    setup: Setup, rsa_key: rsa.RSAPrivateKey, rsa_key_2: rsa.RSAPrivateKey
+) -> None:
+    # A download for an unknown key id fails just before the set grows old; the age's
+    # own download, held back by the once-a-minute budget, must not count as done, or
+    # a withdrawn key would stay trusted for a second quarter of an hour.
+    idp, clock, auth = setup
+    clock.mono += KEY_SET_MAX_AGE_SECONDS - 10
+    idp.overrides[JWKS_URI] = (500, b"")
+    assert check(auth, mint(rsa_key_2, alg="RS256", kid="unknown")) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 2
+    del idp.overrides[JWKS_URI]
+    idp.keys = [public_jwk(rsa_key_2, "new")]  # "old" withdrawn
+    clock.mono += 15  # old now, but within the minute of the failed download
+    assert isinstance(check(auth, mint(rsa_key, alg="RS256", kid="old")), Principal)
+    assert idp.count(JWKS_URI) == 2
+    clock.mono += 60  # the minute is over: the old set is downloaded again
+    assert check(auth, mint(rsa_key, alg="RS256", kid="old")) is AuthFailure.REJECTED
+    assert idp.count(JWKS_URI) == 3
+
+
 def test_new_key_material_under_a_known_kid_is_looked_up(
     setup: Setup, rsa_key: rsa.RSAPrivateKey, rsa_key_2: rsa.RSAPrivateKey
 ) -> None:
