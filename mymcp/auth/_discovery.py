@@ -25,7 +25,7 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from mymcp._strictjson import StrictJsonError, load_strict_json
-from mymcp.errors import DiscoveryError, Location
+from mymcp.errors import DiscoveryError, Location, shown
 
 __all__ = [
     "FETCH_DEADLINE_SECONDS",
@@ -225,12 +225,19 @@ def _jwks_uri_from(body: bytes, issuer: str, url: str) -> str:
     except StrictJsonError as exc:
         why = f"{exc.code}: {exc.detail}" if exc.detail else exc.code
         raise _refused("metadata", url, f"not strict JSON ({why})") from None
-    if not isinstance(document, dict) or document.get("issuer") != issuer:
-        raise _refused("metadata", url, f"its issuer is not exactly {issuer!r}")
+    # The values found are named: a trailing slash or another host is the usual fault,
+    # and invisible without them.
+    if not isinstance(document, dict):
+        raise _refused("metadata", url, "not a JSON object")
+    found = document.get("issuer")
+    if found != issuer:
+        seen = "none" if found is None else shown(found)
+        raise _refused("metadata", url, f"its issuer is {seen}, not exactly {shown(issuer)}")
     jwks_uri = document.get("jwks_uri")
     if not isinstance(jwks_uri, str) or not is_valid_jwks_uri(jwks_uri, issuer):
+        seen = "missing" if jwks_uri is None else shown(jwks_uri)
         raise _refused(
-            "metadata", url, "jwks_uri is missing or not an https URL on the issuer's host"
+            "metadata", url, f"jwks_uri is {seen}, not an https URL on the issuer's host"
         )
     return jwks_uri
 

@@ -128,7 +128,10 @@ def test_when_neither_document_serves_the_error_says_what_each_answered() -> Non
     assert info.value.location.source == second
     assert info.value.detail is not None
     assert info.value.detail.startswith("HTTP 404")
-    assert f"before it, {first}: its issuer is not exactly {ISSUER!r}" in info.value.detail
+    # The value found is named beside the one expected: a trailing slash shows.
+    assert (
+        f'before it, {first}: its issuer is "https://x.example.com", not exactly "{ISSUER}"'
+    ) in info.value.detail
 
 
 @pytest.mark.parametrize(
@@ -152,6 +155,9 @@ def test_jwks_uri_must_stay_on_the_issuer_host(jwks_uri: object) -> None:
     with pytest.raises(DiscoveryError) as info:
         discover_jwks_uri(client(idp), ISSUER)
     assert info.value.code == "metadata_invalid"
+    assert info.value.detail is not None
+    found = f'"{jwks_uri}"' if isinstance(jwks_uri, str) else str(jwks_uri)
+    assert f"jwks_uri is {found}, not an https URL" in info.value.detail
 
 
 @pytest.mark.parametrize(
