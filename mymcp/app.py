@@ -36,6 +36,8 @@ from mymcp.transport import (
     JsonDocument,
     McpEndpoint,
     RequestAuthenticator,
+    Session,
+    SessionEnd,
     SessionStore,
     StatelessEra,
     StdioServer,
@@ -90,7 +92,7 @@ def create_app(
         per_principal_limit=mcp.max_sessions_per_principal,
         inactivity_seconds=mcp.session_inactivity_timeout_seconds,
         absolute_seconds=mcp.session_absolute_lifetime_seconds,
-        on_end=None if audit is None else audit_session_ends(audit),
+        on_end=_session_ends(governance),
     )
     options = TransportOptions.for_binding(
         config.server.address, config.server.port, strict=mcp.strict_protocol_version
@@ -156,6 +158,23 @@ def create_console_app(host: Host, *, console_directory: Path | None = None) -> 
     )
     documents = {"/health": JsonDocument({"status": "ok"})}
     return HostApplication(None, options, documents, mounts={"/console": console})
+
+
+def _session_ends(governance: Governance | None) -> Callable[[Session, SessionEnd], None] | None:
+    """What a session's end sets off: its `session_close` record, and the end of the
+    approvals bound to it (no call can come back to use them)."""
+    audit = governance.audit if governance is not None else None
+    approvals = governance.approvals if governance is not None else None
+    record = None if audit is None else audit_session_ends(audit)
+    if approvals is None:
+        return record
+
+    def ended(session: Session, reason: SessionEnd) -> None:
+        if record is not None:
+            record(session, reason)
+        approvals.end_session(session.id)
+
+    return ended
 
 
 def _default_console_directory() -> Path | None:

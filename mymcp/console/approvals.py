@@ -35,8 +35,9 @@ STATE_TEXT: Final[Mapping[ApprovalState, str]] = {
     ),
     ApprovalState.SPENT: "Approved and used: the call ran once.",
     ApprovalState.EXPIRED: (
-        "Expired: nobody decided in time, the approval was not used, or the caller's newer "
-        "requests (only so many wait at once) pushed it out."
+        "Expired: nobody decided in time, the approval was not used, the caller's session "
+        "ended (so the call can no longer come back), or the caller's newer requests (only "
+        "so many wait at once) pushed it out."
     ),
 }
 

@@ -290,6 +290,21 @@ class Approvals:
             else:  # a denial or expiry nobody came back for
                 self._retire(approval)
 
+    def end_session(self, session_id: str) -> None:
+        """The session `session_id` ended (deleted, expired, evicted): its approvals that
+        wait for a decision or for their call can never be used, since an approval is
+        bound to its session. They expire now, so that nobody decides a call that
+        cannot come back."""
+        if not session_id:
+            return
+        now = self._clock()
+        for approval in [a for a in self._tracked.values() if a.session_id == session_id]:
+            if approval.state in (ApprovalState.PENDING, ApprovalState.GRANTED):
+                approval.state = ApprovalState.EXPIRED
+                approval.ended_at = now
+                self._record("approval_expired", approval, reason="session_ended")
+            self._retire(approval)
+
     # -- the console's side --------------------------------------------------------------
 
     def pending(self) -> list[Approval]:

@@ -17,6 +17,7 @@ from mymcp.transport._endpoint import (
 )
 from mymcp.transport._instructions import SERVER_INSTRUCTIONS
 from mymcp.transport._sessions import (
+    Session,
     SessionEnd,
     SessionStore,
     audit_session_ends,
@@ -47,6 +48,7 @@ __all__ = [
     "Dispatcher",
     "McpEndpoint",
     "RequestAuthenticator",
+    "Session",
     "SessionEnd",
     "SessionStore",
     "StatelessEra",

@@ -26,6 +26,7 @@ from mymcp.auth import Authenticator
 from mymcp.auth._principal import Identity
 from mymcp.auth._router import RoutedAdapter
 from mymcp.config import HostConfiguration, ServerSettings, parse_host_configuration
+from mymcp.errors import ApprovalError
 from mymcp.governance import (
     Approvals,
     ApprovalState,
@@ -251,6 +252,35 @@ def test_url_elicitation_is_asked_for_only_in_a_revision_that_has_it(
         assert answer["result"]["structuredContent"]["code"] == "approval_required"
     for approval in stack.approvals.pending():
         stack.approvals.decide(approval.id, approve=False)
+
+
+@pytest.mark.parametrize("decided", [False, True])
+def test_the_approvals_of_a_session_that_ended_expire_with_it(stack: Stack, decided: bool) -> None:
+    """An approval is bound to its session: once the session is gone no call can use it,
+    so the console must not go on asking for (or holding) a decision."""
+    call = request_json("tools/call", name="notes__write", arguments={"text": "orphan"})
+    with httpx.Client(timeout=10) as http:
+        session = open_session(http, stack.url, "dave")
+        asked = send(
+            http, "POST", stack.url, authorization=["Bearer dave"], session=session, body=call
+        )
+        assert asked.json()["result"]["structuredContent"]["code"] == "approval_required"
+        (pending,) = [a for a in stack.approvals.pending() if a.principal == "operator:dave"]
+        if decided:
+            stack.approvals.decide(pending.id, approve=True)
+        ended = send(http, "DELETE", stack.url, authorization=["Bearer dave"], session=session)
+        assert ended.status_code == 204
+    assert not [a for a in stack.approvals.pending() if a.principal == "operator:dave"]
+    assert stack.approvals.get(pending.id).state is ApprovalState.EXPIRED  # type: ignore[union-attr]
+    with pytest.raises(ApprovalError):
+        stack.approvals.decide(pending.id, approve=True)
+    stack.audit.commit()
+    expired = [
+        r
+        for r in read_records(stack.audit_dir)
+        if r["event"] == "approval_expired" and r.get("principal") == "operator:dave"
+    ]
+    assert [r["reason"] for r in expired][-1:] == ["session_ended"]
 
 
 def test_a_denied_call_answers_approval_denied_once(stack: Stack) -> None:
