@@ -111,6 +111,14 @@ def test_an_approved_call_runs_exactly_once_when_the_client_repeats_it(stack: St
     assert "Requested by anonymous" in text
     assert "The record this call targets" in text
     assert "Archive me" in text
+    # The record on a decision page is laid out in stored order, as the arguments are;
+    # its content heading sits one level below the section's.
+    assert '<dd class="title exact">Archive me</dd>' in detail.text
+    assert '<pre class="content exact">' in detail.text
+    assert '<h3 class="content-heading">Content</h3>' in detail.text
+    record_page = stack.client.get(_record_path(reference))
+    assert '<h2 class="content-heading">Content</h2>' in record_page.text
+    assert "exact" not in record_page.text.split('<dl class="fields">')[1]
     assert f'"id": "{reference["id"]}"' in html.unescape(detail.text)
     assert '"expected_revision": 1' in html.unescape(detail.text)
 
