@@ -463,6 +463,12 @@ class ConsolePages:
         if scope not in self._memory.scopes:
             return self._message(404, "Not found", "There is no such scope.", session=session)
         namespace: str | None = params.get("namespace")
+        opened = request.query_params.get("open", "").strip()
+        if opened and "collection" not in params:
+            # The form of a listing that could not name every namespace (or collection):
+            # the one asked for by its id, which the listing then checks like any other.
+            target = f"{request.url.path.rstrip('/')}/{quote(opened, safe='')}"
+            return RedirectResponse(target, status_code=303)
         collection = params.get("collection", ANY_COLLECTION)
         if collection == _NO_COLLECTION:
             collection = None

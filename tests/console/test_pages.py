@@ -959,3 +959,34 @@ def test_a_failed_tool_result_gets_the_status_of_what_went_wrong(
     """409 is for a real conflict only; the server's own trouble is a 5xx."""
     assert Outcome(False, {"status": status}).http_status(otherwise=418) == expected
     assert Outcome(True, {"status": "ok"}).http_status(otherwise=418) == 200
+
+
+def test_a_namespace_the_partial_listing_missed_can_be_opened_by_its_id(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mymcp.console.memory as console_memory
+
+    stack.sign_in()
+    for name in ("alpha", "omega"):
+        stack.remember(
+            f"In {name}", namespace={"kind": "project", "id": name, "label": name.title()}
+        )
+    # One page of one record is all a scope page looks at here: "omega" is not named.
+    monkeypatch.setattr(console_memory, "MAX_CONTAINER_PAGES", 1)
+    monkeypatch.setattr(console_memory, "CONTAINER_PAGE_SIZE", 1)
+    scope_page = stack.client.get("/console/memory/project").text
+    assert "Only the first records were looked at" in scope_page
+    assert '<label for="open-container">Open a namespace by its id</label>' in scope_page
+    opened = stack.client.get(
+        "/console/memory/project", params={"open": " omega "}, follow_redirects=False
+    )
+    assert (opened.status_code, opened.headers["location"]) == (
+        303,
+        "/console/memory/project/omega",
+    )
+    assert "In omega" in stack.client.get(opened.headers["location"]).text
+    # Whatever is typed stays one path segment, for the listing to refuse.
+    odd = stack.client.get(
+        "/console/memory/project", params={"open": "../x"}, follow_redirects=False
+    )
+    assert odd.headers["location"] == "/console/memory/project/..%2Fx"
