@@ -563,6 +563,23 @@ class ConsolePages:
                 notice=None,
                 error=None,
             )
+        actions = self._actions_for(record)
+        if action not in actions:
+            # A stale or typed link: the record's state has no such step (forget needs an
+            # archived record). The record is shown with the steps it does have.
+            state = record.get("lifecycle", {}).get("state", "unknown")
+            return self._render(
+                "record.html",
+                409,
+                session=session,
+                section="memory",
+                reference=reference,
+                outcome=outcome,
+                record=record,
+                actions=actions,
+                notice=f"{action.capitalize()} does not apply to a record that is {state}.",
+                error=None,
+            )
         heading, label, consequence = _ACTION_TEXT[action]
         return self._render(
             "confirm.html",

@@ -502,6 +502,12 @@ def test_archive_restore_and_forget_with_a_confirmation_step(stack: Stack) -> No
     archive_link = f'href="/console/memory/record/archive?{record.split("?", 1)[1]}"'
     assert html.unescape(page).count(archive_link.replace("&amp;", "&")) == 1
     assert "/record/forget?" not in page  # an active record is archived first
+    # Nor does a typed (or stale) forget link ask to confirm a step its state lacks.
+    typed = stack.client.get(record.replace("/record?", "/record/forget?"))
+    assert typed.status_code == 409
+    assert "Forget does not apply to a record that is active." in typed.text
+    assert "Forget this record" not in typed.text
+    assert html.unescape(typed.text).count(archive_link.replace("&amp;", "&")) == 1
 
     confirm = stack.client.get(record.replace("/record?", "/record/archive?"))
     assert "Archive this record?" in confirm.text
