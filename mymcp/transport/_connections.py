@@ -143,8 +143,9 @@ def _answered_when_busy(target: bytes) -> bool:
     return path in ("/health", "/console") or path.startswith("/console/")
 
 
-async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
-    if scope.get("path") == "/mcp":
+def _busy_answer(path: object) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and body of the 503 for a request beyond those being answered."""
+    if path == "/mcp":
         body, media = _BUSY_MCP_BODY, b"application/json"
     else:
         body, media = _BUSY_TEXT_BODY, b"text/plain; charset=utf-8"
@@ -154,6 +155,11 @@ async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
         (b"retry-after", b"1"),
         (b"connection", b"close"),
     ]
+    return headers, body
+
+
+async def _answer_busy(scope: Scope, receive: Receive, send: Send) -> None:
+    headers, body = _busy_answer(scope.get("path"))
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -383,6 +389,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _watch: ConnectionWatch | None = None
     # The unanswered requests ahead of the newest one, when requests were pipelined.
     _cycles_ahead: tuple[RequestResponseCycle, ...] = ()
+    # Whether the request being read was already answered 503 for being busy.
+    _refused_busy = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
@@ -519,6 +527,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope[CONNECTION_WATCH] = self._watch  # type: ignore[typeddict-unknown-key]
+        self._refused_busy = False
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 
@@ -568,6 +577,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 super().on_headers_complete()
             finally:
                 self.app = app
+            self._refused_busy = True
             load.note_refusal(self.loop, self.logger, self.max_requests)
         else:
             super().on_headers_complete()
@@ -600,11 +610,30 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._unanswered += 1
             if self._unanswered == 1:
                 load.answering += 1
+                if load.answering > self.max_requests and not self._refused_busy:
+                    self._refuse_late(load)
         elif not answering and self.timeout_keep_alive_task is None:
             # Answered before its body was all here (a 413, 415 or 401 needs no body):
             # the answer started the idle timer, and the body arriving since stopped
             # it, as any input does. The connection is idle from now on.
             self._arm_keep_alive()
+
+    def _refuse_late(self, load: _ServerLoad) -> None:
+        """Answer 503 a request admitted at its head whose body completed only once the
+        requests being answered were at the bound (heads sent first, bodies after, as
+        some clients send them): counted only now, it is refused now. Its application,
+        still waiting for the body, hears that its client left and answers nobody; the
+        503 goes out in its place, and the connection closes after it."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or _answered_when_busy(self.url):
+            return
+        cycle.disconnected = True
+        cycle.message_event.set()
+        headers, body = _busy_answer(self.scope.get("path"))
+        head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+        self.transport.write(b"HTTP/1.1 503 Service Unavailable\r\n" + head + b"\r\n" + body)
+        self.transport.close()
+        load.note_refusal(self.loop, self.logger, self.max_requests)
 
     def _arm_keep_alive(self) -> None:
         if not self.transport.is_closing():

@@ -361,6 +361,44 @@ async def _busy_server(limits: ConnectionLimits) -> tuple[Held, Server, list[Mem
     return app, server, held
 
 
+@pytest.mark.parametrize("path", ["/mcp", "/console/approvals"])
+def test_requests_whose_bodies_complete_beyond_the_bound_are_answered_503(
+    path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Heads first, bodies after (as some clients send them): a request counts once its
+    # body is here, and the one that completes beyond the bound is refused then.
+    async def scenario() -> None:
+        app = Held(holding=True)
+        server = Server(app, LIMITS)
+        connections = [server.connect() for _ in range(LIMITS.max_requests + 1)]
+        data = request(path, body=b"{}")
+        for connection in connections:
+            connection.send(data[:-2])
+        await settle()
+        assert app.started == len(connections)  # admitted at their heads
+        for connection in connections:
+            connection.send(data[-2:])
+        await settle()
+        *admitted, late = connections
+        if path == "/mcp":
+            assert status(late) == b"HTTP/1.1 503 Service Unavailable"
+            assert late.closed
+            body = bytes(late.written).split(b"\r\n\r\n", 1)[1]
+            assert json.loads(body)["error"]["code"] == -32603
+            assert len(_busy_lines(caplog)) == 1
+        else:  # the console is never refused for being busy
+            assert late.written == bytearray()
+        app.release.set()
+        await settle()
+        answered = admitted if path == "/mcp" else connections
+        assert [status(c) for c in answered] == [b"HTTP/1.1 200 OK"] * len(answered)
+        if path == "/mcp":
+            assert bytes(late.written).count(b"HTTP/1.1") == 1  # the 503 alone
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario)
+
+
 def test_requests_being_answered_beyond_the_bound_are_answered_503() -> None:
     async def scenario() -> None:
         app, server, busy = await _busy_server(LIMITS)
