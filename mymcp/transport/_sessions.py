@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -17,6 +18,8 @@ from mymcp.config import (
     DEFAULT_SESSIONS_PER_PRINCIPAL,
 )
 from mymcp.governance import AuditLog
+
+_log = logging.getLogger("mcp")
 
 __all__ = [
     "Session",
@@ -154,12 +157,18 @@ class SessionStore:
         now = self._clock()
         self._sweep_idle(now)
         owned = self._by_principal.get(principal_id)
+        # An evicted session's client gets 404 at its next request: the log says why, as
+        # the audit does when it is on (without it, nothing else would).
         if owned is not None and len(owned) >= self._per_principal:
             self._remove(next(iter(owned)), SessionEnd.EVICTED)
+            _log.info(
+                "session outcome=evicted reason=principal_quota limit=%d", self._per_principal
+            )
         if len(self._sessions) >= self._limit:
             self._sweep_all(now)
             if len(self._sessions) >= self._limit:
                 self._remove(next(iter(self._sessions)), SessionEnd.EVICTED)
+                _log.info("session outcome=evicted reason=store_full limit=%d", self._limit)
         session_id = secrets.token_urlsafe(32)
         while session_id in self._sessions:  # 256 random bits: practically never loops
             session_id = secrets.token_urlsafe(32)

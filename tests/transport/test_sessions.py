@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -122,6 +125,19 @@ def test_a_full_store_evicts_the_globally_idlest_session() -> None:
     assert store.lookup(sessions["b"].id, "b", "g") is None  # b was the idlest
     assert store.lookup(sessions["a"].id, "a", "g") is sessions["a"]
     assert store.lookup(sessions["c"].id, "c", "g") is sessions["c"]
+
+
+def test_each_eviction_is_one_log_line_saying_which_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = SessionStore(limit=3, per_principal_limit=2)
+    with caplog.at_level(logging.INFO, logger="mcp"):
+        for name in ("a", "a", "a", "b", "c"):
+            store.create(name, "g", "v")
+    assert [r.getMessage() for r in caplog.records] == [
+        "session outcome=evicted reason=principal_quota limit=2",
+        "session outcome=evicted reason=store_full limit=3",
+    ]
 
 
 def test_every_way_out_of_the_store_is_reported_once_with_its_reason() -> None:
