@@ -276,28 +276,16 @@ def read_tail(directory: Path) -> Tail:
     newest, newest_path = found[-1]
     size = newest_path.stat().st_size
     torn = False
+    # The newest readable record ends the chain, and the writer continues its numbers
+    # and hashes after it, so that they never start over. Anything after it in the
+    # newest segment (a partial line from a crash, or lines an edit left that do not
+    # read as records) is left where it is for `verify` to point at, and the writer
+    # moves on to a new segment.
     for number, path in reversed(found):
-        with open_segment(path) as handle:
-            end = os.fstat(handle.fileno()).st_size
-            start = max(0, end - TAIL_WINDOW)
-            handle.seek(start)
-            window = handle.read(TAIL_WINDOW)
-        lines = window.split(b"\n")
-        if lines.pop() and number == newest:  # a last line cut short, without its newline
-            torn = True
-        if start > 0:
-            lines = lines[1:]  # the window may begin inside a line
-        # The newest readable record ends the chain, and the writer continues its numbers
-        # and hashes after it, so that they never start over. Anything after it in the
-        # newest segment (a partial line from a crash, or lines an edit left that do not
-        # read as records) is left where it is for `verify` to point at, and the writer
-        # moves on to a new segment.
-        while lines:
-            line = lines.pop()
-            last = parse_record(line)
-            if last is not None:
-                return Tail(newest, size, last["seq"], last["hash"], torn)
-            torn = torn or number == newest
+        last, anything_after = _end_of_segment(path)
+        torn = torn or (number == newest and anything_after)
+        if last is not None:
+            return Tail(newest, size, last["seq"], last["hash"], torn)
     return Tail(newest, size, 0, GENESIS_HASH, torn)
 
 
@@ -352,15 +340,54 @@ def first_record(directory: Path, after: int) -> AuditRecord | None:
 
 def last_record(path: Path) -> AuditRecord | None:
     """The last complete record of one segment."""
+    return _end_of_segment(path)[0]
+
+
+def _end_of_segment(path: Path) -> tuple[AuditRecord | None, bool]:
+    """The last complete record of one segment, and whether anything follows it (a last
+    line cut short, or lines that read as no record)."""
+    anything_after = False
     with open_segment(path) as handle:
-        end = os.fstat(handle.fileno()).st_size
-        handle.seek(max(0, end - TAIL_WINDOW))
-        window = handle.read(TAIL_WINDOW)
-    for line in reversed(window[: window.rfind(b"\n") + 1].split(b"\n")):
-        record = parse_record(line)
-        if record is not None:
-            return record
-    return None
+        for line in _lines_from_the_end(handle):
+            record = None if line is None else parse_record(line)
+            if record is not None:
+                return record, anything_after
+            anything_after = True
+    return None, anything_after
+
+
+def _lines_from_the_end(handle: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of an open segment, last first, each without its newline; None for one
+    that cannot be a record: a last line cut short (no newline after it), or one longer
+    than any record, which is passed over without being held whole. Read backwards a
+    window at a time, so that the end of the chain is found however much follows it."""
+    position = os.fstat(handle.fileno()).st_size
+    # The end part of the line that begins further back, and what that line is: the
+    # segment's last line with no newline after it ("cut"), a line ("whole"), or one
+    # already longer than a record ("long").
+    tail, kind = b"", "cut"
+    while position > 0:
+        start = max(0, position - TAIL_WINDOW)
+        handle.seek(start)
+        pieces = handle.read(position - start).split(b"\n")
+        position = start
+        if len(pieces) > 1:  # the line `tail` ends begins in this window
+            ended = pieces.pop() + tail
+            if kind == "whole":
+                yield ended if len(ended) <= MAX_LINE_BYTES else None
+            elif ended or kind == "long":  # a cut last line (an empty one is none)
+                yield None
+            for piece in reversed(pieces[1:]):
+                yield piece if len(piece) <= MAX_LINE_BYTES else None
+            tail, kind = pieces[0], "whole"
+        elif kind != "long":
+            tail = pieces[0] + tail
+        if len(tail) > MAX_LINE_BYTES and kind != "long":
+            tail, kind = b"", "long"
+    if kind == "whole":
+        yield tail if len(tail) <= MAX_LINE_BYTES else None  # the segment's first line
+    elif tail or kind == "long":
+        yield None
 
 
 def open_segment(path: Path) -> BinaryIO:

@@ -7,6 +7,7 @@ import errno
 import json
 import mmap
 import os
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,12 @@ from hypothesis import strategies as st
 from mymcp.cli import main
 from mymcp.errors import AuditError
 from mymcp.governance import audit_verify, check_audit_directory, read_records, verify_audit
-from mymcp.governance.audit_format import read_head, segment_name
+from mymcp.governance.audit_format import (
+    MAX_LINE_BYTES,
+    _lines_from_the_end,
+    read_head,
+    segment_name,
+)
 from tests.governance.audit_logs import (
     Clock,
     forged,
@@ -395,8 +401,15 @@ def test_a_torn_last_line_is_reported_as_such_and_recovered(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     "ending",
-    [b"not a record\n", b"\n", b'{"seq": 1}\n', b"not a record\n" + b'{"seq":6,"ti'],
-    ids=["junk", "blank", "no-hash", "junk-then-torn"],
+    [
+        b"not a record\n",
+        b"\n",
+        b'{"seq": 1}\n',
+        b"not a record\n" + b'{"seq":6,"ti',
+        b"# junk\n" * 12_000,  # more than one window read from the end
+        b"x" * 200_000 + b"\n",  # one line longer than any record
+    ],
+    ids=["junk", "blank", "no-hash", "junk-then-torn", "much-junk", "overlong"],
 )
 def test_lines_after_the_last_record_never_restart_the_numbers(
     tmp_path: Path, ending: bytes
@@ -797,3 +810,34 @@ def test_a_configured_symlinked_directory_is_refused_as_such(
     assert main(["audit", "verify"]) == 1
     out, err = capsys.readouterr()
     assert (out, err) == ("", _symlink_refused(link))
+
+
+def _from_the_end_as_read_forwards(data: bytes) -> list[bytes | None]:
+    """What `_lines_from_the_end` must give: the lines read forwards, last first; the
+    last one cut short, and any longer than a record, as None."""
+    pieces = data.split(b"\n")
+    cut = pieces.pop()
+    lines: list[bytes | None] = [None] if cut else []
+    lines += [p if len(p) <= MAX_LINE_BYTES else None for p in reversed(pieces)]
+    return lines
+
+
+_LINES = st.lists(
+    st.one_of(
+        st.binary(max_size=40).map(lambda line: line.replace(b"\n", b"")),
+        st.integers(0, 3 * MAX_LINE_BYTES).map(lambda size: b"x" * size),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_LINES, st.booleans())
+def test_reading_a_segment_from_its_end_agrees_with_reading_it_forwards(
+    lines: list[bytes], ended: bool
+) -> None:
+    data = b"\n".join(lines) + (b"\n" if ended else b"")
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data)
+        handle.flush()
+        assert list(_lines_from_the_end(handle)) == _from_the_end_as_read_forwards(data)
