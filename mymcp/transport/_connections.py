@@ -528,6 +528,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self.scope[CONNECTION_WATCH] = self._watch  # type: ignore[typeddict-unknown-key]
         self._refused_busy = False
+        # A request that follows an early answer in the same read finds the idle timer
+        # that answer's body re-armed: the connection is busy again, not idle.
+        if self.timeout_keep_alive_task is not None:
+            self._unset_keepalive_if_required()
         if self._phase_limit is None:  # the first request is timed from the connect
             self._begin(self.header_seconds)
 

@@ -326,6 +326,43 @@ def test_a_connection_answered_before_its_body_arrived_is_closed_once_idle(piece
     run(scenario)
 
 
+def test_a_request_following_an_early_answer_in_the_same_read_is_not_timed_as_idle() -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["path"] == "/early":
+                await _answer_unread(scope, receive, send)
+                return
+            while (await receive()).get("more_body"):
+                pass
+            await release.wait()
+            headers = [(b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+
+        server = Server(app, LIMITS)  # type: ignore[arg-type]
+        client = server.connect()
+        first = request("/early", body=b"x" * 30)
+        cut = first.index(b"\r\n\r\n") + 4
+        client.send(first[:cut])
+        await settle()
+        assert status(client) == b"HTTP/1.1 415 Unsupported Media Type"
+        # The rest of that body and the next request arrive in one read.
+        client.send(first[cut:] + request("/slow", body=b"{}"))
+        await settle()
+        protocol = client.protocol
+        assert isinstance(protocol, BoundedHttpToolsProtocol)
+        assert protocol.timeout_keep_alive_task is None  # being answered, not idle
+        release.set()
+        await settle()
+        assert bytes(client.written).count(b"HTTP/1.1 200 OK") == 1
+        assert protocol.timeout_keep_alive_task is not None  # idle now
+        assert not client.closed
+
+    run(scenario)
+
+
 # --- requests being answered, open connections ---------------------------------------------
 
 
