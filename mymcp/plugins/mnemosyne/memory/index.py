@@ -14,7 +14,8 @@ Files stay the source of truth. A call first makes the part of the tree it reads
 * Hard links: a write through a record file's other name, in a directory we may not
   watch, raises no event here. A proof of a selection holding such files still stands,
   but each of them is re-stat'ed on every call it answers (and re-read when its stamp
-  changed), up to 64 in the root; beyond that, their selections are walked every call.
+  changed), up to 64 in a selection (256 in the root); a selection holding more is
+  walked on every call.
 * Walk (everywhere, and whenever a proof is missing: an event no single entry explains,
   a directory that could not be watched, a root that changed identity, more hard-linked
   files than are checked call by call, a network filesystem): list the selection and
@@ -125,9 +126,11 @@ _SETTLE_NS: Final = 2_000_000_000
 # The wall clock settledness is judged by (a name of its own, so tests can move it on).
 _now_ns: Callable[[], int] = time.time_ns
 _MAX_PROOFS: Final = 256
-# Hard-linked record files checked on every call instead of walking their selections;
-# with more of them in the root, their selections are walked on every call.
+# Hard-linked record files checked on every call instead of walking their selection, at
+# most so many in one selection and in the whole root; a selection holding more is
+# walked on every call, as one whose links are not all known.
 _MAX_LINKED: Final = 64
+_MAX_LINKED_KNOWN: Final = 256
 _MAX_CACHED_RECORDS: Final = 1024
 # Seconds without a change before the snapshot is saved, at the least (it grows with the
 # time a save takes), and how many such waits a steady stream of changes may defer it.
@@ -416,9 +419,10 @@ class MemoryIndex:
         self._duplicates_more: dict[int, list[int]] = {}
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._namespaces: dict[tuple[str, str], tuple[int, frozenset[int]]] = {}
-        # Record files with another name as well (by root-relative parts): a write through
-        # that name raises no event in the directories we watch.
-        self._linked: dict[RelativePath, None] = {}
+        # Record files with another name as well (by root-relative parts), each with the
+        # walk mark current when it was last met: a write through that other name raises
+        # no event in the directories we watch.
+        self._linked: dict[RelativePath, int] = {}
         self._revision += 1
 
     # -- properties -----------------------------------------------------------------------
@@ -592,7 +596,7 @@ class MemoryIndex:
         self._prune(prefix, recursive, mark, visited)
         for directory, name in stats.temps:
             self._directories_at(directory).temps.add(name)
-        if not self._note_linked(prefix, recursive, linked):
+        if not self._note_linked(prefix, recursive, linked, mark):
             armed[0] = False
         key = (prefix, recursive)
         if armed[0] and epoch == self._epoch:
@@ -617,23 +621,32 @@ class MemoryIndex:
         self._note_skips(stats)
 
     def _note_linked(
-        self, prefix: RelativePath, recursive: bool, linked: list[RelativePath]
+        self, prefix: RelativePath, recursive: bool, linked: list[RelativePath], mark: int
     ) -> bool:
-        """Take the hard-linked files a walk of the selection met as all of those in it;
-        False when the root then holds more than are checked call by call."""
+        """Take the hard-linked files a walk (of `mark`) met in its selection as those it
+        holds, keeping any a call met while the walk handed its lock over (they carry a
+        newer mark, as rows do); False when the selection holds more than are checked
+        call by call, or the root more than are kept track of."""
         known = self._linked
-        for parts in [p for p in known if _within(p, prefix, recursive)]:
+        stale = [p for p, seen in known.items() if seen < mark and _within(p, prefix, recursive)]
+        for parts in stale:
             del known[parts]
-        known.update(dict.fromkeys(linked))
-        return len(known) <= _MAX_LINKED
+        if len(linked) > _MAX_LINKED or len(known) + len(linked) > _MAX_LINKED_KNOWN:
+            return False
+        known.update(dict.fromkeys(linked, mark))
+        return True
 
     def _linked_current(self, prefix: RelativePath, recursive: bool) -> bool:
         """Bring the hard-linked files of a proven selection up to date, as a walk would
         (a stat each, a read when one changed); False when a walk must."""
         wanted: dict[RelativePath, list[str]] = {}
+        count = 0
         for parts in self._linked:
             if _within(parts, prefix, recursive):
                 wanted.setdefault(parts[:-1], []).append(parts[-1])
+                count += 1
+        if count > _MAX_LINKED:
+            return False
         return all(self._examine(directory, names) for directory, names in wanted.items())
 
     def _note_skips(self, stats: WalkStats) -> None:
@@ -777,6 +790,7 @@ class MemoryIndex:
                 if stat.S_ISDIR(info.st_mode):
                     return False  # its own (queued or imminent) event asks for a walk
                 if stat.S_ISLNK(info.st_mode):
+                    self._linked.pop((*directory, name), None)
                     if name.endswith(RECORD_SUFFIX):
                         self._remove_name(directory_id, name)
                         self._note_skip((*directory, name), SkipReason.SYMLINK)
@@ -788,9 +802,9 @@ class MemoryIndex:
                     if info.st_nlink == 1:
                         self._linked.pop(parts, None)
                     elif parts not in self._linked:
-                        if len(self._linked) >= _MAX_LINKED:
-                            return False  # more than are checked call by call: walks
-                        self._linked[parts] = None
+                        if len(self._linked) >= _MAX_LINKED_KNOWN:
+                            return False  # more than are kept track of: walks
+                        self._linked[parts] = self._walks
                     self._entry_skips.pop(parts, None)
                     self._visit(directory_id, fd, name, info)
             return True

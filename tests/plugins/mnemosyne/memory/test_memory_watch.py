@@ -243,6 +243,46 @@ def test_more_hard_linked_records_than_are_checked_call_by_call_are_walked(
     assert len(walks) == 2
 
 
+def test_hard_links_in_one_selection_never_make_another_walk(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory, walks: list[int]
+) -> None:
+    (tmp_path / "backup").mkdir()
+    for number in range(65):
+        path = write(v1(memory_id=f"m{number}"), f"project/ns/m{number}.json")
+        os.link(path, tmp_path / "backup" / path.name)
+    write(v1(memory_id="plain"), "project/other/p.json")
+    index = _armed(root)
+    assert len(_ids(index)) == 66
+    before = len(walks)
+    for _ in range(3):
+        assert _ids(index, namespace="other") == {"plain"}
+    assert len(walks) - before == 1  # its own first walk, then proven
+
+
+def test_a_hard_link_made_while_the_startup_build_hands_its_lock_over_is_kept(
+    root: Path, tmp_path: Path, write: Writer, v1: Factory
+) -> None:
+    for number in range(300):
+        write(v1(memory_id=f"a{number:03d}"), f"project/ns/a{number:03d}.json")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(v1(memory_id="original")))
+    index = _armed(root)
+    linked: list[bool] = []
+
+    def progress(examined: int) -> None:
+        if not linked:
+            linked.append(True)
+            os.link(elsewhere, root / "project" / "ns" / "zz.json")
+            # A call about another scope meanwhile applies the event for the new name.
+            index.refresh(Scope.SELF, (), recursive=True, candidate_limit=10_000)
+
+    index.refresh(Scope.PROJECT, (), recursive=True, candidate_limit=10_000, progress=progress)
+    assert linked
+    assert "original" in _ids(index)
+    elsewhere.write_text(json.dumps(v1(memory_id="edited")))
+    assert "edited" in _ids(index)
+
+
 def test_watch_limit_failure_falls_back_to_walking(
     root: Path, write: Writer, v1: Factory, walks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
