@@ -590,6 +590,8 @@ def _literal_assignment(match: re.Match[str], reading: str) -> bool:
     value = _value(match, reading)
     if not _names_the_secret(match) or _REFERENCE.match(value) or not value.strip("*"):
         return False
+    if _PORT.match(value) and _in_url_host(match, reading):
+        return False  # "http://a.pwd:1000/x": a host name and its port, not a key and value
     # A key word inside a longer identifier is mostly code, where an unquoted word that
     # is a type, a constant or a keyword is no secret. A bare key (password: ...) keeps
     # every value of four or more characters.
@@ -597,6 +599,16 @@ def _literal_assignment(match: re.Match[str], reading: str) -> bool:
     embedded = match["rest"] or (start > 0 and reading[start - 1] in _IDENTIFIER_CHARACTERS)
     code_word = value.isalpha() and (value != value.lower() or value in _CODE_WORDS)
     return not (embedded and code_word and not match["quote"])
+
+
+_URL_HOST: Final = re.compile(r"[a-z][a-z0-9+.-]*://[a-z0-9.-]*\Z", re.IGNORECASE)
+_PORT: Final = re.compile(r"[0-9]{1,5}(?:[/?#]|\Z)")
+
+
+def _in_url_host(match: re.Match[str], reading: str) -> bool:
+    """Whether the key word ends a URL's host name: what follows it is then the port."""
+    start = match.start()
+    return _URL_HOST.search(reading, max(0, start - 256), start) is not None
 
 
 def _generated_assignment(match: re.Match[str], reading: str) -> bool:

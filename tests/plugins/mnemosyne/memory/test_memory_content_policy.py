@@ -1072,6 +1072,14 @@ def test_phone_like_numbers_are_accepted(groups: list[str], separator: str, coun
     assert find_disallowed(text) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["db.pwd:1000", "pwd: 1000", "see https://x.example.com/pwd:1234", "http://a.pwd:1000x"],
+)
+def test_a_key_word_with_digits_outside_a_url_host_is_still_a_credential(text: str) -> None:
+    assert find_disallowed(text) is not None
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     scheme=st.sampled_from(["http", "https", "ftp", "ws"]),
@@ -1080,6 +1088,9 @@ def test_phone_like_numbers_are_accepted(groups: list[str], separator: str, coun
     path=st.from_regex(r"(/[a-z0-9@._~-]{0,12}){0,4}", fullmatch=True),
     query=st.from_regex(r"(\?[a-z]{1,6}=[a-z0-9@:]{0,10})?", fullmatch=True),
 )
+# A host name ending in a key word, and its port: no key and value.
+@example(scheme="http", host="a.pwd", port=1000, path="", query="")
+@example(scheme="https", host="db.secret", port=5432, path="/x", query="")
 def test_urls_without_userinfo_are_accepted(
     scheme: str, host: str, port: int | None, path: str, query: str
 ) -> None:
