@@ -251,6 +251,8 @@ def build_host(
         _log.error("policy_composition outcome=error code=%s", exc.code)
         locate_in_configuration(exc, configuration.source)
         raise
+    if needs_approval:  # before the audit is opened: a failed start leaves nothing open
+        _check_console_for_approval(environ, home)
     try:
         settings = configuration.authentication if authenticates else AuthenticationSettings()
         authenticator = build_authenticator(settings, configuration.server)
@@ -266,7 +268,6 @@ def build_host(
         raise
     approvals = None
     if needs_approval:
-        _check_console_for_approval(environ, home)
         approvals = Approvals(needs_approval, configuration.approval.ttl_seconds, audit=audit)
     governance = Governance(policy, audit, approvals)
     return Host(configuration, runtime, authenticator, governance, mnemosyne)

@@ -388,10 +388,11 @@ def divert_standard_streams(handler: StderrLines) -> Iterator[None]:
             readings.append(reading)
             os.dup2(writing, descriptor)
             os.close(writing)
-        relay = threading.Thread(
+        thread = threading.Thread(
             target=_relay, args=(tuple(readings), handler), name="mymcp-output", daemon=True
         )
-        relay.start()
+        thread.start()
+        relay = thread  # only a started relay closes the read ends, and is waited for
         yield
     finally:
         for text_stream in (sys.stdout, sys.stderr):
