@@ -53,6 +53,7 @@ from mymcp.governance.audit_format import (
     GENESIS_HASH,
     HEAD_FILE,
     KEY_FILE,
+    LOCK_FILE,
     TAIL_WINDOW,
     RecordShape,
     Tail,
@@ -102,6 +103,10 @@ class _Known:
     tail: Tail
     segment: tuple[int, int, int]
     head: tuple[int, int]
+
+
+# Opening the lock file again after it was replaced, this many times at most in a row.
+_LOCK_ATTEMPTS: Final = 8
 
 
 class AuditLog:
@@ -155,10 +160,37 @@ class AuditLog:
             _log.warning("audit outcome=key_replaced")
             self.append("audit_key_replaced")
 
+    def _lock_exclusively(self) -> None:
+        """Take the directory's lock, as the file `audit.lock` is now. Every process that
+        shares the directory must lock the same file: one whose lock file was removed
+        or replaced since it opened it (someone tidying up, or the directory moved aside
+        and made again) would otherwise hold a lock nobody else takes, and write beside
+        the others into one chain. Raises OSError when no lock file can be opened."""
+        for _ in range(_LOCK_ATTEMPTS):
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            if self._holds_the_lock_file():
+                return
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            try:
+                fresh = open_lock(self.directory)
+            except AuditError as exc:
+                raise OSError(exc.code) from None
+            os.close(self._lock_fd)
+            self._lock_fd = fresh
+        raise OSError("the audit lock file keeps changing")
+
+    def _holds_the_lock_file(self) -> bool:
+        try:
+            named = os.lstat(self.directory / LOCK_FILE)
+        except OSError:
+            return False
+        held = os.fstat(self._lock_fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
     def _start_head(self) -> None:
         """A new log gets `HEAD = 0 <genesis>` before its first record, so that from then
         on a missing `HEAD` always means someone removed it."""
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._lock_exclusively()
         try:
             if not segments(self.directory) and not os.path.lexists(self.directory / HEAD_FILE):
                 write_head(self.directory, 0, GENESIS_HASH)
@@ -270,7 +302,14 @@ class AuditLog:
             batch = [pending.popleft() for _ in range(len(pending))]
             if not batch and not dropped:
                 return
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                self._lock_exclusively()
+            except OSError:
+                self._failed_at = self._monotonic()
+                pending.extendleft(reversed(batch))
+                with self._lock:
+                    self._dropped += dropped
+                raise AuditError("audit_unavailable", "MyMCP audit log cannot be written") from None
             writer: _ChainWriter | None = None
             leading = 0
             removed: list[int] = []

@@ -434,6 +434,35 @@ def test_lines_after_the_last_record_never_restart_the_numbers(
     assert str(result.problem).startswith("segment-000001.jsonl line 6: ")
 
 
+def test_writers_whose_lock_file_was_replaced_still_lock_the_same_file(tmp_path: Path) -> None:
+    """Two writers of one directory; the lock file is removed and a third writer makes
+    a new one. All three must go on excluding each other, or two append at once."""
+    first, second = open_log(tmp_path), open_log(tmp_path)
+    (tmp_path / "audit.lock").unlink()
+    third = open_log(tmp_path)  # creates a new lock file
+    logs = (first, second, third)
+    start = threading.Barrier(len(logs))
+
+    def keep_writing(log: Any, name: str) -> None:
+        start.wait()
+        for index in range(60):
+            log.append("tool_call", principal=name, tool=f"t{index}", decision="allowed")
+            log.commit()
+
+    threads = [
+        threading.Thread(target=keep_writing, args=(log, f"w{n}")) for n, log in enumerate(logs)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for log in logs:
+        log.close()
+    result = verify_audit(tmp_path)
+    assert result.ok, result.problem
+    assert sum(r.get("event") == "tool_call" for r in read_records(tmp_path)) == 180
+
+
 def test_a_planted_newest_segment_of_junk_does_not_restart_the_numbers(tmp_path: Path) -> None:
     write(tmp_path, 5).close()
     (tmp_path / segment_name(999)).write_bytes(b"not a record\n")
