@@ -31,7 +31,7 @@ import anyio
 from anyio import CapacityLimiter, to_thread
 from anyio.lowlevel import RunVar
 
-from mymcp.errors import ManifestError
+from mymcp.errors import ManifestError, MyMCPError
 from mymcp.plugin import (
     ActivatedTool,
     PluginAdapter,
@@ -59,6 +59,7 @@ from mymcp.plugins.mnemosyne.memory import (
     MutationService,
     Scope,
     ToolOutcome,
+    file_key,
     tool_definition,
     unsafe_permissions,
 )
@@ -81,15 +82,28 @@ _codec_lock = threading.Lock()
 _codec: CursorCodec | None = None
 
 
-def process_cursor_codec() -> CursorCodec:
+def process_cursor_codec(
+    environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> CursorCodec:
     """The one list-cursor codec of this process, created on first use.
 
-    Its key and instance id live only in memory, so a restart makes old cursors stale.
+    Its key derives from the memory file key in the user's cache directory, which every
+    process of the user shares (the file is made at the first cursor, not at startup):
+    processes behind one address accept each other's cursors, and a restart keeps them.
+    Where no key can be kept there, the key is this process's own.
     """
     global _codec
     with _codec_lock:
         if _codec is None:
-            _codec = CursorCodec.generate()
+
+            def shared_key() -> bytes:
+                try:
+                    directory = index_snapshot_directory(environ, home)
+                except MyMCPError:
+                    directory = None
+                return file_key(directory)
+
+            _codec = CursorCodec.shared(shared_key)
         return _codec
 
 
@@ -215,7 +229,7 @@ def create_mnemosyne(
     service = MemoryService(
         lambda: memory_root(environ, home),
         settings.candidate_limit,
-        process_cursor_codec(),
+        process_cursor_codec(environ, home),
         snapshot_directory=lambda: index_snapshot_directory(environ, home),
     )
     mutations = MutationService(service, settings.candidate_limit)

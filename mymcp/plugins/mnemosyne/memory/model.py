@@ -145,7 +145,10 @@ _MESSAGES: dict[ErrorCode, str] = {
     _C.WRITE_CONFLICT: "the memory changed during the write; inspect it again",
     _C.NOT_ARCHIVED: "only archived memory can be forgotten",
     _C.AMBIGUOUS_REFERENCE: "more than one legacy memory has this id",
-    _C.STALE_CURSOR: "the listing changed since the cursor was issued; start a fresh listing",
+    _C.STALE_CURSOR: (
+        "the listing changed since the cursor was issued, or the cursor comes from a server "
+        "that shares no cursor key with this one; start a fresh listing"
+    ),
     _C.REPLACEMENT_OUTCOME_UNCERTAIN: (
         "the replacement may have happened; inspect the same reference before any retry"
     ),

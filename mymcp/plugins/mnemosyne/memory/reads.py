@@ -305,6 +305,9 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _SELECTOR_LABEL = b"mnemosyne/memory_list/selector/v1\x00"
 _SNAPSHOT_LABEL = b"mnemosyne/memory_list/snapshot/v2\x00"
 _CURSOR_LABEL = b"mnemosyne/memory_list/cursor/v1\x00"
+# What a shared codec's key and instance id are derived from the shared key with.
+_SHARED_KEY_LABEL = b"mnemosyne/memory_list/shared-key/v1\x00"
+_SHARED_INSTANCE_LABEL = b"mnemosyne/memory_list/shared-instance/v1\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,33 +329,59 @@ def _invalid() -> MemoryOperationError:
 
 
 class CursorCodec:
-    """Signs and checks list cursors with a per-process key and instance id.
+    """Signs and checks list cursors with a key and an instance id.
 
-    Create one per process (``CursorCodec.generate()``) and share it; a restart makes
-    every earlier cursor stale because neither value is persisted.
+    ``generate()`` makes a codec of this process alone: another process, or this one
+    after a restart, finds its cursors stale. ``shared(key_source)`` derives both from a
+    key every process of the user keeps (the memory file key in the cache directory),
+    read at the first cursor: then processes behind one address (a balancer) accept
+    each other's cursors, and a restart keeps them, for as long as the listing is
+    unchanged (every cursor is signed with the listing's state).
     """
 
-    __slots__ = ("_instance", "_key")
+    __slots__ = ("_instance", "_key", "_key_source", "_lock")
 
     def __init__(self, key: bytes, instance_id: str) -> None:
         if len(key) != _KEY_BYTES or _HEX32.match(instance_id) is None:
             raise ValueError("cursor key must be 32 bytes and instance id 32 lowercase hex")
         self._key = key
         self._instance = instance_id
+        self._key_source: Callable[[], bytes] | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def generate(cls) -> CursorCodec:
         return cls(secrets.token_bytes(_KEY_BYTES), uuid.uuid4().hex)
 
+    @classmethod
+    def shared(cls, key_source: Callable[[], bytes]) -> CursorCodec:
+        """A codec derived from the key `key_source` gives, asked for at first use (not
+        at startup: a check that starts nothing creates no key file)."""
+        codec = cls(bytes(_KEY_BYTES), "0" * 32)  # stand-ins until the first cursor
+        codec._key_source = key_source
+        return codec
+
+    def _material(self) -> tuple[bytes, str]:
+        if self._key_source is not None:
+            with self._lock:
+                source = self._key_source
+                if source is not None:
+                    shared = source()
+                    self._key = hmac.new(shared, _SHARED_KEY_LABEL, hashlib.sha256).digest()
+                    instance = hmac.new(shared, _SHARED_INSTANCE_LABEL, hashlib.sha256)
+                    self._instance = instance.hexdigest()[:32]
+                    self._key_source = None
+        return self._key, self._instance
+
     @property
     def instance_id(self) -> str:
-        return self._instance
+        return self._material()[1]
 
     def __repr__(self) -> str:  # never show the key
         return "CursorCodec(<process key>)"
 
     def _mac(self, label: bytes, payload: bytes) -> bytes:
-        return hmac.new(self._key, label + payload, hashlib.sha256).digest()
+        return hmac.new(self._material()[0], label + payload, hashlib.sha256).digest()
 
     def selector_digest(
         self, scope: str, namespace_id: str | None, collection_mode: str, collection_id: str | None
@@ -373,7 +402,7 @@ class CursorCodec:
         payload = _canonical(
             {
                 "v": 1,
-                "p": self._instance,
+                "p": self.instance_id,
                 "s": state.selector,
                 "d": state.snapshot,
                 "o": state.offset,
@@ -386,10 +415,11 @@ class CursorCodec:
         return token
 
     def decode(self, token: str) -> CursorState:
-        """Verify a cursor issued by this process.
+        """Verify a cursor issued with this codec's key.
 
-        Raises ``stale_cursor`` for another process's cursor and ``invalid_cursor`` for
-        anything malformed or not signed with this process's key.
+        Raises ``stale_cursor`` for a cursor of another key (another process's, or one
+        from before a restart, for a codec of one process) and ``invalid_cursor`` for
+        anything malformed or not signed with this key.
         """
         if len(token) > CURSOR_MAX or token.count(".") != 1:
             raise _invalid()
@@ -399,7 +429,7 @@ class CursorCodec:
         if payload is None or mac is None:
             raise _invalid()
         body = self._parse_payload(payload)
-        if body["p"] != self._instance:
+        if body["p"] != self.instance_id:
             raise MemoryOperationError(ErrorCode.STALE_CURSOR)
         if not hmac.compare_digest(mac, self._mac(_CURSOR_LABEL, payload)):
             raise _invalid()

@@ -242,9 +242,10 @@ FAMILIES: dict[str, tuple[st.SearchStrategy[str], PolicyReason]] = {
         CREDENTIAL,
     ),
     "jwt": (
-        st.tuples(_run(B64URL, 8, 40), _run(B64URL, 10, 80), _run(B64URL, 0, 43)).map(
-            lambda t: f"eyJ{t[0]}.{t[1]}.{t[2]}"
-        ),
+        st.tuples(_run(B64URL, 8, 40), _run(B64URL, 10, 80), _run(B64URL, 0, 43))
+        .map(lambda t: f"eyJ{t[0]}.{t[1]}.{t[2]}")
+        # A token that also holds an OpenSSH key body is that family's first.
+        .filter(lambda token: "b3BlbnNzaC1rZXktdjE" not in token),
         COMPACT_TOKEN,
     ),
     "ssn_dashed": (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, tool_definition
+from mymcp.plugins.mnemosyne.memory import CursorCodec, MemoryService, file_key, tool_definition
 from mymcp.plugins.mnemosyne.memory.reads import CursorState
 
 Factory = Callable[..., dict[str, Any]]
@@ -171,6 +171,32 @@ def test_cursor_from_another_instance_is_stale(
 ) -> None:
     other = MemoryService(lambda: root, 10_000, CursorCodec.generate())
     assert _error(other, cursor=_first_cursor(service)) == STALE
+
+
+def test_processes_sharing_the_cursor_key_page_through_one_listing_together(
+    root: Path, tmp_path: Path, inventory: dict[str, dict[str, Any]]
+) -> None:
+    # Two processes behind one address (a balancer), each with its own index and codec
+    # but one cache directory: each accepts the other's cursors; a restart too.
+    cache = tmp_path / "cache"
+    first, second, restarted = (
+        MemoryService(lambda: root, 10_000, CursorCodec.shared(lambda: file_key(cache)))
+        for _ in range(3)
+    )
+    everything = _refs(_list(first))
+    payload = _list(first, page_size=2)
+    seen = _refs(payload)
+    turn = 0
+    while (cursor := payload["page"]["next_cursor"]) is not None:
+        turn += 1
+        payload = _list((second, restarted, first)[turn % 3], cursor=cursor)
+        seen += _refs(payload)
+    assert seen == everything
+    # A codec of another key (another cache directory) still finds them stale.
+    elsewhere = MemoryService(
+        lambda: root, 10_000, CursorCodec.shared(lambda: file_key(tmp_path / "other"))
+    )
+    assert _error(elsewhere, cursor=_first_cursor(first)) == STALE
 
 
 def test_cursor_is_stale_after_any_selected_change(
