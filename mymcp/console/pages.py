@@ -550,36 +550,31 @@ class ConsolePages:
             return self._message(404, "Not found", "No record is named here.", session=session)
         outcome = await self._memory.inspect(reference)
         record = outcome.payload.get("memory") if outcome.ok else None
-        if not isinstance(record, Mapping):
+
+        def record_page(status: int, actions: list[str], notice: str | None) -> Response:
             return self._render(
                 "record.html",
-                404 if outcome.ok else outcome.http_status(otherwise=404),
-                session=session,
-                section="memory",
-                reference=reference,
-                outcome=outcome,
-                record=None,
-                actions=[],
-                notice=None,
-                error=None,
-            )
-        actions = self._actions_for(record)
-        if action not in actions:
-            # A stale or typed link: the record's state has no such step (forget needs an
-            # archived record). The record is shown with the steps it does have.
-            state = record.get("lifecycle", {}).get("state", "unknown")
-            return self._render(
-                "record.html",
-                409,
+                status,
                 session=session,
                 section="memory",
                 reference=reference,
                 outcome=outcome,
                 record=record,
                 actions=actions,
-                notice=f"{action.capitalize()} does not apply to a record that is {state}.",
+                notice=notice,
                 error=None,
             )
+
+        if not isinstance(record, Mapping):
+            record = None
+            return record_page(404 if outcome.ok else outcome.http_status(otherwise=404), [], None)
+        actions = self._actions_for(record)
+        if action not in actions:
+            # A stale or typed link: the record's state has no such step (forget needs an
+            # archived record). The record is shown with the steps it does have.
+            state = record.get("lifecycle", {}).get("state", "unknown")
+            notice = f"{action.capitalize()} does not apply to a record that is {state}."
+            return record_page(409, actions, notice)
         heading, label, consequence = _ACTION_TEXT[action]
         return self._render(
             "confirm.html",

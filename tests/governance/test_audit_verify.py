@@ -399,6 +399,18 @@ def test_a_torn_last_line_is_reported_as_such_and_recovered(tmp_path: Path) -> N
     assert events[-2:] == ["audit_recovered", "tool_call"]
 
 
+def _numbered_after_one_more_record(directory: Path, tool: str) -> list[dict[str, Any]]:
+    """The records once a new writer added one more, checked to be numbered 1, 2, ...
+    without a gap or a repeat."""
+    log = open_log(directory)
+    log.append("tool_call", tool=tool)
+    log.commit()
+    log.close()
+    records = list(read_records(directory))
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    return records
+
+
 @pytest.mark.parametrize(
     "ending",
     [
@@ -420,12 +432,7 @@ def test_lines_after_the_last_record_never_restart_the_numbers(
     write(tmp_path, 5).close()
     with open(tmp_path / "segment-000001.jsonl", "ab") as handle:
         handle.write(ending)
-    log = open_log(tmp_path)
-    log.append("tool_call", tool="after_edit")
-    log.commit()
-    log.close()
-    records = list(read_records(tmp_path))
-    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    records = _numbered_after_one_more_record(tmp_path, "after_edit")
     assert records[-2]["event"] == "audit_recovered"
     assert records[-2]["prev"] == records[-3]["hash"]
     assert segment_numbers(tmp_path) == [1, 2]  # the edited segment is left as it was
@@ -466,12 +473,7 @@ def test_writers_whose_lock_file_was_replaced_still_lock_the_same_file(tmp_path:
 def test_a_planted_newest_segment_of_junk_does_not_restart_the_numbers(tmp_path: Path) -> None:
     write(tmp_path, 5).close()
     (tmp_path / segment_name(999)).write_bytes(b"not a record\n")
-    log = open_log(tmp_path)
-    log.append("tool_call", tool="after_plant")
-    log.commit()
-    log.close()
-    records = list(read_records(tmp_path))
-    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    records = _numbered_after_one_more_record(tmp_path, "after_plant")
     assert records[-1]["tool"] == "after_plant"
     assert segment_numbers(tmp_path) == [1, 999, 1000]
     assert not verify_audit(tmp_path).ok
