@@ -356,6 +356,8 @@ def _walk(
             # Record-looking names need an lstat anyway; its mode answers the rest.
             try:
                 info: os.stat_result | None = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed since the listing (another process forgot it): no file
             except OSError:
                 info = None
             if info is not None and stat.S_ISLNK(info.st_mode):

@@ -427,3 +427,39 @@ def test_files_of_another_user_are_skipped(
     assert [(p.parts, p.reason) for p in index.problems(Scope.PROJECT)] == [
         (("project",), "unsafe_permissions")
     ]
+
+
+def test_a_file_removed_between_the_listing_and_its_stat_is_no_skipped_file(
+    root: Path, write: Callable[..., Path], v1: Callable[..., dict[str, Any]], caplog: Any
+) -> None:
+    # Another process forgets a record while this one walks: the name was listed, then
+    # is gone. It is simply no file any more, not one to warn about as unreadable.
+    files = {
+        "a.json": write(v1(memory_id="first"), "project/ns/a.json"),
+        "b.json": write(v1(memory_id="second"), "project/ns/b.json"),
+    }
+    kept: list[str] = []
+    real = index_module.walk_candidates
+
+    def walk_then_remove(*args: Any, **kwargs: Any) -> None:
+        visit = args[4]
+
+        def visiting(dir_fd: int, directory: Any, name: str, info: Any) -> None:
+            visit(dir_fd, directory, name, info)
+            if not kept:  # the first one looked at stays; the other, listed, goes
+                kept.append(name)
+                next(path for other, path in files.items() if other != name).unlink()
+
+        real(*args[:4], visiting, *args[5:], **kwargs)
+
+    index = MemoryIndex(root, watch=False)
+    with caplog.at_level(logging.WARNING, logger="mymcp.memory.store"):
+        original = index_module.walk_candidates
+        index_module.walk_candidates = walk_then_remove  # type: ignore[assignment]
+        try:
+            found = scan(index).ids
+        finally:
+            index_module.walk_candidates = original  # type: ignore[assignment]
+    assert found == {"first" if kept == ["a.json"] else "second"}
+    assert not [r for r in caplog.records if "reason=unreadable" in r.getMessage()]
+    assert index.problems(Scope.PROJECT) == []
