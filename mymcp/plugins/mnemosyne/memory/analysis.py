@@ -340,6 +340,22 @@ _ASCII_RUN = re.compile(r"[a-z0-9]+(?:[-._:][a-z0-9]+)*")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
+# English function words, as `query_terms` gives their surface: words that say nothing of
+# what a memory is about. A memory that shares only these with a query is no match for
+# it ("What is the name of my dog?" against "The capital of France is Paris"). They still
+# count in ranking, where they weigh little next to the words that do matter.
+FUNCTION_WORDS: Final = frozenset(
+    """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves""".split()  # noqa: SIM905
+)
+
+
 def query_terms(text: str) -> list[tuple[str, str]]:
     """(surface, term) pairs in text order; the surface is the casefolded word as written."""
     folded = text.casefold()

@@ -24,7 +24,7 @@ from typing import Any, Final
 from mymcp._base64url import b64url_decode, b64url_encode
 from mymcp._strictjson import StrictJsonError, load_strict_json
 
-from .analysis import word_patterns
+from .analysis import FUNCTION_WORDS, word_patterns
 from .index import IndexedRecord, ListedRow, MemoryIndex
 from .model import (
     ErrorCode,
@@ -165,7 +165,13 @@ class MemoryService:
         found = index.recall(
             request.scope, request.query, tag_keys, RECALL_LIMIT, request.namespace_id
         )
-        memories = [_recalled(item, hit) for item, hit in found]
+        # A record that shares nothing with the query but function words (and no tag) is
+        # not relevant to it: "nothing relevant" is what no_matches promises.
+        memories = [
+            _recalled(item, hit)
+            for item, hit in found
+            if hit.matched_tag_keys or not hit.matched_terms <= FUNCTION_WORDS
+        ]
         fields["results"] = len(memories)
         return {"status": "ok" if memories else "no_matches", "memories": memories}
 

@@ -96,6 +96,30 @@ def test_no_matches_and_missing_scope(
     assert service.recall({"query": "the is", "scope": "project"}).payload["status"] == "no_matches"
 
 
+def test_a_record_sharing_only_function_words_with_the_query_is_no_match(
+    service: MemoryService, write: Writer, v2: Factory
+) -> None:
+    write(
+        v2(memory_id="mem_" + "1" * 32, title="Capital", content="The capital of France is Paris.")
+    )
+    write(
+        v2(
+            memory_id="mem_" + "2" * 32,
+            title="Starter",
+            content="Feed the starter daily.",
+            tags=["dog"],
+        )
+    )
+    for question in ("What is the name of my dog?", "what is the", "How do I fix the car"):
+        outcome = service.recall({"query": question, "scope": "project"})
+        memories = outcome.payload["memories"]
+        # Only the record tagged "dog" (the one word that matters) answers the first.
+        assert [m["title"] for m in memories] == (["Starter"] if "dog" in question else [])
+        assert outcome.payload["status"] == ("ok" if memories else "no_matches")
+    # One word that matters is enough, whatever else the query holds.
+    assert _ids(service, query="What is the capital of France?") == ["mem_" + "1" * 32]
+
+
 def test_namespace_narrows_and_excludes_legacy(
     write: Writer, v1: Factory, v2: Factory, service: MemoryService
 ) -> None:
