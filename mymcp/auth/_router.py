@@ -143,7 +143,9 @@ class Authenticator:
         """Headers for the empty 401 that answers `failure`.
 
         With an enabled OAuth adapter: `WWW-Authenticate: Bearer` naming the
-        protected-resource metadata URL, plus `error="invalid_token"` when the client
+        protected-resource metadata URL and, when policy names any, the scopes it grants
+        with (`scope`, as published in `scopes_supported`), plus `error="invalid_token"`
+        when the client
         actually sent a bearer token (`offers_bearer_token`), well formed or not. A
         credential in a scheme we do not take (`Basic`, `DPoP`), malformed or not,
         is no bearer token to call invalid: RFC 6750 answers it, like a request with no
@@ -157,6 +159,10 @@ class Authenticator:
         if self._oauth is None:
             return {} if self._adapter is None else {"WWW-Authenticate": "Bearer"}
         value = f'Bearer resource_metadata="{self._oauth.metadata_url}"'
+        if self._oauth.scopes_supported:
+            # The scopes that let a token do anything here (those policy grants with),
+            # which a client asks its authorization server for before any call.
+            value += f', scope="{" ".join(self._oauth.scopes_supported)}"'
         if token_presented and failure not in _NO_ERROR_CODE:
             value += ', error="invalid_token"'
         return {"WWW-Authenticate": value}

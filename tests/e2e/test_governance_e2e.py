@@ -503,6 +503,13 @@ def test_protected_resource_metadata_lists_the_step_up_scopes(
     # The scopes `scope:` rules name, from the bootstrap's own wiring; offline_access,
     # though a rule names it, is not one a client is ever asked for.
     assert metadata["scopes_supported"] == ["memory.read", "memory.write"]
+    # The 401 challenge names them too, as the scopes a client asks for before a call.
+    refused = httpx.post(oauth_governed.url, json={}, timeout=10)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{oauth_governed.base}/.well-known/oauth-protected-resource/mcp"'
+        ', scope="memory.read memory.write"'
+    )
 
 
 def test_oauth_decisions_are_audited_with_the_subject(oauth_governed: OAuthGoverned) -> None:
