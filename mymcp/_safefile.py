@@ -31,6 +31,7 @@ __all__ = [
     "create_private_directories",
     "create_private_directory",
     "create_private_file",
+    "names_open_file",
     "read_safe_file",
     "replace_private_file",
 ]
@@ -351,3 +352,14 @@ def create_private_directories(path: Path) -> None:
             os.close(parent)
     finally:
         os.close(fd)
+
+
+def names_open_file(path: Path, fd: int) -> bool:
+    """Whether `path` (not followed) still names the file open as `fd`: a lock file that
+    was removed or replaced since it was opened is no longer the one others lock."""
+    try:
+        named = os.lstat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

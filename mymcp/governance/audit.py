@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from mymcp._safefile import names_open_file
 from mymcp.errors import AuditError
 from mymcp.governance.audit_format import (
     GENESIS_HASH,
@@ -168,7 +169,7 @@ class AuditLog:
         the others into one chain. Raises OSError when no lock file can be opened."""
         for _ in range(_LOCK_ATTEMPTS):
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            if self._holds_the_lock_file():
+            if names_open_file(self.directory / LOCK_FILE, self._lock_fd):
                 return
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             try:
@@ -178,14 +179,6 @@ class AuditLog:
             os.close(self._lock_fd)
             self._lock_fd = fresh
         raise OSError("the audit lock file keeps changing")
-
-    def _holds_the_lock_file(self) -> bool:
-        try:
-            named = os.lstat(self.directory / LOCK_FILE)
-        except OSError:
-            return False
-        held = os.fstat(self._lock_fd)
-        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
     def _start_head(self) -> None:
         """A new log gets `HEAD = 0 <genesis>` before its first record, so that from then

@@ -616,11 +616,17 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 load.answering += 1
                 if load.answering > self.max_requests and not self._refused_busy:
                     self._refuse_late(load)
-        elif not answering and self.timeout_keep_alive_task is None:
+        elif (
+            not answering
+            and self.timeout_keep_alive_task is None
+            and not self.transport.is_closing()
+        ):
             # Answered before its body was all here (a 413, 415 or 401 needs no body):
             # the answer started the idle timer, and the body arriving since stopped
             # it, as any input does. The connection is idle from now on.
-            self._arm_keep_alive()
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
     def _refuse_late(self, load: _ServerLoad) -> None:
         """Answer 503 a request admitted at its head whose body completed only once the
@@ -638,12 +644,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write(b"HTTP/1.1 503 Service Unavailable\r\n" + head + b"\r\n" + body)
         self.transport.close()
         load.note_refusal(self.loop, self.logger, self.max_requests)
-
-    def _arm_keep_alive(self) -> None:
-        if not self.transport.is_closing():
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self.timeout_keep_alive_handler
-            )
 
     def on_response_complete(self) -> None:
         load = self._load

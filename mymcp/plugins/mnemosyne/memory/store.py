@@ -25,7 +25,11 @@ from typing import Final, NamedTuple, Protocol
 
 from anyio import from_thread
 
-from mymcp._safefile import create_private_directories, create_private_directory
+from mymcp._safefile import (
+    create_private_directories,
+    create_private_directory,
+    names_open_file,
+)
 
 from .model import (
     MAX_DIRECTORY_DEPTH,
@@ -469,16 +473,6 @@ def _open_lock_file(root: Path) -> int:
     return fd
 
 
-def _is_the_lock_file(root: Path, fd: int) -> bool:
-    """Whether ``fd`` is still the file named as the root's lock file."""
-    try:
-        named = os.lstat(root / LOCK_FILE_NAME)
-    except OSError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
-
-
 def _log_unusable_lock() -> None:
     # The write's own log line says only that the source is unavailable; this one says
     # where to look (the checks name the file and what is there).
@@ -543,7 +537,7 @@ def root_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[Non
                     continue
                 except OSError:
                     raise MemoryOperationError(ErrorCode.MEMORY_SOURCE_UNAVAILABLE) from None
-                if _is_the_lock_file(root, fd):
+                if names_open_file(root / LOCK_FILE_NAME, fd):
                     break
                 if time.monotonic() >= deadline:  # swapped again and again: give up
                     raise MemoryOperationError(ErrorCode.MEMORY_BUSY)
